@@ -1,0 +1,223 @@
+package scripts
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+	"github.com/tidwall/resp"
+)
+
+// Errors a call can end with; the limiter applies its failure mode to all of them.
+var (
+	// ErrUnavailable: the gateway could not get an answer from Redis (no
+	// connection, connection reset, or no reply within the configured timeout).
+	ErrUnavailable = errors.New("redis unavailable")
+	// ErrMalformed: Redis answered something that is not what the script returns.
+	ErrMalformed = errors.New("malformed redis reply")
+)
+
+// Endpoint says where the Redis service is and how to log in to it.
+type Endpoint struct {
+	ServiceName string
+	ServicePort int
+	Username    string
+	Password    string
+	TimeoutMs   uint32
+	Database    int
+}
+
+// Client sends script calls to one Redis service through the gateway. The
+// proxy-wasm VM is single-threaded, so a Client is used without locking.
+type Client struct {
+	endpoint Endpoint
+	cluster  string // the gateway's name for the Redis cluster
+	ready    bool   // whether the gateway accepted RedisInit
+	replies  *bufio.Reader
+}
+
+// NewClient returns a client for the endpoint; Init must be called before use.
+func NewClient(e Endpoint) *Client {
+	cluster := wrapper.FQDNCluster{FQDN: e.ServiceName, Port: int64(e.ServicePort)}.ClusterName()
+	return &Client{endpoint: e, cluster: cluster, replies: bufio.NewReader(nil)}
+}
+
+// Init asks the gateway to open the Redis connection. A failure is not fatal
+// (the gateway may not know the cluster yet): it is retried before each call.
+func (c *Client) Init() error {
+	// Buffering is off: a limiter on the request path must not wait up to the
+	// gateway's default 3 ms flush interval before its call leaves.
+	options := "?db=" + strconv.Itoa(c.endpoint.Database) + "&buffer_flush_timeout=0&max_buffer_size_before_flush=0"
+	err := proxywasm.RedisInit(c.cluster+options, c.endpoint.Username, c.endpoint.Password, c.endpoint.TimeoutMs)
+	c.ready = err == nil
+	if err != nil {
+		return fmt.Errorf("%w: redis init for %s failed: %v", ErrUnavailable, c.cluster, err)
+	}
+	return nil
+}
+
+// Verdict is Admit's answer, about the window that decided (see admit.lua).
+type Verdict struct {
+	Allowed   bool
+	Limit     int64 // tokens per window
+	Remaining int64 // tokens left in it, never negative
+	Reset     int64 // seconds until it starts anew
+}
+
+// Window is one window of a subject, as the scripts take it.
+type Window struct {
+	Seconds int64
+	Limit   int64
+}
+
+// Admit asks whether one more request of the subject may go; done gets the
+// verdict, or an error when Redis could not give one. When Admit itself
+// returns an error, done is never called.
+func (c *Client) Admit(subject []byte, windows []Window, done func(Verdict, error)) error {
+	encode := func(bySource bool) []byte { return encodeAdmit(subject, windows, bySource) }
+	return c.dispatch(encode, func(v resp.Value, err error) {
+		if err != nil {
+			done(Verdict{}, err)
+			return
+		}
+		done(parseVerdict(v))
+	})
+}
+
+// encodeAdmit encodes one call of admit.lua.
+func encodeAdmit(subject []byte, windows []Window, bySource bool) []byte {
+	q := Admit.appendCall(make([]byte, 0, 96+len(subject)+24*len(windows)), bySource, subject, 1+2*len(windows))
+	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
+	for _, w := range windows {
+		q = appendBulkInt(q, w.Seconds)
+		q = appendBulkInt(q, w.Limit)
+	}
+	return q
+}
+
+// Charge adds tokens to every window of the subject. done, if not nil, gets
+// nil or the error; when Charge itself returns an error, done is never called.
+func (c *Client) Charge(subject []byte, tokens int64, windows []Window, done func(error)) error {
+	encode := func(bySource bool) []byte { return encodeCharge(subject, tokens, windows, bySource) }
+	return c.dispatch(encode, func(v resp.Value, err error) {
+		if err == nil && len(v.Array()) != len(windows) {
+			err = fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
+		}
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
+// encodeCharge encodes one call of charge.lua.
+func encodeCharge(subject []byte, tokens int64, windows []Window, bySource bool) []byte {
+	q := Charge.appendCall(make([]byte, 0, 96+len(subject)+12*len(windows)), bySource, subject, 2+len(windows))
+	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
+	q = appendBulkInt(q, tokens)
+	for _, w := range windows {
+		q = appendBulkInt(q, w.Seconds)
+	}
+	return q
+}
+
+// dispatch sends a call by digest; when Redis does not have the script (it
+// restarted, or its script cache was flushed) the call is sent once more with
+// the script's source, which also puts the script back in Redis's cache.
+func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Value, error)) error {
+	if !c.ready {
+		if err := c.Init(); err != nil {
+			return err
+		}
+	}
+	return c.send(encode(false), func(v resp.Value, err error) {
+		if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			done(v, err)
+			return
+		}
+		if err := c.send(encode(true), done); err != nil {
+			done(resp.Value{}, err)
+		}
+	})
+}
+
+func (c *Client) send(query []byte, done func(resp.Value, error)) error {
+	_, err := proxywasm.DispatchRedisCall(c.cluster, query, func(status, size int) {
+		// The host may read the query after the call returns (the test host
+		// does): keep it from being collected and reused until the reply.
+		runtime.KeepAlive(query)
+		done(c.readReply(status, size))
+	})
+	if err != nil {
+		return fmt.Errorf("%w: dispatch to %s failed: %v", ErrUnavailable, c.cluster, err)
+	}
+	return nil
+}
+
+// readReply reads the reply of the call the gateway is answering now.
+func (c *Client) readReply(status, size int) (resp.Value, error) {
+	if status != 0 {
+		return resp.Value{}, fmt.Errorf("%w: call failed with status %d (no connection, reset, or timed out)", ErrUnavailable, status)
+	}
+	raw, err := proxywasm.GetRedisCallResponse(0, size)
+	if err != nil {
+		return resp.Value{}, fmt.Errorf("%w: reading the reply: %v", ErrUnavailable, err)
+	}
+	return ParseReply(raw, c.replies)
+}
+
+// ParseReply decodes one RESP reply. A Redis error reply becomes an error
+// carrying Redis's message; bytes that are not RESP become ErrMalformed. br is
+// a reader to reuse between calls (nil: one is made).
+func ParseReply(raw []byte, br *bufio.Reader) (resp.Value, error) {
+	if br == nil {
+		br = bufio.NewReader(nil)
+	}
+	br.Reset(bytes.NewReader(raw))
+	v, _, err := resp.NewReader(br).ReadValue()
+	if err != nil || len(raw) == 0 || !isRESPType(raw[0]) {
+		return resp.Value{}, fmt.Errorf("%w: %.64q", ErrMalformed, raw)
+	}
+	if v.Type() == resp.Error {
+		return resp.Value{}, errors.New(v.String())
+	}
+	return v, nil
+}
+
+// isRESPType rejects what the resp reader would accept as an inline
+// ("telnet") command: no Redis reply starts that way.
+func isRESPType(b byte) bool {
+	return b == '+' || b == '-' || b == ':' || b == '$' || b == '*'
+}
+
+// parseVerdict checks that a reply has the shape admit.lua returns.
+func parseVerdict(v resp.Value) (Verdict, error) {
+	a := v.Array()
+	if len(a) != 4 {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	}
+	for _, e := range a {
+		if e.Type() != resp.Integer {
+			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+		}
+	}
+	allowed, limit, remaining, reset := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer())
+	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	}
+	return Verdict{Allowed: allowed == 1, Limit: limit, Remaining: remaining, Reset: reset}, nil
+}
+
+// describe renders a reply for an error message, briefly.
+func describe(v resp.Value) string {
+	s := v.String()
+	if len(s) > 64 {
+		s = s[:64] + "…"
+	}
+	return fmt.Sprintf("%s %q", v.Type(), s)
+}
