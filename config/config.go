@@ -1,0 +1,268 @@
+// Package config parses and validates the ai-token-ratelimit plugin
+// configuration and matches requests against its rules.
+//
+// It accepts every configuration the Higress ai-token-ratelimit plugin
+// accepts, with the same meaning, plus these extensions:
+//
+//   - A limit key may set several windows (token_per_second, token_per_minute,
+//     token_per_hour, token_per_day); all of them are enforced. Higress
+//     silently keeps only one.
+//   - show_limit_quota_header, failure_mode and xff_num_trusted_hops.
+//
+// It is stricter than Higress: wrong JSON types, unknown or duplicate fields
+// (except top-level keys starting with "_", which the gateway adds), invalid
+// header names, invalid regexps and invalid IPs/CIDRs are refused by Parse
+// with a *FieldError naming the field path and the bad value. JSON null is
+// treated as "not set" (an empty YAML value), except for limit_by_consumer and
+// limit_by_per_consumer, whose mere presence selects the limit type.
+//
+// The package has no proxy-wasm dependency: the plugin implements Request
+// over the host API and calls Config.Match on every request.
+package config
+
+import (
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Defaults and well-known names.
+const (
+	DefaultRejectedCode    = 429
+	DefaultRejectedMsg     = "Too many requests"
+	DefaultRedisTimeoutMs  = 1000
+	DefaultRedisPort       = 6379
+	DefaultRedisStaticPort = 80 // when service_name ends with StaticServiceSuffix
+	StaticServiceSuffix    = ".static"
+	ConsumerHeader         = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
+	CookieHeader           = "cookie"
+	XForwardedForHeader    = "x-forwarded-for"
+	RegexpKeyPrefix        = "regexp:"
+	AnyKey                 = "*"
+)
+
+const (
+	perIPRemoteAddr         = "from-remote-addr"
+	perIPHeaderPrefix       = "from-header-"
+	gatewayReservedPrefix   = "_" // top-level keys added by the gateway (_rules_, _match_route_...)
+	xffTrustedHopsUnset     = -1
+	maxXFFTrustedHops       = 1<<31 - 1
+	maxRedisTimeoutMs       = 1<<32 - 1 // proxy-wasm timeouts are uint32 milliseconds
+	maxRedisDatabase        = 1<<31 - 1
+	minRejectedCode         = 100
+	maxRejectedCode         = 599
+	maxQuotedValueInMessage = 100 // bytes of a bad value quoted in an error message
+)
+
+// Config is a parsed, validated plugin configuration. It is read-only after
+// Parse and safe for concurrent use.
+type Config struct {
+	RuleName string
+	// Global is set when global_threshold is used; its Key is "*" and its Kind
+	// KeyAny. Items is then empty.
+	Global *LimitKey
+	// Items are the rule_items, in configuration order.
+	Items []RuleItem
+
+	RejectedCode         uint32
+	RejectedMsg          string
+	ShowLimitQuotaHeader bool
+	FailureMode          FailureMode
+	// XFFTrustedHops is xff_num_trusted_hops, or -1 when unset.
+	XFFTrustedHops int
+	Redis          Redis
+}
+
+// Redis is the redis section.
+type Redis struct {
+	ServiceName string
+	ServicePort int
+	Username    string
+	Password    string
+	TimeoutMs   int64
+	Database    int
+}
+
+// FailureMode says what to do with a request when Redis cannot be reached.
+type FailureMode uint8
+
+const (
+	FailAllow FailureMode = iota // "allow" (default): let the request through
+	FailDeny                     // "deny": reject it
+)
+
+func (m FailureMode) String() string {
+	switch m {
+	case FailAllow:
+		return "allow"
+	case FailDeny:
+		return "deny"
+	}
+	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// LimitType is the kind of a rule item, named after its configuration key.
+type LimitType uint8
+
+const (
+	ByHeader LimitType = iota + 1
+	ByParam
+	ByConsumer
+	ByCookie
+	ByPerHeader
+	ByPerParam
+	ByPerConsumer
+	ByPerCookie
+	ByPerIP
+)
+
+// limitTypes is indexed by LimitType; its order is the order used in messages.
+var limitTypes = [...]struct {
+	field string
+	per   bool
+}{
+	ByHeader:      {"limit_by_header", false},
+	ByParam:       {"limit_by_param", false},
+	ByConsumer:    {"limit_by_consumer", false},
+	ByCookie:      {"limit_by_cookie", false},
+	ByPerHeader:   {"limit_by_per_header", true},
+	ByPerParam:    {"limit_by_per_param", true},
+	ByPerConsumer: {"limit_by_per_consumer", true},
+	ByPerCookie:   {"limit_by_per_cookie", true},
+	ByPerIP:       {"limit_by_per_ip", true},
+}
+
+// String returns the Higress configuration key, e.g. "limit_by_header".
+func (t LimitType) String() string {
+	if t >= ByHeader && int(t) < len(limitTypes) {
+		return limitTypes[t].field
+	}
+	return "LimitType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// PerValue reports whether each distinct request value gets its own counter
+// (the limit_by_per_* types). For the other types all requests matching a
+// limit key share that key's counter.
+func (t LimitType) PerValue() bool {
+	return t >= ByHeader && int(t) < len(limitTypes) && limitTypes[t].per
+}
+
+func limitTypeByField(field string) (LimitType, bool) {
+	for t := ByHeader; int(t) < len(limitTypes); t++ {
+		if limitTypes[t].field == field {
+			return t, true
+		}
+	}
+	return 0, false
+}
+
+// RuleItem is one entry of rule_items.
+type RuleItem struct {
+	Type LimitType
+	// Name is where the value is read from: the lower-cased header name, the
+	// query parameter name, the cookie name, ConsumerHeader for the consumer
+	// types, and for ByPerIP the lower-cased header name, "" meaning the
+	// connection's peer address.
+	Name string
+	// Raw is the limit_by_* value as configured ("x-mse-consumer" for the
+	// consumer types), which Higress uses in its Redis keys.
+	Raw  string
+	Keys []LimitKey
+}
+
+// KeyKind says how a limit key matches a value.
+type KeyKind uint8
+
+const (
+	KeyExact  KeyKind = iota // the value equals Key
+	KeyAny                   // "*": any non-empty value
+	KeyRegexp                // "regexp:<re>": Regexp matches (unanchored) the value
+	KeyIPNet                 // an IP or CIDR (limit_by_per_ip): Prefix contains the IP
+)
+
+func (k KeyKind) String() string {
+	switch k {
+	case KeyExact:
+		return "exact"
+	case KeyAny:
+		return "any"
+	case KeyRegexp:
+		return "regexp"
+	case KeyIPNet:
+		return "ipnet"
+	}
+	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// LimitKey is one entry of limit_keys (or the global threshold).
+type LimitKey struct {
+	Key    string // as configured
+	Kind   KeyKind
+	Regexp *regexp.Regexp // KeyRegexp
+	// Prefix is set for KeyIPNet: masked, a bare IP becoming /32 or /128, and
+	// IPv4-mapped IPv6 prefixes of 96 bits or more turned into IPv4 ones (the
+	// client IP is unmapped too).
+	Prefix netip.Prefix
+	// Windows holds at least one window, sorted by Seconds then Unit.
+	Windows []Window
+}
+
+// Unit is what a window counts.
+type Unit uint8
+
+const (
+	UnitTokens Unit = iota // token_per_*
+	// Request-count windows (query_per_*) would be a new Unit here plus rows
+	// in windowKinds.
+)
+
+func (u Unit) String() string {
+	if u == UnitTokens {
+		return "tokens"
+	}
+	return "Unit(" + strconv.Itoa(int(u)) + ")"
+}
+
+// Window is one limit: at most Limit units per Seconds.
+type Window struct {
+	Field   string // configuration field, e.g. "token_per_minute"
+	Unit    Unit
+	Seconds int64
+	Limit   int64
+}
+
+type windowKind struct {
+	field   string
+	unit    Unit
+	seconds int64
+}
+
+// windowKinds is the single definition of the window fields accepted in
+// limit_keys entries and global_threshold.
+var windowKinds = [...]windowKind{
+	{"token_per_second", UnitTokens, 1},
+	{"token_per_minute", UnitTokens, 60},
+	{"token_per_hour", UnitTokens, 3600},
+	{"token_per_day", UnitTokens, 86400},
+}
+
+func windowKindByField(field string) (windowKind, bool) {
+	for _, w := range windowKinds {
+		if w.field == field {
+			return w, true
+		}
+	}
+	return windowKind{}, false
+}
+
+func windowFieldList() string {
+	var b strings.Builder
+	for i, w := range windowKinds {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(w.field)
+	}
+	return b.String()
+}

@@ -1,0 +1,235 @@
+package config
+
+import (
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// Seed corpora live in testdata/fuzz/<FuzzName>/; the f.Add calls below add
+// a few more so that a plain `go test` exercises the properties too.
+
+const asciiSpace = " \t\n\v\f\r"
+
+// refCookieValue is a straightforward reference for CookieValue.
+func refCookieValue(header, name string) (string, bool) {
+	for _, pair := range strings.Split(header, ";") {
+		k, v, ok := strings.Cut(pair, "=")
+		if ok && strings.Trim(k, asciiSpace) == name {
+			return strings.Trim(v, asciiSpace), true
+		}
+	}
+	return "", false
+}
+
+func FuzzCookieValue(f *testing.F) {
+	f.Add("a=1; b=2", "b")
+	f.Add("b=x=y; b=2", "b")
+	f.Add(" = ; ;=", "")
+	f.Fuzz(func(t *testing.T, header, name string) {
+		v, ok := CookieValue(header, name)
+		rv, rok := refCookieValue(header, name)
+		if v != rv || ok != rok {
+			t.Fatalf("CookieValue(%q, %q) = %q, %v; reference gives %q, %v", header, name, v, ok, rv, rok)
+		}
+		if !ok && v != "" {
+			t.Fatalf("not found but value %q", v)
+		}
+		if strings.Contains(v, ";") || trimSpace(v) != v {
+			t.Fatalf("value %q contains ';' or surrounding space", v)
+		}
+	})
+}
+
+// refParseIP tries the netip parsers in turn.
+func refParseIP(s string) (netip.Addr, bool) {
+	s = strings.Trim(s, asciiSpace)
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, err2 := netip.ParseAddrPort(s)
+		a, err = ap.Addr(), err2
+	}
+	if err != nil && len(s) >= 2 && s[0] == '[' && s[len(s)-1] == ']' {
+		a, err = netip.ParseAddr(s[1 : len(s)-1])
+		if err == nil && !a.Is6() {
+			return netip.Addr{}, false
+		}
+	}
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a.Unmap().WithZone(""), true
+}
+
+// refClientIP is a straightforward reference for ClientIP.
+func refClientIP(r Request, name string, hops int) (netip.Addr, bool) {
+	if name == "" {
+		return refParseIP(r.PeerAddress())
+	}
+	v := r.Header(name)
+	if hops >= 0 && name == XForwardedForHeader {
+		if strings.Trim(v, asciiSpace) != "" {
+			parts := strings.Split(v, ",")
+			if hops < len(parts) {
+				if a, ok := refParseIP(parts[len(parts)-1-hops]); ok {
+					return a, true
+				}
+			}
+		}
+		return refParseIP(r.PeerAddress())
+	}
+	return refParseIP(strings.Split(v, ",")[0])
+}
+
+func FuzzClientIP(f *testing.F) {
+	f.Add("6.6.6.6, 1.2.3.4, 10.0.0.1", "10.0.0.9:1", 1, uint8(1))
+	f.Add("[2001:db8::1]:443", "[::1]:80", -1, uint8(1))
+	f.Add("::ffff:1.2.3.4", "fe80::1%eth0", 0, uint8(2))
+	f.Fuzz(func(t *testing.T, header, peer string, hops int, which uint8) {
+		name := [...]string{"", XForwardedForHeader, "x-real-ip"}[which%3]
+		r := &fakeRequest{headers: map[string]string{XForwardedForHeader: header, "x-real-ip": header}, peer: peer}
+		a, ok := ClientIP(r, name, hops)
+		ra, rok := refClientIP(r, name, hops)
+		if a != ra || ok != rok {
+			t.Fatalf("ClientIP(%q, peer %q, %q, %d) = %v, %v; reference gives %v, %v", header, peer, name, hops, a, ok, ra, rok)
+		}
+		if ok != a.IsValid() || a.Is4In6() || a.Zone() != "" {
+			t.Fatalf("ClientIP returned %v, %v", a, ok)
+		}
+		if ok {
+			// The canonical string parses back to the same address.
+			if b, ok2 := ParseIP(a.String()); !ok2 || b != a {
+				t.Fatalf("%v does not round-trip: %v %v", a, b, ok2)
+			}
+		}
+		// With trusted hops, what the client prepends cannot change the result
+		// once the list has enough entries.
+		if name == XForwardedForHeader && hops >= 0 && hops < 1<<20 &&
+			strings.Trim(header, asciiSpace) != "" && strings.Count(header, ",") >= hops {
+			r2 := &fakeRequest{headers: map[string]string{XForwardedForHeader: peer + "," + header}, peer: peer}
+			a2, ok2 := ClientIP(r2, name, hops)
+			if a2 != a || ok2 != ok {
+				t.Fatalf("prepending %q changed the client from %v to %v", peer, a, a2)
+			}
+		}
+	})
+}
+
+// refQueryParam uses net/url, as Higress does.
+func refQueryParam(path, name string) (string, bool) {
+	path, _, _ = strings.Cut(path, "#")
+	_, q, ok := strings.Cut(path, "?")
+	if !ok {
+		return "", false
+	}
+	vals, _ := url.ParseQuery(q)
+	if vs, ok := vals[name]; ok {
+		return vs[0], true
+	}
+	return "", false
+}
+
+func FuzzQueryParam(f *testing.F) {
+	f.Add("/v1?apikey=a%20b+c&apikey=2", "apikey")
+	f.Add("/v1?a;b=1&%zz=2&k=%41#k=3", "k")
+	f.Fuzz(func(t *testing.T, path, name string) {
+		v, ok := QueryParam(path, name)
+		if strings.Count(path, "&") >= 1000 {
+			return // net/url caps the number of parameters
+		}
+		rv, rok := refQueryParam(path, name)
+		if v != rv || ok != rok {
+			t.Fatalf("QueryParam(%q, %q) = %q, %v; net/url gives %q, %v", path, name, v, ok, rv, rok)
+		}
+	})
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(higressRuleExample)
+	f.Add(benchConfig)
+	f.Add(withGlobal(`,"xff_num_trusted_hops":1,"failure_mode":"deny"`))
+	f.Add(withItems(item(`"limit_by_per_ip":"from-remote-addr"`, `"::ffff:10.0.0.0/104"`)))
+	f.Add(`{"rule_name":"r","rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"regexp:(","token_per_minute":1}]}]}`)
+	f.Fuzz(func(t *testing.T, json string) {
+		c, err := Parse(gjson.Parse(json))
+		c2, err2 := ParseString(json)
+		if (err == nil) != (err2 == nil) {
+			t.Fatalf("Parse and ParseString disagree: %v / %v", err, err2)
+		}
+		if err != nil {
+			if c != nil || err.Error() == "" || strings.HasSuffix(err.Error(), ": ") {
+				t.Fatalf("bad refusal: config %v, error %q", c, err)
+			}
+			return
+		}
+		_ = c2
+		checkConfig(t, c)
+		for _, r := range fuzzRequests {
+			m, ok := c.Match(r)
+			if c.Global != nil && (!ok || m.Key != c.Global || m.Item != nil) {
+				t.Fatalf("global config did not match: %+v %v", m, ok)
+			}
+			if ok && m.Item != nil && m.Item.Type.PerValue() && m.Value == "" {
+				t.Fatalf("per-value match with empty value: %+v", m)
+			}
+		}
+	})
+}
+
+var fuzzRequests = []*fakeRequest{
+	req("/v1?apikey=abc&x=%41", "10.0.0.1:80", "x-api-key", "abc", "cookie", "a=1; key1=abc", "x-mse-consumer", "abc",
+		"x-forwarded-for", "1.1.1.1, 2001:db8::1, 10.0.0.1", "h", "1"),
+	req("/", "[2001:db8::2]:443"),
+	req("?", "garbage", "x-forwarded-for", "garbage"),
+}
+
+// checkConfig asserts the invariants of an accepted configuration.
+func checkConfig(t *testing.T, c *Config) {
+	t.Helper()
+	if c.RuleName == "" || (c.Global == nil) == (len(c.Items) == 0) {
+		t.Fatalf("bad config: %+v", c)
+	}
+	if c.RejectedCode < 100 || c.RejectedCode > 599 || c.XFFTrustedHops < -1 ||
+		c.Redis.ServiceName == "" || c.Redis.ServicePort < 1 || c.Redis.ServicePort > 65535 ||
+		c.Redis.TimeoutMs <= 0 || c.Redis.Database < 0 || c.FailureMode > FailDeny {
+		t.Fatalf("bad config: %+v", c)
+	}
+	keys := []*LimitKey{c.Global}
+	if c.Global == nil {
+		keys = keys[:0]
+	}
+	for i := range c.Items {
+		it := &c.Items[i]
+		if it.Type.String() == "" || strings.HasPrefix(it.Type.String(), "LimitType(") || len(it.Keys) == 0 {
+			t.Fatalf("bad item: %+v", it)
+		}
+		if it.Type != ByPerIP && it.Name == "" {
+			t.Fatalf("bad item name: %+v", it)
+		}
+		for j := range it.Keys {
+			k := &it.Keys[j]
+			keys = append(keys, k)
+			switch {
+			case k.Kind == KeyIPNet && (it.Type != ByPerIP || !k.Prefix.IsValid() || k.Prefix != k.Prefix.Masked()):
+				t.Fatalf("bad IP key: %+v", k)
+			case k.Kind == KeyExact && it.Type.PerValue():
+				t.Fatalf("exact key on per type: %+v", k)
+			case k.Kind == KeyRegexp && k.Regexp == nil:
+				t.Fatalf("regexp key without regexp: %+v", k)
+			}
+		}
+	}
+	for _, k := range keys {
+		if k.Key == "" || len(k.Windows) == 0 {
+			t.Fatalf("bad key: %+v", k)
+		}
+		for i, w := range k.Windows {
+			if w.Limit <= 0 || w.Seconds <= 0 || w.Field == "" || (i > 0 && k.Windows[i-1].Seconds >= w.Seconds) {
+				t.Fatalf("bad windows: %+v", k.Windows)
+			}
+		}
+	}
+}

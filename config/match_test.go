@@ -1,0 +1,390 @@
+package config
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// fakeRequest implements Request.
+type fakeRequest struct {
+	headers map[string]string
+	path    string
+	peer    string
+}
+
+func (r *fakeRequest) Header(name string) string { return r.headers[name] }
+func (r *fakeRequest) Path() string              { return r.path }
+func (r *fakeRequest) PeerAddress() string       { return r.peer }
+
+func req(path, peer string, kv ...string) *fakeRequest {
+	h := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h[kv[i]] = kv[i+1]
+	}
+	return &fakeRequest{headers: h, path: path, peer: peer}
+}
+
+// matchDesc summarises a match for table tests: "item/key=value" or "none".
+func matchDesc(c *Config, r Request) string {
+	m, ok := c.Match(r)
+	if !ok {
+		return "none"
+	}
+	item := "global"
+	for i := range c.Items {
+		if m.Item == &c.Items[i] {
+			item = c.Items[i].Type.String() + "#" + itoa(i)
+		}
+	}
+	return item + "/" + m.Key.Key + "=" + m.Value
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+func TestMatchGlobal(t *testing.T) {
+	c := mustParse(t, withGlobal(``))
+	m, ok := c.Match(req("/", ""))
+	require.True(t, ok)
+	require.Nil(t, m.Item)
+	require.Same(t, c.Global, m.Key)
+	require.Equal(t, "", m.Value)
+}
+
+func TestMatchHigressExample(t *testing.T) {
+	c := mustParse(t, higressRuleExample)
+	const k1, k2 = "9a342114-ba8a-11ec-b1bf-00163e1250b5", "a6a6d7f2-ba8a-11ec-bec2-00163e1250b5"
+	tests := []struct {
+		name string
+		r    *fakeRequest
+		want string
+	}{
+		{"nothing", req("/v1/chat", "9.9.9.9:1"), "none"},
+		{"header exact", req("/", "", "x-api-key", k2), "limit_by_header#0/" + k2 + "=" + k2},
+		{"header exact wins over param", req("/?apikey="+k1, "", "x-api-key", k1), "limit_by_header#0/" + k1 + "=" + k1},
+		// Unknown exact header value: item 0 does not match, but limit_by_per_header (#4) does.
+		{"header unknown falls to per_header", req("/", "", "x-api-key", "abc"), "limit_by_per_header#4/regexp:^a.*=abc"},
+		{"header unknown, per_header *", req("/", "", "x-api-key", "zzz"), "limit_by_per_header#4/*=zzz"},
+		{"param exact", req("/v1?model=x&apikey="+k1, ""), "limit_by_param#1/" + k1 + "=" + k1},
+		{"param per regexp", req("/v1?apikey=abc", ""), "limit_by_per_param#5/regexp:^a.*=abc"},
+		{"param per *", req("/v1?apikey=q%20q", ""), "limit_by_per_param#5/*=q q"},
+		{"param empty", req("/v1?apikey=", "1.1.1.1"), "none"},
+		{"consumer exact", req("/", "", "x-mse-consumer", "consumer2"), "limit_by_consumer#2/consumer2=consumer2"},
+		{"consumer per", req("/", "", "x-mse-consumer", "alice"), "limit_by_per_consumer#6/regexp:^a.*=alice"},
+		{"consumer per *", req("/", "", "x-mse-consumer", "bob"), "limit_by_per_consumer#6/*=bob"},
+		{"cookie exact", req("/", "", "cookie", "a=b; key1=value1; c=d"), "limit_by_cookie#3/value1=value1"},
+		{"cookie per", req("/", "", "cookie", "key1=another"), "limit_by_per_cookie#7/regexp:^a.*=another"},
+		{"cookie per *", req("/", "", "cookie", "key1=x"), "limit_by_per_cookie#7/*=x"},
+		{"cookie other name", req("/", "", "cookie", "key2=value1"), "none"},
+		{"per ip exact", req("/", "", "x-forwarded-for", "1.1.1.1"), "limit_by_per_ip#8/1.1.1.1=1.1.1.1"},
+		{"per ip /24", req("/", "", "x-forwarded-for", "1.1.1.7, 10.0.0.1"), "limit_by_per_ip#8/1.1.1.0/24=1.1.1.7"},
+		{"per ip /0", req("/", "", "x-forwarded-for", " 8.8.8.8:1234 "), "limit_by_per_ip#8/0.0.0.0/0=8.8.8.8"},
+		{"per ip v6 not in v4 /0", req("/", "", "x-forwarded-for", "2001:db8::1"), "none"},
+		{"per ip mapped", req("/", "", "x-forwarded-for", "::ffff:1.1.1.9"), "limit_by_per_ip#8/1.1.1.0/24=1.1.1.9"},
+		{"per ip garbage", req("/", "1.1.1.1:80", "x-forwarded-for", "unknown, 1.1.1.1"), "none"},
+		{"per ip ignores peer", req("/", "1.1.1.1:80"), "none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, matchDesc(c, tt.r))
+		})
+	}
+}
+
+func TestMatchOrderAndValues(t *testing.T) {
+	c := mustParse(t, withItems(`
+		{"limit_by_header":"x-api-key","limit_keys":[
+			{"key":"regexp:^sk-","token_per_minute":1},
+			{"key":"regexp:^sk-special","token_per_minute":1},
+			{"key":"*","token_per_minute":1}]},
+		{"limit_by_per_header":"x-api-key","limit_keys":[{"key":"*","token_per_minute":1}]},
+		{"limit_by_per_header":"x-user","limit_keys":[{"key":"regexp:^vip","token_per_minute":1}]},
+		{"limit_by_header":"x-user","limit_keys":[{"key":"bob","token_per_minute":1}]}`))
+
+	// Non-per type: Value is the configured key, so all matching requests share a counter.
+	m, ok := c.Match(req("/", "", "x-api-key", "sk-special-1"))
+	require.True(t, ok)
+	require.Same(t, &c.Items[0], m.Item)
+	require.Same(t, &c.Items[0].Keys[0], m.Key) // first key wins, not the more specific second
+	require.Equal(t, "regexp:^sk-", m.Value)
+	m2, _ := c.Match(req("/", "", "x-api-key", "sk-other"))
+	require.Equal(t, m.Value, m2.Value)
+
+	// Non-per "*": Value "*", item 1 (per) is never reached for this header.
+	require.Equal(t, "limit_by_header#0/*=*", matchDesc(c, req("/", "", "x-api-key", "pk-1")))
+
+	// First item wins; per type: Value is the request's value.
+	require.Equal(t, "limit_by_per_header#2/regexp:^vip=vip-7", matchDesc(c, req("/", "", "x-user", "vip-7")))
+	require.Equal(t, "limit_by_header#3/bob=bob", matchDesc(c, req("/", "", "x-user", "bob")))
+	require.Equal(t, "none", matchDesc(c, req("/", "", "x-user", "Bob"))) // exact is case-sensitive
+	require.Equal(t, "none", matchDesc(c, req("/", "", "x-user", "")))    // empty = absent
+	require.Equal(t, "limit_by_per_header#2/regexp:^vip=vipx", matchDesc(c, req("/", "", "x-api-key", "", "x-user", "vipx")))
+}
+
+func TestMatchRegexpUnanchored(t *testing.T) {
+	c := mustParse(t, withItems(item(`"limit_by_per_param":"model"`, `"regexp:gpt-4"`)))
+	require.Equal(t, "limit_by_per_param#0/regexp:gpt-4=openai/gpt-4o", matchDesc(c, req("/x?model=openai/gpt-4o", "")))
+	require.Equal(t, "none", matchDesc(c, req("/x?model=gpt-3.5", "")))
+	require.Equal(t, "none", matchDesc(c, req("/x", "")))
+}
+
+func TestMatchPerIPRemoteAndCIDR(t *testing.T) {
+	c := mustParse(t, withItems(`{"limit_by_per_ip":"from-remote-addr","limit_keys":[
+		{"key":"10.0.0.0/8","token_per_minute":1},
+		{"key":"2001:db8::/32","token_per_minute":2},
+		{"key":"::1","token_per_minute":3},
+		{"key":"regexp:^192\\.168\\.","token_per_minute":4}]}`))
+	tests := []struct{ peer, want string }{
+		{"10.1.2.3:5555", "limit_by_per_ip#0/10.0.0.0/8=10.1.2.3"},
+		{"10.1.2.3", "limit_by_per_ip#0/10.0.0.0/8=10.1.2.3"},
+		{"[::ffff:10.9.9.9]:80", "limit_by_per_ip#0/10.0.0.0/8=10.9.9.9"},
+		{"[2001:db8:0:0::7]:443", "limit_by_per_ip#0/2001:db8::/32=2001:db8::7"},
+		{"2001:DB8::8", "limit_by_per_ip#0/2001:db8::/32=2001:db8::8"},
+		{"[::1]:1", "limit_by_per_ip#0/::1=::1"},
+		{"192.168.1.1:2", "limit_by_per_ip#0/regexp:^192\\.168\\.=192.168.1.1"},
+		{"11.0.0.1:1", "none"},
+		{"2001:db9::1", "none"},
+		{"", "none"},
+		{"not-an-ip", "none"},
+		{"/var/run/envoy.sock", "none"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, matchDesc(c, req("/", tt.peer, "x-forwarded-for", "10.0.0.1")), tt.peer)
+	}
+}
+
+func TestMatchXFF(t *testing.T) {
+	rules := `{"limit_by_per_ip":"from-header-x-forwarded-for","limit_keys":[{"key":"0.0.0.0/0","token_per_minute":1},{"key":"::/0","token_per_minute":1}]}`
+	value := func(c *Config, r Request) string {
+		m, ok := c.Match(r)
+		if !ok {
+			return "none"
+		}
+		return m.Value
+	}
+
+	// Unset: Higress behaviour, the left-most entry.
+	c := mustParse(t, withItems(rules))
+	require.Equal(t, -1, c.XFFTrustedHops)
+	require.Equal(t, "6.6.6.6", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.0.0.1")))
+	require.Equal(t, "1.2.3.4", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4")))
+	require.Equal(t, "none", value(c, req("/", "10.0.0.9:1")))
+	require.Equal(t, "none", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "garbage, 1.2.3.4")))
+
+	// One trusted hop: the second entry from the right, whatever the client wrote on the left.
+	c = mustParse(t, `{"rule_name":"r","xff_num_trusted_hops":1,"rule_items":[`+rules+`],`+redisOK+`}`)
+	for _, xff := range []string{
+		"6.6.6.6, 1.2.3.4, 10.0.0.1",
+		"1.2.3.4, 10.0.0.1",
+		"garbage,1.2.3.4 ,10.0.0.1",
+		"7.7.7.7, 8.8.8.8, 9.9.9.9, 1.2.3.4,10.0.0.1",
+		"[2001:db8::1]:443, 1.2.3.4:9999, 10.0.0.1",
+	} {
+		require.Equal(t, "1.2.3.4", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", xff)), xff)
+	}
+	require.Equal(t, "2001:db8::1", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4, [2001:db8::1]:5, 10.0.0.1")))
+	// Too few entries, none at all, or an unparsable entry at that position: the peer address.
+	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4")))
+	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1")))
+	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "  ")))
+	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4, unknown, 10.0.0.1")))
+	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4,,10.0.0.1")))
+	require.Equal(t, "none", value(c, req("/", "", "x-forwarded-for", "1.2.3.4")))
+
+	// Zero trusted hops: the right-most entry.
+	c = mustParse(t, `{"rule_name":"r","xff_num_trusted_hops":0,"rule_items":[`+rules+`],`+redisOK+`}`)
+	require.Equal(t, "10.0.0.1", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "6.6.6.6, 1.2.3.4, 10.0.0.1")))
+
+	// The option only concerns x-forwarded-for: another header still uses its left-most entry.
+	c = mustParse(t, `{"rule_name":"r","xff_num_trusted_hops":1,"rule_items":[`+
+		item(`"limit_by_per_ip":"from-header-X-Real-IP"`, `"*"`)+`],`+redisOK+`}`)
+	require.Equal(t, "6.6.6.6", value(c, req("/", "10.0.0.9:1", "x-real-ip", "6.6.6.6, 1.2.3.4, 10.0.0.1")))
+}
+
+func TestClientIP(t *testing.T) {
+	r := req("/", "[2001:db8::9]:1000", "x-forwarded-for", "1.1.1.1, 2.2.2.2, 3.3.3.3", "x-real-ip", "4.4.4.4")
+	tests := []struct {
+		header string
+		hops   int
+		want   string
+	}{
+		{"", -1, "2001:db8::9"},
+		{"", 5, "2001:db8::9"},
+		{"x-forwarded-for", -1, "1.1.1.1"},
+		{"x-forwarded-for", -7, "1.1.1.1"},
+		{"x-forwarded-for", 0, "3.3.3.3"},
+		{"x-forwarded-for", 1, "2.2.2.2"},
+		{"x-forwarded-for", 2, "1.1.1.1"},
+		{"x-forwarded-for", 3, "2001:db8::9"},
+		{"x-forwarded-for", 1 << 40, "2001:db8::9"},
+		{"x-real-ip", 0, "4.4.4.4"},
+		{"x-absent", -1, "invalid IP"},
+		{"x-absent", 0, "invalid IP"},
+	}
+	for _, tt := range tests {
+		a, ok := ClientIP(r, tt.header, tt.hops)
+		require.Equal(t, tt.want != "invalid IP", ok, tt)
+		require.Equal(t, tt.want, a.String(), tt)
+	}
+}
+
+func TestParseIP(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"1.2.3.4", "1.2.3.4"},
+		{" 1.2.3.4\t", "1.2.3.4"},
+		{"1.2.3.4:567", "1.2.3.4"},
+		{"1.2.3.4:0", "1.2.3.4"},
+		{"2001:db8::1", "2001:db8::1"},
+		{"[2001:db8::1]", "2001:db8::1"},
+		{"[2001:db8::1]:443", "2001:db8::1"},
+		{"::ffff:1.2.3.4", "1.2.3.4"},
+		{"[::ffff:1.2.3.4]:80", "1.2.3.4"},
+		{"fe80::1%eth0", "fe80::1"},
+		{"[fe80::1%eth0]:80", "fe80::1"},
+		{"", ""},
+		{"   ", ""},
+		{"1.2.3.4:", ""},
+		{"1.2.3.4:99999", ""},
+		{"1.2.3.4:port", ""},
+		{"[1.2.3.4]", ""},
+		{"[1.2.3.4]:80", ""},
+		{"2001:db8::1:443x", ""},
+		{"[2001:db8::1", ""},
+		{"2001:db8::1]", ""},
+		{"[]", ""},
+		{"[", ""},
+		{"01.2.3.4", ""},
+		{"1.2.3", ""},
+		{"unknown", ""},
+		{"1.2.3.4, 5.6.7.8", ""},
+	}
+	for _, tt := range tests {
+		a, ok := ParseIP(tt.in)
+		require.Equal(t, tt.want != "", ok, tt.in)
+		if ok {
+			require.Equal(t, tt.want, a.String(), tt.in)
+			require.Equal(t, netip.MustParseAddr(tt.want), a)
+		}
+	}
+}
+
+func TestCookieValue(t *testing.T) {
+	tests := []struct {
+		header, name, want string
+		ok                 bool
+	}{
+		{"a=1; b=2; c=3", "b", "2", true},
+		{"a=1;b=2", "b", "2", true},
+		{"  b = 2  ;", "b", "2", true},
+		{"b=1; b=2", "b", "1", true},    // first wins
+		{"b=x=y==", "b", "x=y==", true}, // split at the first '='
+		{"ab=1; b=2", "b", "2", true},   // no prefix match
+		{"a=1", "b", "", false},
+		{"b", "b", "", false}, // no '=': skipped
+		{"b; b=3", "b", "3", true},
+		{"b=", "b", "", true}, // present but empty
+		{"", "b", "", false},
+		{";;;", "b", "", false},
+		{"=;=b;b", "b", "", false},
+		{"a=\"quoted\"; b=\"q\"", "b", `"q"`, true}, // not unquoted
+		{"x=%41", "x", "%41", true},                 // not decoded
+	}
+	for _, tt := range tests {
+		v, ok := CookieValue(tt.header, tt.name)
+		require.Equal(t, tt.ok, ok, tt.header)
+		require.Equal(t, tt.want, v, tt.header)
+	}
+}
+
+func TestQueryParam(t *testing.T) {
+	tests := []struct {
+		path, name, want string
+		ok               bool
+	}{
+		{"/v1/chat?apikey=abc", "apikey", "abc", true},
+		{"/v1/chat?x=1&apikey=abc&apikey=def", "apikey", "abc", true},
+		{"/v1?apikey=a%20b+c", "apikey", "a b c", true},
+		{"/v1?api%6Bey=v", "apikey", "v", true}, // names are decoded
+		{"/v1?apikey", "apikey", "", true},
+		{"/v1?apikey=", "apikey", "", true},
+		{"/v1?apikey=%zz&apikey=ok", "apikey", "ok", true}, // bad escape: pair skipped
+		{"/v1?apikey=a;b&apikey=ok", "apikey", "ok", true}, // ';' : pair skipped
+		{"/v1?a=1#apikey=x", "apikey", "", false},          // fragment
+		{"/v1?a=1&apikey=x#frag", "apikey", "x", true},
+		{"/v1/apikey=abc", "apikey", "", false},
+		{"/v1?&&apikey=z", "apikey", "z", true},
+		{"/v1?xapikey=1", "apikey", "", false},
+		{"", "apikey", "", false},
+		{"?apikey=1?2", "apikey", "1?2", true},
+	}
+	for _, tt := range tests {
+		v, ok := QueryParam(tt.path, tt.name)
+		require.Equal(t, tt.ok, ok, tt.path)
+		require.Equal(t, tt.want, v, tt.path)
+	}
+}
+
+func TestMatchAllocations(t *testing.T) {
+	c := mustParse(t, benchConfig)
+	for _, tt := range []struct {
+		r      *fakeRequest
+		match  bool
+		allocs float64
+	}{
+		{req("/?apikey=k1", "", "x-api-key", "x"), true, 0},
+		{req("/?apikey=b", "", "cookie", "a=1; session=adm-9"), true, 0},
+		{req("/?apikey=a%20b", "", "cookie", "a=1; session=adm-9"), true, 1}, // decoding the value
+		{req("/", "", "x-mse-consumer", "vip-1"), true, 0},
+		{req("/", "10.0.0.1:1", "x-forwarded-for", "1.2.3.4, 10.0.0.1"), true, 1}, // the IP string
+		{req("/", "", "x-forwarded-for", "nope"), false, 0},
+	} {
+		_, ok := c.Match(tt.r)
+		require.Equal(t, tt.match, ok, tt.r)
+		require.Equal(t, tt.allocs, testing.AllocsPerRun(100, func() { c.Match(tt.r) }), tt.r)
+	}
+}
+
+// benchConfig has five rule items; benchmarks hit the first and the last.
+const benchConfig = `{"rule_name":"bench","rule_items":[
+	{"limit_by_header":"x-api-key","limit_keys":[
+		{"key":"9a342114-ba8a-11ec-b1bf-00163e1250b5","token_per_minute":10},
+		{"key":"a6a6d7f2-ba8a-11ec-bec2-00163e1250b5","token_per_hour":100}]},
+	{"limit_by_param":"apikey","limit_keys":[{"key":"k1","token_per_minute":10}]},
+	{"limit_by_per_cookie":"session","limit_keys":[{"key":"regexp:^adm-","token_per_minute":10}]},
+	{"limit_by_per_consumer":"","limit_keys":[{"key":"regexp:^vip-","token_per_minute":10,"token_per_day":1000}]},
+	{"limit_by_per_ip":"from-header-x-forwarded-for","limit_keys":[
+		{"key":"10.0.0.0/8","token_per_minute":100},
+		{"key":"2001:db8::/32","token_per_minute":100},
+		{"key":"0.0.0.0/0","token_per_minute":10,"token_per_hour":100}]}],
+	"xff_num_trusted_hops":1,
+	"redis":{"service_name":"redis.static"}}`
+
+func BenchmarkMatch(b *testing.B) {
+	c := mustParse(b, benchConfig)
+	cases := []struct {
+		name string
+		r    *fakeRequest
+		want string
+	}{
+		{"first_item", req("/v1/chat/completions?stream=true", "10.0.0.1:4000",
+			"x-api-key", "a6a6d7f2-ba8a-11ec-bec2-00163e1250b5", "cookie", "session=adm-1"), "a6a6d7f2-ba8a-11ec-bec2-00163e1250b5"},
+		{"per_consumer", req("/v1/chat/completions?stream=true&model=gpt", "10.0.0.1:4000",
+			"x-mse-consumer", "vip-42", "cookie", "lang=en; session=user-1"), "vip-42"},
+		{"last_item_ip", req("/v1/chat/completions?stream=true&model=gpt", "10.0.0.1:4000",
+			"x-mse-consumer", "bob", "cookie", "lang=en; session=user-1",
+			"x-forwarded-for", "6.6.6.6, 203.0.113.7, 10.0.0.1"), "203.0.113.7"},
+		{"no_match", req("/v1/chat/completions?stream=true", "",
+			"x-forwarded-for", "garbage"), ""},
+	}
+	for _, bc := range cases {
+		m, _ := c.Match(bc.r)
+		require.Equal(b, bc.want, m.Value, bc.name)
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				c.Match(bc.r)
+			}
+		})
+	}
+}
