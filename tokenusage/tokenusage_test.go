@@ -1,0 +1,333 @@
+package tokenusage
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// fixture is a recorded response body under testdata/ and the usage it
+// reports; want is nil when it reports none.
+type fixture struct {
+	file string
+	want *Usage
+}
+
+var fixtures = []fixture{
+	{"openai_chat_stream.sse", &Usage{Input: 1843, Output: 51, CacheRead: 1536}},
+	{"openai_chat_stream_no_usage.sse", nil},
+	{"openai_chat.json", &Usage{Input: 1117, Output: 46, CacheRead: 1024}},
+	{"openai_responses_stream.sse", &Usage{Input: 2315, Output: 312, CacheRead: 2048}},
+	{"openai_responses.json", &Usage{Input: 328, Output: 1052}},
+	{"anthropic_stream.sse", &Usage{Input: 27 + 1620 + 14235, Output: 503, CacheRead: 14235, CacheCreation: 1620}},
+	{"anthropic_stream_cumulative.sse", &Usage{Input: 472 + 3072, Output: 89, CacheRead: 3072}},
+	{"anthropic.json", &Usage{Input: 12 + 2051 + 18432, Output: 394, CacheRead: 18432, CacheCreation: 2051}},
+	{"gemini_stream.sse", &Usage{Input: 4211 + 35, Output: 3*51 + 618, CacheRead: 4096}},
+	{"gemini.json", &Usage{Input: 9020 + 12, Output: 211 + 310, CacheRead: 8192}},
+}
+
+func readFixture(tb testing.TB, file string) []byte {
+	tb.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return body
+}
+
+// parse feeds chunks to a fresh Parser and returns what it reports.
+func parse(chunks ...[]byte) (Usage, bool) {
+	var p Parser
+	for _, c := range chunks {
+		p.Write(c)
+	}
+	p.Finish()
+	return p.Usage()
+}
+
+func parseBytewise(body []byte) (Usage, bool) {
+	var p Parser
+	for i := range body {
+		p.Write(body[i : i+1])
+	}
+	p.Finish()
+	return p.Usage()
+}
+
+// checkUsage fails the test, describing the input with format and args, unless
+// got and ok match want.
+func checkUsage(t *testing.T, want *Usage, got Usage, ok bool, format string, args ...any) {
+	t.Helper()
+	switch {
+	case want == nil && ok:
+		t.Fatalf("%s: got usage %+v, want none", fmt.Sprintf(format, args...), got)
+	case want != nil && !ok:
+		t.Fatalf("%s: got no usage, want %+v", fmt.Sprintf(format, args...), *want)
+	case want != nil && got != *want:
+		t.Fatalf("%s: got %+v, want %+v", fmt.Sprintf(format, args...), got, *want)
+	}
+}
+
+func TestFixtures(t *testing.T) {
+	for _, fx := range fixtures {
+		body := readFixture(t, fx.file)
+		t.Run(fx.file, func(t *testing.T) {
+			got, ok := parse(body)
+			checkUsage(t, fx.want, got, ok, "whole")
+
+			got, ok = parseBytewise(body)
+			checkUsage(t, fx.want, got, ok, "one byte at a time")
+
+			for cut := range len(body) + 1 {
+				got, ok = parse(body[:cut], body[cut:])
+				checkUsage(t, fx.want, got, ok, "cut at %d", cut)
+			}
+		})
+	}
+}
+
+func TestCRLFFixture(t *testing.T) {
+	if !bytes.Contains(readFixture(t, "gemini_stream.sse"), []byte("}\r\n\r\ndata: ")) {
+		t.Fatal("gemini_stream.sse should use \\r\\n line endings")
+	}
+}
+
+func TestNoUsage(t *testing.T) {
+	for _, body := range []string{
+		``,
+		"data: [DONE]\n\n",
+		`data: {"choices":[{"delta":{"content":"hi"}}]}` + "\n\n",
+		`data: {"choices":[],"usage":null}` + "\n\n",
+		`{"response":{"usage": null }}`,
+		`{"usage":{}}`,
+		`{"usage":{"foo":1,"bar":{"prompt_tokens":2}}}`,
+		`{"a":"usage","b":"usageMetadata"}`,
+		`{"usage":"{\"prompt_tokens\":1}"}`,
+		`{"usage":[{"prompt_tokens":1}]}`,
+		`{"usages":{"prompt_tokens":1}}`,
+		`{"Usage":{"prompt_tokens":1}}`,
+		`{"usageMeta":{"promptTokenCount":1}}`,
+	} {
+		got, ok := parse([]byte(body))
+		if ok {
+			t.Errorf("%q: got usage %+v, want none", body, got)
+		}
+	}
+}
+
+func TestMalformedInputReportsNothing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	noise := make([]byte, 1<<16)
+	for i := range noise {
+		noise[i] = byte(rng.Uint32())
+	}
+	bodies := [][]byte{
+		noise,
+		bytes.Repeat([]byte{0, 0xff, '"', '\\', '{', '}'}, 1000),
+		[]byte(`{"usage":{"prompt_tokens":}}`),
+		[]byte(`{"usage":{"prompt_tokens":"12","completion_tokens":true}}`),
+		[]byte(`{"usage":{"prompt_tokens":-5,"completion_tokens":1e400}}`),
+		[]byte(`{"usage":{]]]]}`),
+		[]byte(`{"usage":{"prompt_tokens" 12 "completion_tokens" 3}`),
+		[]byte(`"usage":{"prompt_tokens":12`), // truncated
+		[]byte(`"usage":{"prompt_tokens\":12}`),
+		[]byte(`"usage` + strings.Repeat(`\`, 9) + `":{"prompt_tokens":12}`),
+		[]byte(`"usage":` + strings.Repeat("{", 10000)),
+		[]byte(strings.Repeat(`"usage":{`, 1000)),
+	}
+	for _, body := range bodies {
+		if got, ok := parse(body); ok {
+			t.Errorf("%.40q: got usage %+v, want none", body, got)
+		}
+		if got, ok := parseBytewise(body); ok {
+			t.Errorf("%.40q bytewise: got usage %+v, want none", body, got)
+		}
+	}
+}
+
+func TestEscapedKeysIgnored(t *testing.T) {
+	for _, body := range []string{
+		// A usage object quoted in content, as JSON-escaped text.
+		`{"content":"{\"usage\": {\"prompt_tokens\": 999}}"}`,
+		`{"content":"{\"usageMetadata\":{\"promptTokenCount\":999}}"}`,
+		// Text `\"usage":{` is escaped to three backslashes before the quote.
+		`{"content":"\\\"usage\":{\"prompt_tokens\":999}}"}`,
+		`{"content":"\\\\\\\"usage\":{\"prompt_tokens\":999}}"}`,
+	} {
+		for cut := range len(body) + 1 {
+			if got, ok := parse([]byte(body[:cut]), []byte(body[cut:])); ok {
+				t.Fatalf("%s cut at %d: got usage %+v, want none", body, cut, got)
+			}
+		}
+	}
+	// An even run of backslashes ends in an escaped backslash, so the quote
+	// after it is real.
+	body := `"\\"usage":{"prompt_tokens":5,"completion_tokens":6}`
+	want := &Usage{Input: 5, Output: 6}
+	for cut := range len(body) + 1 {
+		got, ok := parse([]byte(body[:cut]), []byte(body[cut:]))
+		checkUsage(t, want, got, ok, "%s cut at %d", body, cut)
+	}
+}
+
+func TestWhitespaceAroundColon(t *testing.T) {
+	body := []byte("{\"usage\" \r\n\t: \n {\n  \"prompt_tokens\" : 3 ,\n  \"completion_tokens\": 4\n}\n}")
+	want := &Usage{Input: 3, Output: 4}
+	got, ok := parse(body)
+	checkUsage(t, want, got, ok, "whole")
+	got, ok = parseBytewise(body)
+	checkUsage(t, want, got, ok, "bytewise")
+}
+
+func TestStringsInsideUsageObject(t *testing.T) {
+	body := []byte(`{"usage":{"note":"}{\"}\\","prompt_tokens":8,"x":{"y":"{"},"completion_tokens":9}}`)
+	got, ok := parseBytewise(body)
+	checkUsage(t, &Usage{Input: 8, Output: 9}, got, ok, "bytewise")
+}
+
+func TestLaterValuesOverrideFieldByField(t *testing.T) {
+	got, ok := parse(
+		[]byte(`{"type":"message_start","message":{"usage":{"input_tokens":10,"cache_read_input_tokens":100,"output_tokens":1}}}`),
+		[]byte(`{"type":"message_delta","usage":{"output_tokens":7}}`),
+		[]byte(`{"type":"message_delta","usage":{"input_tokens":null,"output_tokens":9}}`),
+	)
+	checkUsage(t, &Usage{Input: 110, Output: 9, CacheRead: 100}, got, ok, "anthropic")
+
+	got, ok = parse(
+		[]byte(`{"usageMetadata":{"promptTokenCount":50,"totalTokenCount":50}}`),
+		[]byte(`{"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":20,"thoughtsTokenCount":5}}`),
+		[]byte(`{"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":30}}`),
+	)
+	checkUsage(t, &Usage{Input: 50, Output: 35}, got, ok, "gemini")
+}
+
+func TestAnotherFamilyStartsOver(t *testing.T) {
+	got, ok := parse(
+		[]byte(`{"usage":{"prompt_tokens":999,"completion_tokens":999}}`),
+		[]byte(`{"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":2}}`),
+	)
+	checkUsage(t, &Usage{Input: 4, Output: 2}, got, ok, "chat then gemini")
+}
+
+func TestOversizedUsageObjectIgnored(t *testing.T) {
+	// usageObject returns a usage object of exactly size bytes.
+	usageObject := func(size int) string {
+		head, tail := `{"prompt_tokens":5,"completion_tokens":6,"pad":"`, `"}`
+		return head + strings.Repeat(`\\`, (size-len(head)-len(tail))/2) + strings.Repeat("x", (size-len(head)-len(tail))%2) + tail
+	}
+	fits := `{"usage":` + usageObject(MaxUsageObjectBytes) + `}`
+	got, ok := parse([]byte(fits))
+	checkUsage(t, &Usage{Input: 5, Output: 6}, got, ok, "object of MaxUsageObjectBytes")
+
+	tooBig := `{"usage":` + usageObject(MaxUsageObjectBytes+1) + `}`
+	for _, feed := range []func([]byte) (Usage, bool){
+		func(b []byte) (Usage, bool) { return parse(b) },
+		parseBytewise,
+	} {
+		if got, ok := feed([]byte(tooBig)); ok {
+			t.Fatalf("object over the cap: got usage %+v, want none", got)
+		}
+		later := tooBig + "\n" + `{"usage":{"prompt_tokens":1,"completion_tokens":2}}`
+		got, ok := feed([]byte(later))
+		checkUsage(t, &Usage{Input: 1, Output: 2}, got, ok, "usage after an object over the cap")
+	}
+
+	var p Parser
+	body := []byte(tooBig)
+	p.Write(body)
+	if allocs := testing.AllocsPerRun(100, func() { p.Write(body) }); allocs != 0 {
+		t.Errorf("objects over the cap: %v allocations per run, want 0", allocs)
+	}
+	if c := cap(p.obj); c > MaxUsageObjectBytes {
+		t.Fatalf("buffer grew to %d bytes, cap is %d", c, MaxUsageObjectBytes)
+	}
+}
+
+func TestFinishDropsTruncatedObject(t *testing.T) {
+	var p Parser
+	p.Write([]byte(`data: {"usage":{"prompt_tokens":1,"completion_tokens":2}}` + "\n\n"))
+	p.Write([]byte(`data: {"usage":{"prompt_tokens":10,"completion_tokens":12`))
+	p.Finish()
+	got, ok := p.Usage()
+	checkUsage(t, &Usage{Input: 1, Output: 2}, got, ok, "truncated")
+
+	p.Write([]byte(`5}}`))
+	got, ok = p.Usage()
+	checkUsage(t, &Usage{Input: 1, Output: 2}, got, ok, "write after Finish")
+}
+
+func TestResetReuses(t *testing.T) {
+	var p Parser
+	p.Write(readFixture(t, "anthropic_stream.sse"))
+	p.Write([]byte(`{"usage":{"prompt_tok`)) // leave it mid-object
+	p.Reset()
+	if got, ok := p.Usage(); ok {
+		t.Fatalf("after Reset: got usage %+v, want none", got)
+	}
+	p.Write(readFixture(t, "openai_chat.json"))
+	p.Finish()
+	got, ok := p.Usage()
+	checkUsage(t, &Usage{Input: 1117, Output: 46, CacheRead: 1024}, got, ok, "reused")
+}
+
+func TestTotal(t *testing.T) {
+	if got := (Usage{Input: 3, Output: 4, CacheRead: 2, CacheCreation: 1}).Total(); got != 7 {
+		t.Fatalf("Total() = %d, want 7", got)
+	}
+}
+
+const openAIContentEvent = `data: {"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":" token"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n"
+
+const anthropicContentEvent = "event: content_block_delta\n" +
+	`data: {"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" the usage of \"quotes\""}}` + "\n\n"
+
+func TestSteadyStateAllocatesNothing(t *testing.T) {
+	stream := readFixture(t, "gemini_stream.sse") // a usage object in every event
+	var p Parser
+	p.Write(stream) // warm-up: grows the object buffer once
+	for name, feed := range map[string]func(){
+		"openai content event":    func() { p.Write([]byte(openAIContentEvent)) },
+		"anthropic content event": func() { p.Write([]byte(anthropicContentEvent)) },
+		"gemini stream with usage": func() {
+			p.Reset()
+			p.Write(stream)
+			p.Finish()
+		},
+	} {
+		if allocs := testing.AllocsPerRun(100, feed); allocs != 0 {
+			t.Errorf("%s: %v allocations per run, want 0", name, allocs)
+		}
+	}
+}
+
+func BenchmarkContentEvent(b *testing.B) {
+	event := []byte(openAIContentEvent)
+	var p Parser
+	b.SetBytes(int64(len(event)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Write(event)
+	}
+}
+
+func BenchmarkStream50(b *testing.B) {
+	stream := readFixture(b, "openai_chat_stream.sse")
+	events := bytes.SplitAfter(stream, []byte("\n\n"))
+	var p Parser
+	b.SetBytes(int64(len(stream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Reset()
+		for _, e := range events {
+			p.Write(e)
+		}
+		p.Finish()
+		if _, ok := p.Usage(); !ok {
+			b.Fatal("no usage")
+		}
+	}
+}
