@@ -12,6 +12,8 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 	"github.com/tidwall/resp"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
 
 // Errors a call can end with; the limiter applies its failure mode to all of them.
@@ -70,16 +72,10 @@ type Verdict struct {
 	Reset     int64 // seconds until it starts anew
 }
 
-// Window is one window of a subject, as the scripts take it.
-type Window struct {
-	Seconds int64
-	Limit   int64
-}
-
 // Admit asks whether one more request of the subject may go; done gets the
 // verdict, or an error when Redis could not give one. When Admit itself
 // returns an error, done is never called.
-func (c *Client) Admit(subject []byte, windows []Window, done func(Verdict, error)) error {
+func (c *Client) Admit(subject []byte, windows []config.Window, done func(Verdict, error)) error {
 	encode := func(bySource bool) []byte { return encodeAdmit(subject, windows, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err != nil {
@@ -91,7 +87,7 @@ func (c *Client) Admit(subject []byte, windows []Window, done func(Verdict, erro
 }
 
 // encodeAdmit encodes one call of admit.lua.
-func encodeAdmit(subject []byte, windows []Window, bySource bool) []byte {
+func encodeAdmit(subject []byte, windows []config.Window, bySource bool) []byte {
 	q := Admit.appendCall(make([]byte, 0, 96+len(subject)+24*len(windows)), bySource, subject, 1+2*len(windows))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	for _, w := range windows {
@@ -103,7 +99,7 @@ func encodeAdmit(subject []byte, windows []Window, bySource bool) []byte {
 
 // Charge adds tokens to every window of the subject. done, if not nil, gets
 // nil or the error; when Charge itself returns an error, done is never called.
-func (c *Client) Charge(subject []byte, tokens int64, windows []Window, done func(error)) error {
+func (c *Client) Charge(subject []byte, tokens int64, windows []config.Window, done func(error)) error {
 	encode := func(bySource bool) []byte { return encodeCharge(subject, tokens, windows, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err == nil && len(v.Array()) != len(windows) {
@@ -116,7 +112,7 @@ func (c *Client) Charge(subject []byte, tokens int64, windows []Window, done fun
 }
 
 // encodeCharge encodes one call of charge.lua.
-func encodeCharge(subject []byte, tokens int64, windows []Window, bySource bool) []byte {
+func encodeCharge(subject []byte, tokens int64, windows []config.Window, bySource bool) []byte {
 	q := Charge.appendCall(make([]byte, 0, 96+len(subject)+12*len(windows)), bySource, subject, 2+len(windows))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendBulkInt(q, tokens)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
@@ -104,7 +105,7 @@ func TestScriptsUseRedisTimeWhenNoTimeIsGiven(t *testing.T) {
 
 func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	r := redistest.Start(t)
-	windows := []Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}
+	windows := []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}
 	key := []byte(subject)
 
 	_, err := ParseReply(r.Forward(encodeAdmit(key, windows, false)), nil)
@@ -134,7 +135,7 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 
 func TestCallsAreSmall(t *testing.T) {
 	key := []byte(subject)
-	one := []Window{{Seconds: 60, Limit: 10000}}
+	one := []config.Window{{Seconds: 60, Limit: 10000}}
 	admit, charge := encodeAdmit(key, one, false), encodeCharge(key, 1234, one, false)
 	t.Logf("admit %d bytes, charge %d bytes", len(admit), len(charge))
 	assert.LessOrEqual(t, len(admit)+len(charge), 450, "bytes sent to Redis per request")

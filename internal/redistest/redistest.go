@@ -198,3 +198,23 @@ func (s *Server) Keys(pattern string) []string {
 
 // String renders the server for messages.
 func (s *Server) String() string { return fmt.Sprintf("redis-server on %s", s.Addr) }
+
+// Now returns Redis's clock, in seconds.
+func (s *Server) Now() int64 {
+	s.tb.Helper()
+	n, err := strconv.ParseInt(s.Do("TIME").Array()[0].String(), 10, 64)
+	if err != nil {
+		s.tb.Fatalf("TIME: %v", err)
+	}
+	return n
+}
+
+// AvoidWindowEdge waits, when Redis's clock is within margin seconds of the
+// end of a window of the given length, until the next window has begun, so a
+// test that makes several calls sees them all land in one window.
+func (s *Server) AvoidWindowEdge(window, margin int64) {
+	s.tb.Helper()
+	if left := window - s.Now()%window; left <= margin {
+		time.Sleep(time.Duration(left)*time.Second + 100*time.Millisecond)
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"encoding/binary"
+	"io"
+	"log"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+// The benchmarks run the plugin compiled to WASM, in the host emulator, next
+// to internal/noopplugin: the same hooks through the same wrapper doing
+// nothing. What the limiter costs is the difference. Redis is answered with
+// canned replies of the right shape, so the numbers are the plugin's own CPU
+// time, not a network round trip.
+
+const benchConfig = `{"rule_name": "chat", "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
+var (
+	benchRequestHeaders = [][2]string{{":authority", "llm.example.com"}, {":method", "POST"},
+		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"x-api-key", "sk-bench-0001"},
+		{"user-agent", "bench/1.0"}, {"x-request-id", "9a1b2c3d"}}
+	benchResponseHeaders = [][2]string{{":status", "200"}, {"content-type", "text/event-stream"}}
+	benchVerdict         = []byte("*4\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n")
+	benchCharged         = []byte("*2\r\n:1801\r\n:1801\r\n")
+	benchContentEvent    = []byte(sseEvents(openAIStream(1, 1, 1))[0])
+)
+
+// buildWasm compiles a plugin package to WASM once per benchmark run.
+func buildWasm(b *testing.B, pkg string) []byte {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "plugin.wasm")
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("building %s: %v\n%s", pkg, err, msg)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return wasm
+}
+
+// wasmHost starts a compiled plugin in the host emulator, logging at info
+// level as a gateway does in production. stop must be called before the
+// next host starts: the emulator is process-wide.
+func wasmHost(b *testing.B, wasm []byte) (host proxytest.HostEmulator, stop func()) {
+	b.Helper()
+	log.SetOutput(io.Discard) // the emulator prints every callout
+	vm, err := proxytest.NewWasmVMContext(wasm)
+	if err != nil {
+		b.Fatal(err)
+	}
+	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
+		WithPluginConfiguration([]byte(benchConfig)).WithVMContext(vm))
+	stop = func() {
+		reset()
+		vm.Close()
+		log.SetOutput(os.Stderr)
+	}
+	host.RegisterForeignFunction("get_log_level", func([]byte) []byte {
+		return binary.LittleEndian.AppendUint32(nil, 2) // info
+	})
+	if status := host.StartPlugin(); status != types.OnPluginStartStatusOK {
+		b.Fatalf("plugin start: %v", status)
+	}
+	return host, stop
+}
+
+// fullRequest plays one request: headers, Redis's verdict, response headers,
+// a 50-event stream with usage at the end, the charge reply, the end.
+// It returns the bytes the plugin sent to Redis.
+func fullRequest(b *testing.B, host proxytest.HostEmulator, events [][]byte) int {
+	id := host.InitializeHttpContext()
+	host.CallOnRequestHeaders(id, benchRequestHeaders, false)
+	sent := answerCanned(host, id, benchVerdict)
+	if host.GetCurrentHttpStreamAction(id) != types.ActionContinue {
+		b.Fatal("request not resumed")
+	}
+	host.CallOnResponseHeaders(id, benchResponseHeaders, false)
+	for i, e := range events {
+		host.CallOnResponseBody(id, e, i == len(events)-1)
+	}
+	sent += answerCanned(host, id, benchCharged)
+	host.CompleteHttpContext(id)
+	return sent
+}
+
+func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
+	sent := 0
+	for _, call := range host.GetRedisCalloutAttributesFromContext(id) {
+		sent += len(call.Query)
+		host.CallOnRedisCallResponse(call.CalloutID, 0, reply)
+	}
+	return sent
+}
+
+func streamEvents() [][]byte {
+	var events [][]byte
+	for _, e := range sseEvents(openAIStream(50, 1234, 567)) {
+		events = append(events, []byte(e))
+	}
+	return events
+}
+
+// BenchmarkRequestWASM: one full request, limiter vs. baseline.
+func BenchmarkRequestWASM(b *testing.B) {
+	events := streamEvents()
+	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
+		host, stop := wasmHost(b, buildWasm(b, p.pkg))
+		fullRequest(b, host, events) // warm up
+		b.Run(p.name, func(b *testing.B) {
+			sent := 0
+			for i := 0; i < b.N; i++ {
+				sent += fullRequest(b, host, events)
+			}
+			b.ReportMetric(float64(sent)/float64(b.N), "redis-bytes/req")
+		})
+		stop()
+	}
+}
+
+// BenchmarkContentEventWASM: one SSE content event of an admitted stream.
+func BenchmarkContentEventWASM(b *testing.B) {
+	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
+		host, stop := wasmHost(b, buildWasm(b, p.pkg))
+		id := host.InitializeHttpContext()
+		host.CallOnRequestHeaders(id, benchRequestHeaders, false)
+		answerCanned(host, id, benchVerdict)
+		host.CallOnResponseHeaders(id, benchResponseHeaders, false)
+		b.Run(p.name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				host.CallOnResponseBody(id, benchContentEvent, false)
+			}
+		})
+		stop()
+	}
+}

@@ -1,0 +1,47 @@
+// Package limiter is the plugin's per-request flow, between the gateway's
+// hooks (main.go) and the pure packages: it matches a request against the
+// rules (config), asks Redis whether its subject has budget left (scripts),
+// answers 429/503 or lets it through, reads the usage from the response as it
+// streams (tokenusage) and charges it at the end.
+package limiter
+
+import (
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/tidwall/gjson"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// PluginConfig is one parsed configuration (the global one, or one per route
+// or domain) with the Redis client it talks through.
+type PluginConfig struct {
+	rules   *config.Config
+	redis   *scripts.Client
+	metrics *metrics
+}
+
+// ParseConfig parses and validates a configuration; any error refuses it, so
+// the plugin never starts half-configured.
+func ParseConfig(json gjson.Result, pc *PluginConfig) error {
+	rules, err := config.Parse(json)
+	if err != nil {
+		return err
+	}
+	pc.rules = rules
+	pc.redis = scripts.NewClient(scripts.Endpoint{
+		ServiceName: rules.Redis.ServiceName,
+		ServicePort: rules.Redis.ServicePort,
+		Username:    rules.Redis.Username,
+		Password:    rules.Redis.Password,
+		TimeoutMs:   uint32(rules.Redis.TimeoutMs),
+		Database:    rules.Redis.Database,
+	})
+	if err := pc.redis.Init(); err != nil {
+		// Not fatal: the gateway may learn of the Redis cluster later; every
+		// call retries the init and applies failure_mode while it fails.
+		log.Warnf("%v; will retry on the first request", err)
+	}
+	pc.metrics = newMetrics()
+	return nil
+}
