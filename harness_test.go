@@ -3,6 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,6 +16,28 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
+
+// TestMain builds the plugin to WASM once for the WASM-mode half of every
+// test.RunTest, and fails when it cannot: the framework would otherwise skip
+// WASM mode quietly.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ai-token-ratelimit-wasm")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	path := filepath.Join(dir, "main.wasm")
+	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", path, ".")
+	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the plugin for the WASM-mode tests failed: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	os.Setenv("WASM_FILE_PATH", path)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 // plugin is one started plugin (in Go or WASM mode, as test.RunTest chose)
 // whose Redis calls go to a real redis-server.

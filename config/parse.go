@@ -425,10 +425,16 @@ func parseLimitKey(path string, t LimitType, v gjson.Result) (LimitKey, error) {
 	if !isSet(keyVal) {
 		return k, fieldErr(kp, "required")
 	}
-	if keyVal.Type != gjson.String {
-		return k, fieldErr(kp, "must be a string, got ", describe(keyVal), " (quote it)")
+	key := keyVal.Str
+	switch keyVal.Type {
+	case gjson.String:
+	case gjson.Number:
+		// An unquoted numeric key (YAML `key: 12345`): Higress takes its text.
+		key = keyVal.Raw
+	default:
+		return k, fieldErr(kp, "must be a string, got ", describe(keyVal))
 	}
-	if err := parseKey(&k, kp, t, keyVal.Str); err != nil {
+	if err := parseKey(&k, kp, t, key); err != nil {
 		return k, err
 	}
 	if len(k.Windows) == 0 {

@@ -113,7 +113,7 @@ func TestParseInvalid(t *testing.T) {
 		{"limit key number", withItems(`{` + hdr + `,"limit_keys":[1]}`), `rule_items[0].limit_keys[0]: must be an object, got number 1`},
 		{"key missing", withItems(`{` + hdr + `,"limit_keys":[{"token_per_minute":1}]}`), `rule_items[0].limit_keys[0].key: required`},
 		{"key empty", withItems(item(hdr, `""`)), `rule_items[0].limit_keys[0].key: must not be empty`},
-		{"key number", withItems(item(hdr, `123`)), `rule_items[0].limit_keys[0].key: must be a string, got number 123 (quote it)`},
+		{"key bool", withItems(item(hdr, `true`)), `rule_items[0].limit_keys[0].key: must be a string, got true`},
 		{"no window", withItems(`{` + hdr + `,"limit_keys":[{"key":"a"}]}`), `rule_items[0].limit_keys[0]: ` + allWindowsMsg},
 		{"window zero", withItems(`{` + hdr + `,"limit_keys":[{"key":"a","token_per_minute":0}]}`), `rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0`},
 		{"window negative", withItems(`{` + hdr + `,"limit_keys":[{"key":"a","token_per_second":-5}]}`), `rule_items[0].limit_keys[0].token_per_second: must be a positive integer, got number -5`},
@@ -422,6 +422,11 @@ func TestParseKeyKinds(t *testing.T) {
 	// Pseudo-headers may be used, as with GetHttpRequestHeader.
 	c = mustParse(t, withItems(item(`"limit_by_header":":authority"`, `"api.example.com"`)))
 	require.Equal(t, ":authority", c.Items[0].Name)
+
+	// An unquoted number (YAML `key: 12345`) is taken by its text, as Higress does.
+	c = mustParse(t, withItems(item(`"limit_by_param":"apikey"`, `12345`)))
+	require.Equal(t, "12345", c.Items[0].Keys[0].Key)
+	require.Equal(t, KeyExact, c.Items[0].Keys[0].Kind)
 
 	// Any string value is accepted (and ignored) for the consumer types.
 	c = mustParse(t, withItems(item(`"limit_by_per_consumer":"ignored"`, `"*"`)))

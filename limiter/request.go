@@ -51,7 +51,8 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r := &request{pc: pc, windows: match.Key.Windows}
 	r.subject = subjectKey(pc.rules, match)
 	ctx.SetContext(stateKey, r)
-	log.Debugf("rule %s matched; limited subject %s", pc.rules.RuleName, r.subject)
+	log.Debugf("rule %s: %s matched limit key %q (%d windows); subject %s",
+		pc.rules.RuleName, describeItem(match.Item), match.Key.Key, len(r.windows), r.subject)
 
 	// The usage is read from the response body: ask the upstream for an
 	// uncompressed one, or a compressed answer would never be charged.
@@ -74,6 +75,14 @@ func subjectKey(rules *config.Config, m config.Match) []byte {
 		return cachekey.AppendSubject(dst, rules.RuleName, "global_threshold", "", "")
 	}
 	return cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
+}
+
+// describeItem names a rule item for logs: its type and what it reads.
+func describeItem(item *config.RuleItem) string {
+	if item == nil {
+		return "global_threshold"
+	}
+	return item.Type.String() + " " + item.Raw
 }
 
 // decide acts on Redis's answer to a paused request.

@@ -1,0 +1,34 @@
+# The plugin builds with the standard Go toolchain to a proxy-wasm module.
+GO ?= go
+SOURCES := $(shell git ls-files '*.go' '*.lua' 2>/dev/null | grep -v '_test.go$$') go.mod go.sum
+FUZZTIME ?= 60s
+
+.PHONY: build test vet bench fuzz clean
+
+build: main.wasm
+
+main.wasm: $(SOURCES)
+	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ .
+
+# Unit, script and plugin tests (Go and WASM mode) against a private redis-server.
+test: vet
+	$(GO) test -count=1 ./...
+
+vet:
+	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+
+# WASM-mode cost of the limiter against the do-nothing plugin (see README).
+bench:
+	$(GO) test -run '^$$' -bench 'WASM' -benchtime 20000x -count 5 .
+	$(GO) test -run '^$$' -bench . -benchmem ./tokenusage/ ./config/
+
+# Each fuzz target for FUZZTIME.
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzChunkCuts$$' -fuzztime $(FUZZTIME) ./tokenusage/
+	$(GO) test -run '^$$' -fuzz '^FuzzSubjectKeys$$' -fuzztime $(FUZZTIME) ./cachekey/
+	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./config/ || exit 1; done
+
+clean:
+	rm -f main.wasm wasm-unit-test.wasm
