@@ -32,3 +32,6 @@ fuzz:
 
 clean:
 	rm -f main.wasm wasm-unit-test.wasm
+
+# Targets of the deployment pieces (local gateway, images) live in mk/.
+-include mk/*.mk
