@@ -2,11 +2,13 @@ package main
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -28,7 +30,7 @@ var (
 		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"x-api-key", "sk-bench-0001"},
 		{"user-agent", "bench/1.0"}, {"x-request-id", "9a1b2c3d"}}
 	benchResponseHeaders = [][2]string{{":status", "200"}, {"content-type", "text/event-stream"}}
-	benchVerdict         = []byte("*4\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n")
+	benchVerdict         = []byte("*5\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n:1763726400\r\n")
 	benchCharged         = []byte("*2\r\n:1801\r\n:1801\r\n")
 	benchContentEvent    = []byte(sseEvents(openAIStream(1, 1, 1))[0])
 )
@@ -49,10 +51,15 @@ func buildWasm(b *testing.B, pkg string) []byte {
 	return wasm
 }
 
+const benchReservationConfig = `{"rule_name": "chat", "token_reservation": {"enabled": true},
+	"rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
 // wasmHost starts a compiled plugin in the host emulator, logging at info
 // level as a gateway does in production. stop must be called before the
 // next host starts: the emulator is process-wide.
-func wasmHost(b *testing.B, wasm []byte) (host proxytest.HostEmulator, stop func()) {
+func wasmHost(b *testing.B, wasm []byte, config string) (host proxytest.HostEmulator, stop func()) {
 	b.Helper()
 	log.SetOutput(io.Discard) // the emulator prints every callout
 	vm, err := proxytest.NewWasmVMContext(wasm)
@@ -60,7 +67,7 @@ func wasmHost(b *testing.B, wasm []byte) (host proxytest.HostEmulator, stop func
 		b.Fatal(err)
 	}
 	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
-		WithPluginConfiguration([]byte(benchConfig)).WithVMContext(vm))
+		WithPluginConfiguration([]byte(config)).WithVMContext(vm))
 	stop = func() {
 		reset()
 		vm.Close()
@@ -79,19 +86,33 @@ func wasmHost(b *testing.B, wasm []byte) (host proxytest.HostEmulator, stop func
 // a 50-event stream with usage at the end, the charge reply, the end.
 // It returns the bytes the plugin sent to Redis.
 func fullRequest(b *testing.B, host proxytest.HostEmulator, events [][]byte) int {
+	return fullRequestWithBody(b, host, nil, events)
+}
+
+// fullRequestWithBody is fullRequest with a request body (nil: none). The
+// limiter must make exactly its two calls (admit, charge): a benchmark of a
+// request that failed over to failure_mode would measure the wrong path.
+func fullRequestWithBody(b *testing.B, host proxytest.HostEmulator, body []byte, events [][]byte) int {
 	id := host.InitializeHttpContext()
-	host.CallOnRequestHeaders(id, benchRequestHeaders, false)
+	host.CallOnRequestHeaders(id, benchRequestHeaders, body == nil)
+	if body != nil {
+		host.CallOnRequestBody(id, body, true)
+	}
 	sent := answerCanned(host, id, benchVerdict)
-	if host.GetCurrentHttpStreamAction(id) != types.ActionContinue {
+	admitCalls := len(host.GetRedisCalloutAttributesFromContext(id))
+	if host.GetCurrentHttpStreamAction(id) != types.ActionContinue || admitCalls != 0 {
 		b.Fatal("request not resumed")
 	}
 	host.CallOnResponseHeaders(id, benchResponseHeaders, false)
 	for i, e := range events {
 		host.CallOnResponseBody(id, e, i == len(events)-1)
 	}
-	sent += answerCanned(host, id, benchCharged)
+	charged := answerCanned(host, id, benchCharged)
+	if (sent == 0) != (charged == 0) {
+		b.Fatalf("admitted without a charge (%d, %d bytes): the reply was not taken as a verdict", sent, charged)
+	}
 	host.CompleteHttpContext(id)
-	return sent
+	return sent + charged
 }
 
 func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
@@ -115,7 +136,7 @@ func streamEvents() [][]byte {
 func BenchmarkRequestWASM(b *testing.B) {
 	events := streamEvents()
 	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
-		host, stop := wasmHost(b, buildWasm(b, p.pkg))
+		host, stop := wasmHost(b, buildWasm(b, p.pkg), benchConfig)
 		fullRequest(b, host, events) // warm up
 		b.Run(p.name, func(b *testing.B) {
 			sent := 0
@@ -131,7 +152,7 @@ func BenchmarkRequestWASM(b *testing.B) {
 // BenchmarkContentEventWASM: one SSE content event of an admitted stream.
 func BenchmarkContentEventWASM(b *testing.B) {
 	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
-		host, stop := wasmHost(b, buildWasm(b, p.pkg))
+		host, stop := wasmHost(b, buildWasm(b, p.pkg), benchConfig)
 		id := host.InitializeHttpContext()
 		host.CallOnRequestHeaders(id, benchRequestHeaders, false)
 		answerCanned(host, id, benchVerdict)
@@ -143,4 +164,38 @@ func BenchmarkContentEventWASM(b *testing.B) {
 		})
 		stop()
 	}
+}
+
+// BenchmarkReservationWASM: one full request with token_reservation on, so
+// the body is read and estimated before admission, for bodies of 1, 16 and
+// 64 KiB; the baseline reads the body too.
+func BenchmarkReservationWASM(b *testing.B) {
+	events := streamEvents()
+	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
+		host, stop := wasmHost(b, buildWasm(b, p.pkg), benchReservationConfig)
+		for _, kib := range []int{1, 16, 64} {
+			body := []byte(chatBodyOfSize(kib << 10))
+			fullRequestWithBody(b, host, body, events) // warm up
+			b.Run(fmt.Sprintf("%s/%dKiB", p.name, kib), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					fullRequestWithBody(b, host, body, events)
+				}
+			})
+		}
+		stop()
+	}
+}
+
+// chatBodyOfSize is a chat completion request of about n bytes of messages.
+func chatBodyOfSize(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-4o","stream":true,"max_tokens":1000,"messages":[`)
+	for i := 0; b.Len() < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"role":"user","content":"message %d: the quick brown fox jumps over the lazy dog, \"quoted\" and \\ escaped."}`, i)
+	}
+	b.WriteString("]}")
+	return b.String()
 }

@@ -168,3 +168,23 @@ func (p *plugin) dayCounter(subject string) int64 {
 	p.t.Helper()
 	return p.redis.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, p.redis.Now()/86400))
 }
+
+// sendBody sends a request with a JSON body through the plugin, without
+// answering its Redis calls yet.
+func (p *plugin) sendBody(body string, extra ...[2]string) *exchange {
+	p.t.Helper()
+	x := p.send(extra...)
+	x.action = p.host.CallOnRequestBody(x.id, []byte(body), true)
+	return x
+}
+
+// chatBody is a chat completion request body naming an output cap.
+func chatBody(maxTokens int) string {
+	return fmt.Sprintf(`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"max_tokens":%d,"messages":[{"role":"user","content":"Hi"}]}`, maxTokens)
+}
+
+// minuteCounter reads the current minute counter of a subject.
+func (p *plugin) minuteCounter(subject string) int64 {
+	p.t.Helper()
+	return p.redis.Int("GET", fmt.Sprintf("%s:t60:%d", subject, p.redis.Now()/60))
+}

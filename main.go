@@ -17,6 +17,7 @@ func init() {
 		"ai-token-ratelimit",
 		wrapper.ParseConfig(limiter.ParseConfig),
 		wrapper.ProcessRequestHeaders(limiter.OnRequestHeaders),
+		wrapper.ProcessRequestBody(limiter.OnRequestBody),
 		wrapper.ProcessResponseHeaders(limiter.OnResponseHeaders),
 		wrapper.ProcessStreamingResponseBody(limiter.OnResponseBody),
 		wrapper.ProcessStreamDone(limiter.OnStreamDone),

@@ -58,6 +58,9 @@ func TestAdmitsChargesAndRejectsOnRealRedis(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, uint64(1), rejections)
 
+		_, err = p.host.GetCounterMetric("route.test-route-default.upstream.test-cluster-default.model.none.consumer.none.metric.token_ratelimit_charge_failure_count")
+		assert.Error(t, err, "no charge failed")
+
 		other := p.request([2]string{"x-api-key", "sk-2"})
 		assert.True(t, other.passed(), "another key is not limited")
 		assert.Empty(t, p.host.GetRedisCalloutAttributesFromContext(other.id))

@@ -72,6 +72,13 @@ type Config struct {
 	// XFFTrustedHops is xff_num_trusted_hops, or -1 when unset.
 	XFFTrustedHops int
 	Redis          Redis
+
+	// MatchMode is rule_match_mode.
+	MatchMode MatchMode
+	// Reservation is token_reservation.
+	Reservation Reservation
+	// Cost is token_count_strategy with token_weights.
+	Cost Cost
 }
 
 // Redis is the redis section.

@@ -41,29 +41,52 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 		return Match{Key: c.Global}, true
 	}
 	for i := range c.Items {
-		it := &c.Items[i]
-		if it.Type == ByPerIP {
-			if m, ok = c.matchIP(it, r); ok {
-				return m, true
-			}
-			continue
-		}
-		v := it.value(r)
-		if v == "" {
-			continue
-		}
-		for j := range it.Keys {
-			k := &it.Keys[j]
-			if !k.matchString(v) {
-				continue
-			}
-			if !it.Type.PerValue() {
-				v = k.Key
-			}
-			return Match{Item: it, Key: k, Value: v}, true
+		if m, ok = c.matchItem(&c.Items[i], r); ok {
+			return m, true
 		}
 	}
 	return Match{}, false
+}
+
+// matchItem matches one rule item: its first key that matches the request's value.
+func (c *Config) matchItem(it *RuleItem, r Request) (Match, bool) {
+	if it.Type == ByPerIP {
+		return c.matchIP(it, r)
+	}
+	v := it.value(r)
+	if v == "" {
+		return Match{}, false
+	}
+	for j := range it.Keys {
+		k := &it.Keys[j]
+		if !k.matchString(v) {
+			continue
+		}
+		if !it.Type.PerValue() {
+			v = k.Key
+		}
+		return Match{Item: it, Key: k, Value: v}, true
+	}
+	return Match{}, false
+}
+
+// MatchAll appends to dst every limit that applies to r under
+// rule_match_mode "all": the global threshold, or each rule item whose value
+// is present and matched by one of its keys (the first that matches), in
+// configuration order. Under "first" it appends at most one, as Match.
+func (c *Config) MatchAll(r Request, dst []Match) []Match {
+	if c.MatchMode == MatchFirst || c.Global != nil {
+		if m, ok := c.Match(r); ok {
+			dst = append(dst, m)
+		}
+		return dst
+	}
+	for i := range c.Items {
+		if m, ok := c.matchItem(&c.Items[i], r); ok {
+			dst = append(dst, m)
+		}
+	}
+	return dst
 }
 
 func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {

@@ -37,6 +37,7 @@ var (
 	topFields = []string{
 		"rule_name", "global_threshold", "rule_items", "rejected_code", "rejected_msg",
 		"redis", "show_limit_quota_header", "failure_mode", "xff_num_trusted_hops",
+		"rule_match_mode", reservationField, "token_count_strategy", weightsField,
 	}
 	redisFields = []string{"service_name", "service_port", "username", "password", "timeout", "database"}
 )
@@ -78,6 +79,7 @@ func Parse(json gjson.Result) (*Config, error) {
 	}
 	var f struct {
 		ruleName, global, items, code, msg, show, failure, hops, redis gjson.Result
+		matchMode, reservation, strategy, weights                      gjson.Result
 	}
 	err := walkObject("", json, topFields, func(key string, v gjson.Result) error {
 		switch key {
@@ -99,6 +101,14 @@ func Parse(json gjson.Result) (*Config, error) {
 			f.failure = v
 		case "xff_num_trusted_hops":
 			f.hops = v
+		case "rule_match_mode":
+			f.matchMode = v
+		case reservationField:
+			f.reservation = v
+		case "token_count_strategy":
+			f.strategy = v
+		case weightsField:
+			f.weights = v
 		default:
 			return errUnknownField
 		}
@@ -113,6 +123,9 @@ func Parse(json gjson.Result) (*Config, error) {
 		RejectedMsg:    DefaultRejectedMsg,
 		FailureMode:    FailAllow,
 		XFFTrustedHops: xffTrustedHopsUnset,
+		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
+			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
+		Cost: Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
 	}
 	if !isSet(f.ruleName) {
 		return nil, fieldErr("rule_name", "required")
@@ -173,6 +186,10 @@ func Parse(json gjson.Result) (*Config, error) {
 			return nil, err
 		}
 		c.XFFTrustedHops = int(n)
+	}
+
+	if err := c.parseCostOptions(f.matchMode, f.reservation, f.strategy, f.weights); err != nil {
+		return nil, err
 	}
 
 	if !isSet(f.redis) {

@@ -452,7 +452,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 10)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 9)
+	require.Len(t, topFields, 13)
 }
 
 func TestStrings(t *testing.T) {

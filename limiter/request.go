@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
@@ -31,41 +32,117 @@ const (
 
 // request is the limiter's state for one HTTP request that matched a rule.
 type request struct {
-	pc       PluginConfig
-	subject  []byte          // the Redis key of the limited subject
-	windows  []config.Window // the windows that limit it
-	verdict  scripts.Verdict // Redis's answer, once admitted
-	admitted bool            // passed the limit: its usage is to be charged
-	charged  bool            // the charge was sent (or there was nothing to charge)
+	pc     PluginConfig
+	path   string
+	groups []group // the matched subjects, by Redis Cluster slot: one call each
+	model  string  // the model the request names, for per-model weights
+
+	reserved int64            // tokens reserved in every window at admission (0: none)
+	pending  int              // admission calls not answered yet
+	inHook   bool             // the admission is being dispatched from a hook, not yet paused
+	failure  error            // the first admission call that failed
+	rejected *scripts.Verdict // the closed window that resets last, if any
+	verdict  scripts.Verdict  // the tightest open window, once admitted
+
+	admitted bool // passed every limit: its usage is to be charged
+	settled  bool // the usage was charged (or there was nothing to charge)
+	status   int  // the upstream's response status, 0 before response headers
 	usage    tokenusage.Parser
 }
 
-// OnRequestHeaders matches the request and, when a rule applies, pauses it
-// until Redis says whether its subject has budget left.
+// group is the subjects of one Redis Cluster slot, admitted in one call.
+type group struct {
+	subjects []scripts.Subject
+	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
+	answered bool            // got a verdict (allowed or not)
+}
+
+// OnRequestHeaders matches the request and, when rules apply, pauses it
+// until Redis says whether every subject has budget left. With
+// token_reservation, it first waits for the body to estimate the cost.
 func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
-	match, ok := pc.rules.Match(hostRequest{ctx})
-	if !ok {
+	matches := pc.rules.MatchAll(hostRequest{ctx}, nil)
+	if len(matches) == 0 {
+		ctx.DontReadRequestBody()
 		ctx.DontReadResponseBody()
 		return types.ActionContinue
 	}
-	r := &request{pc: pc, windows: match.Key.Windows}
-	r.subject = subjectKey(pc.rules, match)
+	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches)}
 	ctx.SetContext(stateKey, r)
-	log.Debugf("rule %s: %s matched limit key %q (%d windows); subject %s",
-		pc.rules.RuleName, describeItem(match.Item), match.Key.Key, len(r.windows), r.subject)
+	for _, m := range matches {
+		log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m.Item), m.Key.Key, len(m.Key.Windows))
+	}
 
 	// The usage is read from the response body: ask the upstream for an
 	// uncompressed one, or a compressed answer would never be charged.
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
 
-	err := pc.redis.Admit(r.subject, r.windows, func(v scripts.Verdict, err error) {
-		r.decide(v, err)
-	})
-	if err != nil {
-		// The call never left: decide now, without pausing.
-		return r.fail(err, false)
+	if !pc.needsBody() {
+		ctx.DontReadRequestBody()
+		return r.admit(0)
 	}
-	return types.HeaderStopAllIterationAndWatermark
+	if !ctx.HasRequestBody() {
+		return r.admit(r.estimate(nil))
+	}
+	// Wait for the whole body (OnRequestBody) before asking Redis.
+	return types.HeaderStopIteration
+}
+
+// OnRequestBody estimates the request's cost from its body and admits it.
+func OnRequestBody(ctx wrapper.HttpContext, pc PluginConfig, body []byte) types.Action {
+	r, _ := ctx.GetContext(stateKey).(*request)
+	if r == nil {
+		return types.ActionContinue
+	}
+	if r.admit(r.estimate(body)) == types.ActionContinue {
+		return types.ActionContinue
+	}
+	return types.ActionPause
+}
+
+// needsBody says whether requests are read before admission: to estimate
+// their cost, or to know their model for per-model weights.
+func (pc PluginConfig) needsBody() bool {
+	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0
+}
+
+// estimate is what to reserve for a request with this body (nil: none), in
+// the configured cost; it also notes the model the request names.
+func (r *request) estimate(body []byte) int64 {
+	res := r.pc.rules.Reservation
+	e := estimate.Request(body, r.path, estimate.Options{
+		BytesPerToken:           res.BytesPerToken,
+		DefaultCompletionTokens: res.DefaultCompletionTokens,
+		MaxBodyBytes:            res.MaxBodyBytes,
+	})
+	r.model = e.Model
+	if !res.Enabled {
+		return 0
+	}
+	cost := r.pc.rules.Cost.Tokens(e.Prompt, e.Completion, 0, 0, r.model)
+	log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d", e.Prompt, e.Completion, r.model, cost)
+	return cost
+}
+
+// groupBySlot builds each match's subject and groups them by Redis Cluster
+// slot, in order of first appearance.
+func groupBySlot(rules *config.Config, matches []config.Match) []group {
+	groups := make([]group, 0, 1)
+	slots := make([]uint16, 0, 1)
+next:
+	for _, m := range matches {
+		s := scripts.Subject{Key: subjectKey(rules, m), Windows: m.Key.Windows}
+		slot := cachekey.Slot(s.Key)
+		for i := range groups {
+			if slots[i] == slot {
+				groups[i].subjects = append(groups[i].subjects, s)
+				continue next
+			}
+		}
+		groups = append(groups, group{subjects: []scripts.Subject{s}})
+		slots = append(slots, slot)
+	}
+	return groups
 }
 
 // subjectKey is the Redis key of the subject a match limits.
@@ -85,42 +162,107 @@ func describeItem(item *config.RuleItem) string {
 	return item.Type.String() + " " + item.Raw
 }
 
-// decide acts on Redis's answer to a paused request.
-func (r *request) decide(v scripts.Verdict, err error) {
-	if err != nil {
-		r.fail(err, true)
+// admit sends one admission call per slot group, reserving cost tokens in
+// every window (0: check only). It returns what the calling hook returns:
+// pause until every group answers, or go on when it was decided at once.
+func (r *request) admit(cost int64) types.Action {
+	r.reserved = cost
+	r.pending = len(r.groups)
+	r.inHook = true
+	for i := range r.groups {
+		g := &r.groups[i]
+		err := r.pc.redis.Admit(g.subjects, cost, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+		if err != nil { // the call never left: that group fails now
+			r.answer(g, scripts.Verdict{}, err)
+		}
+	}
+	r.inHook = false
+	if r.pending > 0 {
+		return types.HeaderStopAllIterationAndWatermark
+	}
+	if r.admitted || r.failure != nil && r.pc.rules.FailureMode == config.FailAllow {
+		return types.ActionContinue
+	}
+	return types.ActionPause // answered locally
+}
+
+// answer takes one group's answer; the last one decides.
+func (r *request) answer(g *group, v scripts.Verdict, err error) {
+	r.pending--
+	switch {
+	case err != nil:
+		if r.failure == nil {
+			r.failure = err
+		}
+	case !v.Allowed:
+		g.verdict, g.answered = v, true
+		if r.rejected == nil || v.Reset > r.rejected.Reset {
+			r.rejected = &g.verdict
+		}
+	default:
+		g.verdict, g.answered = v, true
+		if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
+			r.verdict = v
+		}
+	}
+	if r.pending == 0 {
+		r.decide()
+	}
+}
+
+// decide acts once every group has answered.
+func (r *request) decide() {
+	if r.failure != nil || r.rejected != nil {
+		r.rollBack()
+	}
+	switch {
+	case r.failure != nil:
+		r.fail(r.failure)
+	case r.rejected != nil:
+		r.reject(*r.rejected)
+	default:
+		r.admitted = true
+		if !r.inHook {
+			_ = proxywasm.ResumeHttpRequest()
+		}
+	}
+}
+
+// rollBack gives back the reservations of the groups that made one when
+// another group rejected the request or failed.
+func (r *request) rollBack() {
+	if r.reserved == 0 {
 		return
 	}
-	if !v.Allowed {
-		r.reject(v)
-		return
+	for i := range r.groups {
+		g := &r.groups[i]
+		if g.answered && g.verdict.Allowed {
+			r.pc.charge(g.subjects, -r.reserved, g.verdict.At)
+		}
 	}
-	r.verdict, r.admitted = v, true
-	_ = proxywasm.ResumeHttpRequest()
 }
 
 // fail applies failure_mode when Redis could not decide: let the request go,
-// or answer 503. paused says whether the request waits for this decision.
-func (r *request) fail(err error, paused bool) types.Action {
-	log.Warnf("token rate limit check failed for %s, failure_mode %s: %v", r.subject, r.pc.rules.FailureMode, err)
+// or answer 503.
+func (r *request) fail(err error) {
+	log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
 	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader))
 	if r.pc.rules.FailureMode == config.FailDeny {
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",
 			[][2]string{{"content-type", "text/plain; charset=utf-8"}}, []byte(unavailableBody), -1)
-		return types.ActionPause
+		return
 	}
 	// allow: the request goes on unlimited and, not being admitted, uncharged
 	// (the counters could not be trusted to take the charge either).
-	if paused {
+	if !r.inHook {
 		_ = proxywasm.ResumeHttpRequest()
 	}
-	return types.ActionContinue
 }
 
 // reject answers rejected_code, telling the client when to come back.
 func (r *request) reject(v scripts.Verdict) {
 	rules := r.pc.rules
-	log.Debugf("rule %s: %s used up (limit %d), rejected for %d s", rules.RuleName, r.subject, v.Limit, v.Reset)
+	log.Debugf("rule %s: a window is used up (limit %d), rejected for %d s", rules.RuleName, v.Limit, v.Reset)
 	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader))
 	reset := strconv.FormatInt(max(v.Reset, 1), 10)
 	headers := [][2]string{{HeaderReset, reset}, {HeaderRetryAfter, reset}, {"content-type", "text/plain; charset=utf-8"}}

@@ -7,6 +7,8 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // admitted returns the state of a request whose usage is to be charged, or nil.
@@ -18,13 +20,16 @@ func admitted(ctx wrapper.HttpContext) *request {
 	return r
 }
 
-// OnResponseHeaders adds the quota headers when asked to. Local replies (a
-// rejection) pass here too: they are neither admitted nor charged.
+// OnResponseHeaders notes the status and adds the quota headers when asked
+// to. Local replies (a rejection) pass here too: they are not admitted.
 func OnResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r := admitted(ctx)
 	if r == nil {
 		ctx.DontReadResponseBody()
 		return types.ActionContinue
+	}
+	if status, err := proxywasm.GetHttpResponseHeader(":status"); err == nil {
+		r.status, _ = strconv.Atoi(status)
 	}
 	if pc.rules.ShowLimitQuotaHeader {
 		_ = proxywasm.AddHttpResponseHeader(HeaderLimit, strconv.FormatInt(r.verdict.Limit, 10))
@@ -40,41 +45,63 @@ func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 	if r := admitted(ctx); r != nil {
 		r.usage.Write(chunk)
 		if last {
-			r.charge()
+			r.settle()
 		}
 	}
 	return chunk
 }
 
-// OnStreamDone charges a request that ended without a last body chunk: no
+// OnStreamDone settles a request that ended without a last body chunk: no
 // body, or a stream reset by the client or the upstream.
 func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	if r := admitted(ctx); r != nil {
-		r.charge()
+		r.settle()
 	}
 }
 
-// charge adds the reported usage to every window of the subject, once.
-func (r *request) charge() {
-	if r.charged {
+// settle charges what the request cost, once: the usage the response
+// reported, in the configured cost, less what was reserved at admission.
+// Without usage, an upstream error gives the reservation back, and anything
+// else (an aborted stream) keeps it.
+func (r *request) settle() {
+	if r.settled {
 		return
 	}
-	r.charged = true
+	r.settled = true
 	r.usage.Finish()
-	u, ok := r.usage.Usage()
-	if !ok || u.Total() <= 0 {
-		log.Debugf("no token usage reported for %s: nothing to charge", r.subject)
-		return
+	cost := r.reserved
+	if u, ok := r.usage.Usage(); ok {
+		cost = r.pc.rules.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, r.model)
+	} else if r.status >= 300 || r.status != 0 && r.status < 200 {
+		cost = 0
+		log.Debugf("upstream answered %d without usage: giving back %d reserved tokens", r.status, r.reserved)
+	} else if r.reserved == 0 {
+		log.Debug("no token usage reported: nothing to charge")
 	}
-	metrics, subject := r.pc.metrics, r.subject
-	err := r.pc.redis.Charge(subject, u.Total(), r.windows, func(err error) {
+	if delta := cost - r.reserved; delta != 0 {
+		for i := range r.groups {
+			g := &r.groups[i]
+			at := int64(0) // not reserved: charge the windows current now
+			if r.reserved > 0 {
+				at = g.verdict.At // reconcile in the buckets of the reservation
+			}
+			r.pc.charge(g.subjects, delta, at)
+		}
+	}
+}
+
+// charge adds tokens (negative: gives back) to every window of subjects in
+// the buckets of time at (0: now). A failure is logged and counted; nothing
+// waits for it.
+func (pc PluginConfig) charge(subjects []scripts.Subject, tokens, at int64) {
+	metrics := pc.metrics
+	failed := func(err error) {
 		if err != nil {
-			log.Warnf("charging %d tokens to %s failed: %v", u.Total(), subject, err)
+			log.Warnf("charging %d tokens to %s failed: %v", tokens, subjects[0].Key, err)
 			metrics.count(metricChargeFailure, "")
 		}
-	})
-	if err != nil {
-		log.Warnf("charging %d tokens to %s failed: %v", u.Total(), subject, err)
-		metrics.count(metricChargeFailure, "")
+	}
+	if err := pc.redis.Charge(subjects, tokens, at, failed); err != nil {
+		failed(err)
 	}
 }

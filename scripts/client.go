@@ -68,15 +68,23 @@ func (c *Client) Init() error {
 type Verdict struct {
 	Allowed   bool
 	Limit     int64 // tokens per window
-	Remaining int64 // tokens left in it, never negative
+	Remaining int64 // tokens left in it after this request's reservation, never negative
 	Reset     int64 // seconds until it starts anew
+	At        int64 // Redis's time of the admission: the buckets a reservation went into
 }
 
-// Admit asks whether one more request of the subject may go; done gets the
-// verdict, or an error when Redis could not give one. When Admit itself
-// returns an error, done is never called.
-func (c *Client) Admit(subject []byte, windows []config.Window, done func(Verdict, error)) error {
-	encode := func(bySource bool) []byte { return encodeAdmit(subject, windows, bySource) }
+// Subject is one limited subject and its windows.
+type Subject struct {
+	Key     []byte
+	Windows []config.Window
+}
+
+// Admit asks whether one more request of the subjects (all in one Redis
+// Cluster slot) may go, reserving cost tokens in every window when it may
+// (cost 0: check only). done gets the verdict, or an error when Redis could
+// not give one; when Admit itself returns an error, done is never called.
+func (c *Client) Admit(subjects []Subject, cost int64, done func(Verdict, error)) error {
+	encode := func(bySource bool) []byte { return encodeAdmit(subjects, cost, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err != nil {
 			done(Verdict{}, err)
@@ -87,22 +95,28 @@ func (c *Client) Admit(subject []byte, windows []config.Window, done func(Verdic
 }
 
 // encodeAdmit encodes one call of admit.lua.
-func encodeAdmit(subject []byte, windows []config.Window, bySource bool) []byte {
-	q := Admit.appendCall(make([]byte, 0, 96+len(subject)+24*len(windows)), bySource, subject, 1+2*len(windows))
+func encodeAdmit(subjects []Subject, cost int64, bySource bool) []byte {
+	q := Admit.appendCall(make([]byte, 0, callSize(subjects, 24)), bySource, subjects, 2+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
-	for _, w := range windows {
-		q = appendBulkInt(q, w.Seconds)
-		q = appendBulkInt(q, w.Limit)
+	q = appendBulkInt(q, cost)
+	for _, s := range subjects {
+		q = appendBulkInt(q, int64(len(s.Windows)))
+		for _, w := range s.Windows {
+			q = appendBulkInt(q, w.Seconds)
+			q = appendBulkInt(q, w.Limit)
+		}
 	}
 	return q
 }
 
-// Charge adds tokens to every window of the subject. done, if not nil, gets
-// nil or the error; when Charge itself returns an error, done is never called.
-func (c *Client) Charge(subject []byte, tokens int64, windows []config.Window, done func(error)) error {
-	encode := func(bySource bool) []byte { return encodeCharge(subject, tokens, windows, bySource) }
+// Charge adds tokens (negative: gives back) to every window of the subjects
+// (all in one slot), in the buckets of time at (a Verdict's At; 0: now).
+// done, if not nil, gets nil or the error; when Charge itself returns an
+// error, done is never called.
+func (c *Client) Charge(subjects []Subject, tokens, at int64, done func(error)) error {
+	encode := func(bySource bool) []byte { return encodeCharge(subjects, tokens, at, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
-		if err == nil && len(v.Array()) != len(windows) {
+		if err == nil && len(v.Array()) != windowArgs(subjects, 1)-len(subjects) {
 			err = fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
 		}
 		if done != nil {
@@ -112,14 +126,40 @@ func (c *Client) Charge(subject []byte, tokens int64, windows []config.Window, d
 }
 
 // encodeCharge encodes one call of charge.lua.
-func encodeCharge(subject []byte, tokens int64, windows []config.Window, bySource bool) []byte {
-	q := Charge.appendCall(make([]byte, 0, 96+len(subject)+12*len(windows)), bySource, subject, 2+len(windows))
-	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
+func encodeCharge(subjects []Subject, tokens, at int64, bySource bool) []byte {
+	q := Charge.appendCall(make([]byte, 0, callSize(subjects, 12)), bySource, subjects, 2+windowArgs(subjects, 1))
+	if at > 0 {
+		q = appendBulkInt(q, at)
+	} else {
+		q = appendBulkString(q, "") // now, by Redis's clock
+	}
 	q = appendBulkInt(q, tokens)
-	for _, w := range windows {
-		q = appendBulkInt(q, w.Seconds)
+	for _, s := range subjects {
+		q = appendBulkInt(q, int64(len(s.Windows)))
+		for _, w := range s.Windows {
+			q = appendBulkInt(q, w.Seconds)
+		}
 	}
 	return q
+}
+
+// windowArgs counts the per-window arguments of a call: a window count per
+// subject, plus perWindow arguments per window.
+func windowArgs(subjects []Subject, perWindow int) int {
+	n := 0
+	for _, s := range subjects {
+		n += 1 + perWindow*len(s.Windows)
+	}
+	return n
+}
+
+// callSize guesses an encoded call's size so it is built in one allocation.
+func callSize(subjects []Subject, perWindow int) int {
+	n := 96
+	for _, s := range subjects {
+		n += len(s.Key) + 16 + perWindow*len(s.Windows)
+	}
+	return n
 }
 
 // dispatch sends a call by digest; when Redis does not have the script (it
@@ -194,7 +234,7 @@ func isRESPType(b byte) bool {
 // parseVerdict checks that a reply has the shape admit.lua returns.
 func parseVerdict(v resp.Value) (Verdict, error) {
 	a := v.Array()
-	if len(a) != 4 {
+	if len(a) != 5 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	for _, e := range a {
@@ -202,11 +242,11 @@ func parseVerdict(v resp.Value) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 		}
 	}
-	allowed, limit, remaining, reset := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer())
-	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 {
+	allowed, limit, remaining, reset, at := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer())
+	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
-	return Verdict{Allowed: allowed == 1, Limit: limit, Remaining: remaining, Reset: reset}, nil
+	return Verdict{Allowed: allowed == 1, Limit: limit, Remaining: remaining, Reset: reset, At: at}, nil
 }
 
 // describe renders a reply for an error message, briefly.

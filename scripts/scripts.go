@@ -39,10 +39,10 @@ func newScript(name, source string) *Script {
 
 // appendCall appends the head of one script call in RESP: the array header,
 // EVALSHA and the digest (or EVAL and the source when bySource), the key count
-// (always one key: every counter of a subject is derived from it) and the key.
-// The caller appends exactly nargs arguments after it.
-func (s *Script) appendCall(dst []byte, bySource bool, key []byte, nargs int) []byte {
-	dst = appendArrayHeader(dst, 4+nargs)
+// and the keys: one per subject, every counter of a subject being derived
+// from its key. The caller appends exactly nargs arguments after it.
+func (s *Script) appendCall(dst []byte, bySource bool, subjects []Subject, nargs int) []byte {
+	dst = appendArrayHeader(dst, 3+len(subjects)+nargs)
 	if bySource {
 		dst = appendBulkString(dst, "EVAL")
 		dst = appendBulkString(dst, s.Source)
@@ -50,8 +50,11 @@ func (s *Script) appendCall(dst []byte, bySource bool, key []byte, nargs int) []
 		dst = appendBulkString(dst, "EVALSHA")
 		dst = appendBulkString(dst, s.SHA1)
 	}
-	dst = appendBulkString(dst, "1")
-	return appendBulk(dst, key)
+	dst = appendBulkInt(dst, int64(len(subjects)))
+	for _, subject := range subjects {
+		dst = appendBulk(dst, subject.Key)
+	}
+	return dst
 }
 
 func appendArrayHeader(dst []byte, n int) []byte {

@@ -14,17 +14,25 @@ import (
 
 const subject = "atrl:{chat|limit_by_header|x-api-key|sk-1}"
 
-// admitAt runs admit.lua at a given time, by source, as EVAL.
-func admitAt(r *redistest.Server, now int64, windows ...int64) []int64 {
-	args := []string{"EVAL", Admit.Source, "1", subject, strconv.FormatInt(now, 10)}
+// window is "seconds:limit" shorthand for tests.
+type window [2]int64
+
+// admitAt runs admit.lua by source at a given time, reserving cost, for the
+// one test subject.
+func admitAt(r *redistest.Server, now int64, windows ...window) []int64 {
+	return reserveAt(r, now, 0, windows...)
+}
+
+func reserveAt(r *redistest.Server, now, cost int64, windows ...window) []int64 {
+	args := []string{"EVAL", Admit.Source, "1", subject, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.Itoa(len(windows))}
 	for _, w := range windows {
-		args = append(args, strconv.FormatInt(w, 10))
+		args = append(args, strconv.FormatInt(w[0], 10), strconv.FormatInt(w[1], 10))
 	}
-	return ints(r.Do(args...))
+	return ints(r.Do(args...))[:4]
 }
 
 func chargeAt(r *redistest.Server, now, tokens int64, windows ...int64) []int64 {
-	args := []string{"EVAL", Charge.Source, "1", subject, strconv.FormatInt(now, 10), strconv.FormatInt(tokens, 10)}
+	args := []string{"EVAL", Charge.Source, "1", subject, strconv.FormatInt(now, 10), strconv.FormatInt(tokens, 10), strconv.Itoa(len(windows))}
 	for _, w := range windows {
 		args = append(args, strconv.FormatInt(w, 10))
 	}
@@ -39,93 +47,101 @@ func ints(v resp.Value) []int64 {
 	return out
 }
 
+func bucketKey(key string, window, now int64) string {
+	return key + ":t" + strconv.FormatInt(window, 10) + ":" + strconv.FormatInt(now/window, 10)
+}
+
 func TestAdmitAllowsUntilTheWindowIsUsedUp(t *testing.T) {
 	r := redistest.Start(t)
-	now := int64(60*1000 + 10) // 10 s into a minute bucket
-	assert.Equal(t, []int64{1, 100, 100, 50}, admitAt(r, now, 60, 100), "fresh: all left, resets at the minute")
+	// An hour ahead of Redis's clock, 10 s into a minute: buckets of that time
+	// live until it (the tests pass the time; expiries follow Redis's clock).
+	base := (r.Now()/60 + 60) * 60
+	now := base + 10
+	assert.Equal(t, []int64{1, 100, 100, 50}, admitAt(r, now, window{60, 100}), "fresh: all left, resets at the minute")
 	assert.Equal(t, []int64{60}, chargeAt(r, now, 60, 60))
-	assert.Equal(t, []int64{1, 100, 40, 50}, admitAt(r, now, 60, 100))
+	assert.Equal(t, []int64{1, 100, 40, 50}, admitAt(r, now, window{60, 100}))
 	assert.Equal(t, []int64{100}, chargeAt(r, now+1, 40, 60))
-	assert.Equal(t, []int64{0, 100, 0, 49}, admitAt(r, now+1, 60, 100), "used up: rejected")
-	assert.Equal(t, []int64{1, 100, 100, 60}, admitAt(r, 60*1001, 60, 100), "next bucket: open again")
+	assert.Equal(t, []int64{0, 100, 0, 49}, admitAt(r, now+1, window{60, 100}), "used up: rejected")
+	assert.Equal(t, []int64{1, 100, 100, 60}, admitAt(r, base+60, window{60, 100}), "next bucket: open again")
 }
 
 func TestChargeGoesPastTheLimitAndTheNextAdmissionSeesIt(t *testing.T) {
 	r := redistest.Start(t)
-	now := int64(3600 * 500)
+	now := r.Now()
 	chargeAt(r, now, 250, 60)
-	assert.Equal(t, []int64{0, 100, 0, 60}, admitAt(r, now, 60, 100), "remaining is never negative")
-	assert.Equal(t, int64(250), r.Int("GET", subject+":t60:"+strconv.FormatInt(now/60, 10)))
+	assert.Equal(t, []int64{0, 100, 0, 60 - now%60}, admitAt(r, now, window{60, 100}), "remaining is never negative")
+	assert.Equal(t, int64(250), r.Int("GET", bucketKey(subject, 60, now)))
 }
 
 func TestChargedBucketsExpireWithTheirWindow(t *testing.T) {
 	r := redistest.Start(t)
-	now := int64(86400*20000 + 3600 + 30) // 30 s into a minute, 1 h into a day
+	r.AvoidWindowEdge(60, 5)
+	now := r.Now()
 	chargeAt(r, now, 5, 1, 60, 3600, 86400)
-	for _, c := range []struct {
-		window, ttl int64
-	}{{1, 2}, {60, 31}, {3600, 3571}, {86400, 82771}} {
-		key := subject + ":t" + strconv.FormatInt(c.window, 10) + ":" + strconv.FormatInt(now/c.window, 10)
+	for _, w := range []int64{1, 60, 3600, 86400} {
+		key := bucketKey(subject, w, now)
 		assert.Equal(t, int64(5), r.Int("GET", key), key)
-		assert.Equal(t, c.ttl, r.Int("TTL", key), "TTL of %s: the rest of its window plus one second", key)
+		want := (now/w+1)*w - now + 1 // the rest of its window, plus one second
+		assert.InDelta(t, want, r.Int("TTL", key), 1, "TTL of %s", key)
 	}
-	chargeAt(r, now+10, 5, 60)
-	assert.Equal(t, int64(31), r.Int("TTL", subject+":t60:"+strconv.FormatInt(now/60, 10)), "a later charge keeps the expiry")
+	ttl := r.Int("TTL", bucketKey(subject, 60, now))
+	chargeAt(r, now, 5, 60)
+	assert.Equal(t, ttl, r.Int("TTL", bucketKey(subject, 60, now)), "a later charge keeps the expiry")
 }
 
 func TestAdmitReportsTheDecidingWindow(t *testing.T) {
 	r := redistest.Start(t)
-	now := int64(86400*20000 + 3600 + 30)
+	now := (r.Now()/86400+1)*86400 + 3600 + 30 // tomorrow, 1 h 30 s in
 	// minute: 1,000 per minute, 900 used; day: 100,000 per day, 900 used.
 	chargeAt(r, now, 900, 60, 86400)
-	assert.Equal(t, []int64{1, 1000, 100, 30}, admitAt(r, now, 60, 1000, 86400, 100000), "allowed: the tightest window")
+	assert.Equal(t, []int64{1, 1000, 100, 30}, admitAt(r, now, window{60, 1000}, window{86400, 100000}), "allowed: the tightest window")
 	chargeAt(r, now, 100, 60, 86400)
-	assert.Equal(t, []int64{0, 1000, 0, 30}, admitAt(r, now, 60, 1000, 86400, 100000), "the minute is used up")
+	assert.Equal(t, []int64{0, 1000, 0, 30}, admitAt(r, now, window{60, 1000}, window{86400, 100000}), "the minute is used up")
 	// Day used up too: the client can only come back when the day resets.
-	assert.Equal(t, []int64{0, 1000, 0, 82770}, admitAt(r, now, 60, 1000, 86400, 1000), "both used up: the later reset")
-	assert.Equal(t, []int64{0, 1000, 0, 82770}, admitAt(r, now, 86400, 1000, 60, 1000), "order does not matter")
+	assert.Equal(t, []int64{0, 1000, 0, 82770}, admitAt(r, now, window{60, 1000}, window{86400, 1000}), "both used up: the later reset")
+	assert.Equal(t, []int64{0, 1000, 0, 82770}, admitAt(r, now, window{86400, 1000}, window{60, 1000}), "order does not matter")
 	// A used-up day rejects even when the minute is open.
-	assert.Equal(t, []int64{0, 500, 0, 82710}, admitAt(r, now+60, 60, 1000, 86400, 500))
+	assert.Equal(t, []int64{0, 500, 0, 82710}, admitAt(r, now+60, window{60, 1000}, window{86400, 500}))
 }
 
 func TestAdmitWritesNothing(t *testing.T) {
 	r := redistest.Start(t)
-	admitAt(r, 1000, 1, 10, 60, 100)
+	admitAt(r, 1000, window{1, 10}, window{60, 100})
 	assert.Empty(t, r.Keys("*"))
 }
 
 func TestScriptsUseRedisTimeWhenNoTimeIsGiven(t *testing.T) {
 	r := redistest.Start(t)
 	now := r.Do("TIME").Array()[0].Integer()
-	r.Do("EVAL", Charge.Source, "1", subject, "", "7", "86400")
+	r.Do("EVAL", Charge.Source, "1", subject, "", "7", "1", "86400")
 	assert.Equal(t, int64(7), r.Int("GET", subject+":t86400:"+strconv.Itoa(now/86400)))
-	v := ints(r.Do("EVAL", Admit.Source, "1", subject, "", "86400", "10"))
+	v := ints(r.Do("EVAL", Admit.Source, "1", subject, "", "0", "1", "86400", "10"))
 	assert.Equal(t, int64(3), v[2])
+	assert.InDelta(t, now, v[4], 1, "the admission reports the time it used")
 }
 
 func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	r := redistest.Start(t)
-	windows := []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}
-	key := []byte(subject)
+	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}}}
 
-	_, err := ParseReply(r.Forward(encodeAdmit(key, windows, false)), nil)
+	_, err := ParseReply(r.Forward(encodeAdmit(subjects, 0, false)), nil)
 	require.Error(t, err, "a fresh Redis does not know the script")
 	assert.Contains(t, err.Error(), "NOSCRIPT")
 
-	v, err := ParseReply(r.Forward(encodeAdmit(key, windows, true)), nil)
+	v, err := ParseReply(r.Forward(encodeAdmit(subjects, 0, true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v)
 	require.NoError(t, err)
-	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset}, verdict)
+	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
 
-	_, err = ParseReply(r.Forward(encodeCharge(key, 1200, windows, false)), nil)
+	_, err = ParseReply(r.Forward(encodeCharge(subjects, 1200, 0, false)), nil)
 	require.Error(t, err, "charge.lua not loaded yet")
-	v, err = ParseReply(r.Forward(encodeCharge(key, 1200, windows, true)), nil)
+	v, err = ParseReply(r.Forward(encodeCharge(subjects, 1200, 0, true)), nil)
 	require.NoError(t, err)
 	assert.Len(t, v.Array(), 2)
 
-	v, err = ParseReply(r.Forward(encodeAdmit(key, windows, false)), nil)
+	v, err = ParseReply(r.Forward(encodeAdmit(subjects, 0, false)), nil)
 	require.NoError(t, err, "EVAL cached the script: EVALSHA works now")
 	verdict, err = parseVerdict(v)
 	require.NoError(t, err)
@@ -134,9 +150,8 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 }
 
 func TestCallsAreSmall(t *testing.T) {
-	key := []byte(subject)
-	one := []config.Window{{Seconds: 60, Limit: 10000}}
-	admit, charge := encodeAdmit(key, one, false), encodeCharge(key, 1234, one, false)
+	one := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 10000}}}}
+	admit, charge := encodeAdmit(one, 0, false), encodeCharge(one, 1234, 0, false)
 	t.Logf("admit %d bytes, charge %d bytes", len(admit), len(charge))
 	assert.LessOrEqual(t, len(admit)+len(charge), 450, "bytes sent to Redis per request")
 }
@@ -157,12 +172,13 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 
 	for name, raw := range map[string]string{
 		"nil":              "$-1\r\n",
-		"three elements":   "*3\r\n:1\r\n:100\r\n:5\r\n",
-		"string element":   "*4\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n",
-		"allowed is 2":     "*4\r\n:2\r\n:100\r\n:5\r\n:3\r\n",
-		"limit 0":          "*4\r\n:1\r\n:0\r\n:5\r\n:3\r\n",
-		"negative reset":   "*4\r\n:1\r\n:100\r\n:5\r\n:-3\r\n",
-		"negative remains": "*4\r\n:1\r\n:100\r\n:-5\r\n:3\r\n",
+		"four elements":    "*4\r\n:1\r\n:100\r\n:5\r\n:3\r\n",
+		"string element":   "*5\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n",
+		"allowed is 2":     "*5\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n",
+		"limit 0":          "*5\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n",
+		"negative reset":   "*5\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n",
+		"negative remains": "*5\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n",
+		"no time":          "*5\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n",
 		"status":           "+OK\r\n",
 	} {
 		v, err := ParseReply([]byte(raw), nil)
@@ -170,4 +186,60 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 		_, err = parseVerdict(v)
 		assert.ErrorIs(t, err, ErrMalformed, name)
 	}
+}
+
+func TestReservationIsAllOrNothing(t *testing.T) {
+	r := redistest.Start(t)
+	now := (r.Now()/86400 + 1) * 86400 // tomorrow, at midnight
+	assert.Equal(t, []int64{1, 1000, 300, 60}, reserveAt(r, now, 700, window{60, 1000}, window{86400, 5000}),
+		"admitted: the minute is tightest, 300 left after the reservation")
+	assert.Equal(t, int64(700), r.Int("GET", bucketKey(subject, 60, now)))
+	assert.Equal(t, int64(700), r.Int("GET", bucketKey(subject, 86400, now)))
+
+	assert.Equal(t, []int64{0, 1000, 0, 60}, reserveAt(r, now, 301, window{60, 1000}, window{86400, 5000}),
+		"no room for 301 in the minute: rejected")
+	assert.Equal(t, int64(700), r.Int("GET", bucketKey(subject, 86400, now)), "and nothing reserved in the day either")
+	assert.Equal(t, []int64{1, 1000, 0, 60}, reserveAt(r, now, 300, window{60, 1000}, window{86400, 5000}), "exactly the rest fits")
+}
+
+func TestConcurrentReservationsNeverOvershoot(t *testing.T) {
+	r := redistest.Start(t)
+	now := (r.Now()/60 + 60) * 60
+	admitted := 0
+	for i := 0; i < 32; i++ {
+		admitted += int(reserveAt(r, now, 1000, window{60, 10000})[0])
+	}
+	assert.Equal(t, 10, admitted, "32 × 1,000 against 10,000: ten fit")
+	assert.Equal(t, int64(10000), r.Int("GET", bucketKey(subject, 60, now)))
+}
+
+func TestReconcileLandsInTheReservationsBucket(t *testing.T) {
+	r := redistest.Start(t)
+	admission := (r.Now()/60 + 60) * 60 // some minute ahead
+	reserveAt(r, admission, 1000, window{60, 10000})
+	// The stream ends two minutes later, having used 1,400: +400 into the admission's minute.
+	assert.Equal(t, []int64{1400}, chargeAt(r, admission, 400, 60))
+	assert.Equal(t, int64(1400), r.Int("GET", bucketKey(subject, 60, admission)))
+	assert.Equal(t, int64(0), r.Int("GET", bucketKey(subject, 60, admission+120)), "not into the minute current at the end")
+	// A refund gives back; into a bucket that has expired it writes nothing.
+	assert.Equal(t, []int64{400}, chargeAt(r, admission, -1000, 60))
+	assert.Equal(t, []int64{0}, chargeAt(r, admission-600, -1000, 60))
+	assert.Empty(t, r.Keys(bucketKey(subject, 60, admission-600)))
+}
+
+func TestOneCallCoversSeveralSubjects(t *testing.T) {
+	r := redistest.Start(t)
+	now := (r.Now()/86400 + 1) * 86400
+	other := "atrl:{chat|limit_by_per_ip||10.0.0.1}"
+	admit := func(cost int64) []int64 {
+		return ints(r.Do("EVAL", Admit.Source, "2", subject, other, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10),
+			"1", "86400", "10000", "2", "60", "500", "86400", "800"))[:4]
+	}
+	assert.Equal(t, []int64{1, 500, 100, 60}, admit(400))
+	assert.Equal(t, []int64{0, 500, 0, 60}, admit(400), "the second subject's minute has 100 left")
+	assert.Equal(t, int64(400), r.Int("GET", bucketKey(subject, 86400, now)), "nothing reserved for the first subject either")
+	r.Do("EVAL", Charge.Source, "2", subject, other, strconv.FormatInt(now, 10), "50", "1", "86400", "2", "60", "86400")
+	assert.Equal(t, int64(450), r.Int("GET", bucketKey(subject, 86400, now)))
+	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 60, now)))
+	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 86400, now)))
 }

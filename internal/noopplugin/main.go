@@ -21,6 +21,7 @@ func init() {
 			return nil
 		}),
 		wrapper.ProcessRequestHeaders(func(wrapper.HttpContext, config) types.Action { return types.ActionContinue }),
+		wrapper.ProcessRequestBody(func(wrapper.HttpContext, config, []byte) types.Action { return types.ActionContinue }),
 		wrapper.ProcessResponseHeaders(func(wrapper.HttpContext, config) types.Action { return types.ActionContinue }),
 		wrapper.ProcessStreamingResponseBody(func(_ wrapper.HttpContext, _ config, chunk []byte, _ bool) []byte { return chunk }),
 		wrapper.ProcessStreamDone(func(wrapper.HttpContext, config) {}),

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCostOptionsInvalid(t *testing.T) {
+	for _, c := range []struct{ name, extra, want string }{
+		{"match mode", `,"rule_match_mode":"any"`, `rule_match_mode: must be "first" or "all", got "any"`},
+		{"match mode type", `,"rule_match_mode":1`, `rule_match_mode: must be a string, got number 1`},
+		{"reservation type", `,"token_reservation":true`, `token_reservation: must be an object, got true`},
+		{"reservation enabled", `,"token_reservation":{"enabled":"yes"}`, `token_reservation.enabled: must be a boolean, got string "yes"`},
+		{"bytes per token 0", `,"token_reservation":{"bytes_per_token":0}`, `token_reservation.bytes_per_token: must be an integer between 1 and 1048576, got number 0`},
+		{"default completion negative", `,"token_reservation":{"default_completion_tokens":-1}`, `token_reservation.default_completion_tokens: must be an integer between 0 and 1099511627776, got number -1`},
+		{"max body 0", `,"token_reservation":{"max_body_bytes":0}`, `token_reservation.max_body_bytes: must be an integer between 1 and 67108864, got number 0`},
+		{"reservation typo", `,"token_reservation":{"enable":true}`, `token_reservation.enable: unknown field (did you mean enabled?)`},
+		{"strategy", `,"token_count_strategy":"tokens"`, `token_count_strategy: must be "total_tokens", "input_tokens", "output_tokens" or "weighted", got "tokens"`},
+		{"weights without weighted", `,"token_weights":{"output":4}`, `token_weights: only used with token_count_strategy "weighted", which is not set`},
+		{"weights type", `,"token_count_strategy":"weighted","token_weights":[1]`, `token_weights: must be an object, got array`},
+		{"negative weight", `,"token_count_strategy":"weighted","token_weights":{"output":-1}`, `token_weights.output: must be a number between 0 and 1000000, got number -1`},
+		{"string weight", `,"token_count_strategy":"weighted","token_weights":{"input":"1"}`, `token_weights.input: must be a number between 0 and 1000000, got string "1"`},
+		{"weight typo", `,"token_count_strategy":"weighted","token_weights":{"cache_reads":0.1}`, `token_weights.cache_reads: unknown field (did you mean cache_read?)`},
+		{"models type", `,"token_count_strategy":"weighted","token_weights":{"models":[]}`, `token_weights.models: must be an object keyed by model name, got array`},
+		{"model weight", `,"token_count_strategy":"weighted","token_weights":{"models":{"gpt-4o":{"output":"x"}}}`, `token_weights.models.gpt-4o.output: must be a number between 0 and 1000000, got string "x"`},
+		{"nested models", `,"token_count_strategy":"weighted","token_weights":{"models":{"gpt-4o":{"models":{}}}}`, `token_weights.models.gpt-4o.models: unknown field`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseString(withGlobal(c.extra))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestCostOptionsDefaultsAndValues(t *testing.T) {
+	c := mustParse(t, withGlobal(""))
+	assert.Equal(t, MatchFirst, c.MatchMode)
+	assert.Equal(t, Reservation{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
+	assert.Equal(t, CountTotal, c.Cost.Strategy)
+
+	c = mustParse(t, withGlobal(`,"rule_match_mode":"all","token_reservation":{"enabled":true,"bytes_per_token":3},
+		"token_count_strategy":"weighted","token_weights":{"output":4,"cache_read":0.1,
+		"models":{"claude-opus-4":{"input":5,"output":25},"cheap":{}}}`))
+	assert.Equal(t, MatchAll, c.MatchMode)
+	assert.Equal(t, Reservation{Enabled: true, BytesPerToken: 3, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
+	assert.Equal(t, Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheCreation: 1}, c.Cost.Weights)
+	assert.Equal(t, Weights{Input: 5, Output: 25, CacheRead: 0.1, CacheCreation: 1}, c.Cost.ModelWeights["claude-opus-4"], "unset weights come from the defaults")
+	assert.Equal(t, c.Cost.Weights, c.Cost.ModelWeights["cheap"])
+}
+
+func TestCostTokens(t *testing.T) {
+	weighted := Cost{Strategy: CountWeighted, Weights: Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheCreation: 1.25},
+		ModelWeights: map[string]Weights{"big": {Input: 5, Output: 25, CacheRead: 0.5, CacheCreation: 6.25}}}
+	for _, c := range []struct {
+		name                                  string
+		cost                                  Cost
+		input, output, cacheRead, cacheCreate int64
+		model                                 string
+		want                                  int64
+	}{
+		{"total", Cost{}, 1000, 200, 300, 0, "", 1200},
+		{"input", Cost{Strategy: CountInput}, 1000, 200, 300, 0, "", 1000},
+		{"output", Cost{Strategy: CountOutput}, 1000, 200, 300, 0, "", 200},
+		// 400 uncached + 30 (300 cache reads × 0.1) + 250 (200 writes × 1.25) + 800 (200 output × 4)
+		{"weighted", weighted, 900, 200, 300, 200, "", 1480},
+		{"weighted rounds up", weighted, 1, 0, 1, 0, "", 1},
+		{"no float noise", weighted, 30, 0, 30, 0, "", 3},
+		{"per model", weighted, 900, 200, 300, 200, "big", 2000 + 150 + 1250 + 5000},
+		{"unknown model: default weights", weighted, 900, 200, 300, 200, "other", 1480},
+	} {
+		assert.Equal(t, c.want, c.cost.Tokens(c.input, c.output, c.cacheRead, c.cacheCreate, c.model), c.name)
+	}
+}
+
+func TestMatchAllLayersEveryMatchingItem(t *testing.T) {
+	cfg := `{"rule_name":"r","rule_match_mode":"all","rule_items":[
+		{"limit_by_per_consumer":"","limit_keys":[{"key":"*","token_per_day":100000}]},
+		{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"10.0.0.0/8","token_per_minute":1000},{"key":"0.0.0.0/0","token_per_minute":500}]},
+		{"limit_by_header":"x-tier","limit_keys":[{"key":"free","token_per_minute":100}]}],` + redisOK + `}`
+	c := mustParse(t, cfg)
+	r := &fakeRequest{headers: map[string]string{"x-mse-consumer": "alice"}, peer: "10.1.2.3:5000"}
+	got := c.MatchAll(r, nil)
+	require.Len(t, got, 2, "consumer and IP; no x-tier header")
+	assert.Equal(t, "alice", got[0].Value)
+	assert.Equal(t, "10.1.2.3", got[1].Value)
+	assert.Equal(t, "10.0.0.0/8", got[1].Key.Key, "first matching key of the item")
+
+	r.headers["x-tier"] = "free"
+	assert.Len(t, c.MatchAll(r, nil), 3)
+
+	first := mustParse(t, strings.Replace(cfg, `"all"`, `"first"`, 1))
+	got = first.MatchAll(r, got[:0])
+	require.Len(t, got, 1, "first mode: one")
+	assert.Equal(t, "alice", got[0].Value)
+}

@@ -1,0 +1,171 @@
+// Package estimate estimates the token cost of an LLM API request from its
+// body before the request runs, so that a limiter can reserve it up front and
+// reconcile with the usage the response reports.
+//
+// It understands OpenAI chat/completions (and legacy completions), the OpenAI
+// Responses API, Anthropic Messages and Gemini generateContent, with one set
+// of rules that does not need to know which of them a body is for.
+//
+// # What counts as prompt text
+//
+// The prompt estimate is the number of bytes of prompt text divided by
+// Options.BytesPerToken, rounded up. Prompt text is the decoded bytes (what
+// gjson's Result.String returns, not the JSON-escaped form) of these strings:
+//
+//   - "messages", "contents", "input", "instructions", "prompt" (top level):
+//     the field itself when it is a string; when it is an array, each string
+//     element, and the "content" and "parts" of each object element (a
+//     message, a Responses input item or a Gemini content).
+//   - "system" (top level): a string or an array of parts.
+//   - "systemInstruction" or "system_instruction" (top level): an object
+//     whose "parts" count as a message's do.
+//   - A message's "content" or "parts": a string, or an array of parts.
+//   - A part (an object in such an array): its "text" string, whatever the
+//     part's type ("text", "input_text", "output_text", Gemini's untyped
+//     parts); and, for a part whose "type" is "tool_result", its "content",
+//     which counts as a message's content does (string or text parts) but
+//     whose own tool_result parts are not looked into.
+//   - "tools", "functions", "tool_choice" (top level): the size of their raw
+//     JSON, whatever it holds, since tool definitions are sent to the model.
+//
+// Nothing else counts: images, audio and files (image_url, input_image,
+// input_audio, Anthropic image and document blocks, Gemini inlineData and
+// fileData) are ignored, and so are tool calls in the history (OpenAI
+// tool_calls, Anthropic tool_use, Responses function_call and
+// function_call_output items, Gemini functionCall and functionResponse),
+// thinking blocks, and prompts given as arrays of token ids. The estimate is
+// only a reservation, corrected once the response reports its real usage.
+//
+// # Output cap
+//
+// The completion estimate is the first of max_completion_tokens,
+// max_tokens, max_output_tokens (top level) and the maxOutputTokens (or
+// max_output_tokens) of generationConfig (or generation_config) that holds a
+// positive integer written as one (no fraction, no exponent, at most
+// math.MaxInt64); without one, Options.DefaultCompletionTokens. The value is
+// returned as the request names it, however large.
+//
+// # Odd bodies
+//
+// A key that occurs more than once in an object counts every time it holds
+// prompt text (an upper bound, whichever occurrence the upstream API
+// honours); for "model" and the output caps the last usable occurrence wins,
+// as with most JSON parsers; a part is a tool_result if any of its "type"
+// members says so. Escaped keys ("\u006dessages") are decoded first.
+//
+// A body that is empty, larger than Options.MaxBodyBytes, not valid JSON,
+// valid JSON but not an object, or nested deeper than MaxDepth objects and
+// arrays is not parsed: its prompt estimate is its size divided by
+// BytesPerToken, rounded up. Valid means what gjson.ValidBytes accepts
+// (RFC 8259 JSON, strings not checked for valid UTF-8); the check is made by
+// the same single pass that extracts the text, which never recurses more
+// than a few levels, so hostile bodies cost time linear in their size and a
+// fixed amount of memory.
+//
+// Parsing allocates nothing but the copy of the model name (and the decoded
+// form of a key, a part type or a model name that contains escapes). The
+// tests hold it to a straightforward gjson implementation (ValidBytes, then
+// ForEach), which is about ten times slower and allocates per string.
+package estimate
+
+import (
+	"strings"
+	"unsafe"
+)
+
+// MaxDepth is the deepest nesting of objects and arrays, the top-level object
+// counting as 1, of a body that is parsed. Deeper bodies are estimated by size.
+const MaxDepth = 1000
+
+// Estimate is what a request is expected to cost before it runs.
+type Estimate struct {
+	Prompt     int64  // estimated input tokens: bytes of prompt text / BytesPerToken, rounded up
+	Completion int64  // the output cap the request names, else the default
+	Model      string // the model the request names ("" when none)
+	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep): Prompt is then len(body)/BytesPerToken, rounded up
+}
+
+// Options tune Request.
+type Options struct {
+	BytesPerToken           int64 // > 0; a value ≤ 0 is taken as 1, the most cautious estimate
+	DefaultCompletionTokens int64 // used when the request names no output cap; a value < 0 is taken as 0
+	MaxBodyBytes            int64 // bodies larger than this are estimated by size without parsing; ≤ 0: no limit
+}
+
+// Request estimates a request from its body (nil or empty for a bodyless
+// request: Prompt 0, Completion the default) and its :path, which names the
+// model of Gemini requests and may be "".
+//
+// The model is the one ModelFromPath finds in path, else the body's last
+// string "model" member. Request does not retain body, which must not change
+// while Request runs.
+func Request(body []byte, path string, o Options) Estimate {
+	bpt := max(o.BytesPerToken, 1)
+	e := Estimate{
+		Completion: max(o.DefaultCompletionTokens, 0),
+		Model:      ModelFromPath(path),
+	}
+	if len(body) == 0 {
+		return e
+	}
+	bySize := ceilDiv(int64(len(body)), bpt)
+	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+		e.Prompt = bySize
+		return e
+	}
+
+	w := walker{s: unsafe.String(unsafe.SliceData(body), len(body))}
+	if !w.walk() {
+		e.Prompt = bySize
+		return e
+	}
+	e.Parsed = true
+	e.Prompt = ceilDiv(w.text, bpt)
+	for _, c := range w.caps {
+		if c > 0 {
+			e.Completion = c
+			break
+		}
+	}
+	if e.Model == "" && w.model != "" {
+		// A copy: the body may be reused once Request returns.
+		if m := decodeString(w.model); m != "" {
+			e.Model = strings.Clone(m)
+		}
+	}
+	return e
+}
+
+// ModelFromPath returns the Gemini model in a path like
+// /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse, or in a
+// Vertex AI path like
+// /v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:generateContent:
+// the path segment after the last "/models/", up to a ':' that introduces
+// the method. It returns "" when there is none, or when the model is not
+// followed by a method (as in OpenAI's GET /v1/models/gpt-4o). The path is
+// taken as it is, without percent-decoding.
+func ModelFromPath(path string) string {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	const prefix = "/models/"
+	i := strings.LastIndex(path, prefix)
+	if i < 0 {
+		return ""
+	}
+	rest := path[i+len(prefix):]
+	j := strings.IndexByte(rest, ':')
+	if j <= 0 || strings.IndexByte(rest[:j], '/') >= 0 {
+		return ""
+	}
+	return rest[:j]
+}
+
+// ceilDiv returns n/d rounded up, for n ≥ 0 and d > 0, without overflow.
+func ceilDiv(n, d int64) int64 {
+	q := n / d
+	if n%d != 0 {
+		q++
+	}
+	return q
+}

@@ -1,0 +1,476 @@
+package estimate
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/tidwall/gjson"
+)
+
+// opts counts one token per byte of prompt text, so that expected Prompt
+// values are byte counts.
+var opts = Options{BytesPerToken: 1, DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}
+
+type requestCase struct {
+	name string
+	body string
+	path string
+	want Estimate
+}
+
+func runCases(t *testing.T, o Options, cases []requestCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Request([]byte(tc.body), tc.path, o)
+			assert.Equal(t, tc.want, got)
+			// The gjson-based reference implementation agrees.
+			assert.Equal(t, tc.want, reference([]byte(tc.body), tc.path, o), "reference")
+		})
+	}
+}
+
+// The tool definitions of the tool cases; they count by their raw JSON size.
+const (
+	openAITools    = `[{"type":"function","function":{"name":"get_weather","description":"Get the weather","parameters":{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}}}]`
+	anthropicTools = `[{"name":"get_weather","description":"Get the weather","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]`
+	geminiTools    = `[{"functionDeclarations":[{"name":"get_weather","parameters":{"type":"OBJECT"}}]}]`
+)
+
+func TestOpenAIChat(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "string contents",
+		body: `{"model":"gpt-4o","messages":[{"role":"system","content":"You are helpful."},{"role":"user","content":"Hello!"}],"max_tokens":100}`,
+		want: Estimate{Prompt: 16 + 6, Completion: 100, Model: "gpt-4o", Parsed: true},
+	}, {
+		name: "content parts with an image",
+		body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":[
+			{"type":"text","text":"What is in this image?"},
+			{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==","detail":"low"}},
+			{"type":"input_audio","input_audio":{"data":"UklGRiQAAABXQVZF","format":"wav"}},
+			{"type":"text","text":"Be brief."}]}],
+			"max_completion_tokens":50,"max_tokens":10}`,
+		want: Estimate{Prompt: 22 + 9, Completion: 50, Model: "gpt-4o-mini", Parsed: true},
+	}, {
+		name: "tools, tool_choice, tool calls and tool results",
+		body: `{"model":"gpt-4.1","messages":[
+			{"role":"user","content":"Weather in Paris?"},
+			{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
+			{"role":"tool","tool_call_id":"call_1","content":"Sunny"}],
+			"tools":` + openAITools + `,"tool_choice":"auto"}`,
+		want: Estimate{Prompt: 17 + 5 + int64(len(openAITools)) + int64(len(`"auto"`)), Completion: 4096, Model: "gpt-4.1", Parsed: true},
+	}, {
+		name: "legacy functions",
+		body: `{"model":"gpt-3.5-turbo","messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}`,
+		want: Estimate{Prompt: 2 + int64(len(`[{"name":"f"}]`)), Completion: 4096, Model: "gpt-3.5-turbo", Parsed: true},
+	}, {
+		name: "legacy completions prompt string",
+		body: `{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","max_tokens":7}`,
+		want: Estimate{Prompt: 18, Completion: 7, Model: "gpt-3.5-turbo-instruct", Parsed: true},
+	}, {
+		name: "legacy completions prompt array",
+		body: `{"model":"gpt-3.5-turbo-instruct","prompt":["one","three",""],"max_tokens":7}`,
+		want: Estimate{Prompt: 8, Completion: 7, Model: "gpt-3.5-turbo-instruct", Parsed: true},
+	}, {
+		name: "prompt as token ids is ignored",
+		body: `{"model":"m","prompt":[1212,318,257]}`,
+		want: Estimate{Prompt: 0, Completion: 4096, Model: "m", Parsed: true},
+	}, {
+		name: "pretty-printed",
+		body: "{\n  \"model\" : \"gpt-4o\" ,\n  \"messages\" : [\n    { \"role\" : \"user\" , \"content\" : \"Hi there\" }\n  ] ,\n  \"max_tokens\" : 5\n}\n",
+		want: Estimate{Prompt: 8, Completion: 5, Model: "gpt-4o", Parsed: true},
+	}})
+}
+
+func TestOpenAIResponses(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "string input",
+		body: `{"model":"o4-mini","instructions":"Talk like a pirate.","input":"Are semicolons optional?","max_output_tokens":300}`,
+		want: Estimate{Prompt: 19 + 24, Completion: 300, Model: "o4-mini", Parsed: true},
+	}, {
+		name: "input items with an image and history",
+		body: `{"model":"gpt-4.1","input":[
+			{"role":"user","content":[{"type":"input_text","text":"Describe this."},{"type":"input_image","image_url":"https://example.com/cat.png"},{"type":"input_file","file_id":"file-123"}]},
+			{"type":"message","role":"assistant","content":[{"type":"output_text","text":"A cat."}]},
+			{"role":"user","content":"Thanks"},
+			{"type":"function_call_output","call_id":"c1","output":"ignored"}],
+			"tools":[{"type":"web_search"}]}`,
+		want: Estimate{Prompt: 14 + 6 + 6 + int64(len(`[{"type":"web_search"}]`)), Completion: 4096, Model: "gpt-4.1", Parsed: true},
+	}})
+}
+
+func TestAnthropic(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "string system and contents",
+		body: `{"model":"claude-sonnet-4-5","max_tokens":1024,"system":"Be terse.","messages":[{"role":"user","content":"Hello, Claude"},{"role":"assistant","content":"Hi"}]}`,
+		want: Estimate{Prompt: 9 + 13 + 2, Completion: 1024, Model: "claude-sonnet-4-5", Parsed: true},
+	}, {
+		name: "system blocks, images, tool use and tool results",
+		body: `{"model":"claude-opus-4-1","max_tokens":2048,
+			"system":[{"type":"text","text":"You are a bot.","cache_control":{"type":"ephemeral"}}],
+			"tools":` + anthropicTools + `,
+			"messages":[
+			{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}},{"type":"text","text":"Weather?"}]},
+			{"role":"assistant","content":[{"type":"thinking","thinking":"hmm","signature":"x"},{"type":"tool_use","id":"t1","name":"get_weather","input":{"city":"Paris"}}]},
+			{"role":"user","content":[
+				{"type":"tool_result","tool_use_id":"t1","content":"Sunny, 25C"},
+				{"content":[{"type":"text","text":"more"},{"type":"image","source":{"type":"url","url":"https://x"}}],"tool_use_id":"t2","type":"tool_result"},
+				{"type":"tool_result","tool_use_id":"t3","content":[{"type":"tool_result","content":"nested, ignored"}]},
+				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"ignored"}}]}]}`,
+		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
+	}})
+}
+
+func TestGemini(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "camelCase",
+		path: "/v1beta/models/gemini-2.5-flash:generateContent",
+		body: `{"systemInstruction":{"parts":[{"text":"You are a cat."}]},
+			"contents":[{"role":"user","parts":[{"text":"Hello"},{"inlineData":{"mimeType":"image/jpeg","data":"/9j/4AAQ"}}]},
+			{"role":"model","parts":[{"text":"Meow"}]}],
+			"tools":` + geminiTools + `,
+			"generationConfig":{"temperature":0.5,"maxOutputTokens":256}}`,
+		want: Estimate{Prompt: 14 + 5 + 4 + int64(len(geminiTools)), Completion: 256, Model: "gemini-2.5-flash", Parsed: true},
+	}, {
+		name: "snake_case, streaming path",
+		path: "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+		body: `{"system_instruction":{"parts":{"text":"ignored: parts is not an array"}},"contents":[{"parts":[{"text":"Hi"}]}],"generation_config":{"max_output_tokens":64}}`,
+		want: Estimate{Prompt: 2, Completion: 64, Model: "gemini-2.5-pro", Parsed: true},
+	}, {
+		name: "no output cap",
+		path: "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent",
+		body: `{"contents":[{"parts":[{"text":"Hi"}]}],"generationConfig":{"maxOutputTokens":"64"}}`,
+		want: Estimate{Prompt: 2, Completion: 4096, Model: "gemini-2.0-flash", Parsed: true},
+	}, {
+		name: "model in the path wins",
+		path: "/v1beta/models/gemini-2.5-flash:generateContent",
+		body: `{"model":"other","contents":[]}`,
+		want: Estimate{Completion: 4096, Model: "gemini-2.5-flash", Parsed: true},
+	}})
+}
+
+func TestEscapes(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "newline, quote, backslash, slash, tab",
+		body: `{"messages":[{"content":"a\nb\"c\\d\/e\tf"}]}`,
+		want: Estimate{Prompt: 11, Completion: 4096, Parsed: true},
+	}, {
+		name: "two-byte and three-byte code points",
+		body: `{"messages":[{"content":"caf\u00e9 \u20ac"}]}`,
+		want: Estimate{Prompt: 3 + 2 + 1 + 3, Completion: 4096, Parsed: true},
+	}, {
+		name: "raw UTF-8 counts by bytes",
+		body: `{"messages":[{"content":"café €"}]}`,
+		want: Estimate{Prompt: 3 + 2 + 1 + 3, Completion: 4096, Parsed: true},
+	}, {
+		name: "surrogate pair",
+		body: `{"messages":[{"content":"\ud83d\ude00!"}]}`,
+		want: Estimate{Prompt: 4 + 1, Completion: 4096, Parsed: true},
+	}, {
+		name: "lone surrogates decode to U+FFFD",
+		body: `{"messages":[{"content":"\ud800x\udc00"}]}`,
+		want: Estimate{Prompt: 3 + 1 + 3, Completion: 4096, Parsed: true},
+	}, {
+		name: "a surrogate takes the next escape as its pair",
+		body: `{"messages":[{"content":"\ud800\u0041"}]}`,
+		want: Estimate{Prompt: 3, Completion: 4096, Parsed: true},
+	}, {
+		name: "escaped quote at the end and backslash runs",
+		body: `{"messages":[{"content":"\\\"\\"},{"content":"\\\\"}]}`,
+		want: Estimate{Prompt: 3 + 2, Completion: 4096, Parsed: true},
+	}, {
+		name: "escaped keys, type and model",
+		body: `{"\u006dodel":"gpt\u002d4o","messages":[{"\u0063ontent":[{"type":"tool\u005fresult","content":"abc"}]}],"max\u005ftokens":9}`,
+		want: Estimate{Prompt: 3, Completion: 9, Model: "gpt-4o", Parsed: true},
+	}})
+}
+
+func TestOutputCap(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "default",
+		body: `{"model":"m","messages":[]}`,
+		want: Estimate{Completion: 4096, Model: "m", Parsed: true},
+	}, {
+		name: "precedence",
+		body: `{"generationConfig":{"maxOutputTokens":4},"max_output_tokens":3,"max_tokens":2,"max_completion_tokens":1}`,
+		want: Estimate{Completion: 1, Parsed: true},
+	}, {
+		name: "an unusable cap falls through to the next",
+		body: `{"max_completion_tokens":0,"max_tokens":"100","max_output_tokens":-5,"generationConfig":{"maxOutputTokens":7}}`,
+		want: Estimate{Completion: 7, Parsed: true},
+	}, {
+		name: "non-integers",
+		body: `{"max_tokens":1.5,"max_completion_tokens":1e3,"max_output_tokens":100.0}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "other types",
+		body: `{"max_tokens":true,"max_completion_tokens":null,"max_output_tokens":[1],"generationConfig":{"maxOutputTokens":{}}}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "largest int64",
+		body: `{"max_tokens":9223372036854775807}`,
+		want: Estimate{Completion: 9223372036854775807, Parsed: true},
+	}, {
+		name: "overflow",
+		body: `{"max_tokens":9223372036854775808}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "the last usable occurrence wins",
+		body: `{"max_tokens":5,"max_tokens":6,"max_tokens":"7"}`,
+		want: Estimate{Completion: 6, Parsed: true},
+	}})
+}
+
+func TestWrongTypes(t *testing.T) {
+	runCases(t, opts, []requestCase{{
+		name: "messages an object",
+		body: `{"model":"m","messages":{}}`,
+		want: Estimate{Completion: 4096, Model: "m", Parsed: true},
+	}, {
+		name: "messages an object with content",
+		body: `{"messages":{"content":"x"}}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "content and text of other types",
+		body: `{"messages":[{"content":5},{"content":{"text":"x"}},{"content":[{"text":7},"loose string",["x"]]},null,3,[{"content":"x"}]]}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "model not a string",
+		body: `{"model":{"name":"x"},"messages":null}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "last string model wins",
+		body: `{"model":"a","model":"b","model":7}`,
+		want: Estimate{Completion: 4096, Model: "b", Parsed: true},
+	}, {
+		name: "system an object, systemInstruction a string",
+		body: `{"system":{"text":"x"},"systemInstruction":"x","generationConfig":[{"maxOutputTokens":5}]}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "duplicate prompt fields all count",
+		body: `{"messages":[{"content":"ab"}],"messages":[{"content":"cde","content":"f"}]}`,
+		want: Estimate{Prompt: 6, Completion: 4096, Parsed: true},
+	}, {
+		name: "text outside the recognised fields does not count",
+		body: `{"metadata":{"messages":[{"content":"x"}]},"user":"someone","stop":["\n"]}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "empty object",
+		body: `{}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}})
+}
+
+func TestUnparsed(t *testing.T) {
+	deep := func(n int) string {
+		return `{"messages":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}`
+	}
+	bySize := func(body string) int64 { return (int64(len(body)) + 3) / 4 }
+	message := func(n int) string {
+		return `{"model":"m","messages":[{"content":"` + strings.Repeat("x", n) + `"}]}`
+	}
+	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 100, MaxBodyBytes: 64}
+	assert.Len(t, message(23), 64)
+	runCases(t, o, []requestCase{{
+		name: "empty",
+		want: Estimate{Completion: 100},
+	}, {
+		name: "empty, Gemini path",
+		path: "/v1beta/models/gemini-2.5-flash:generateContent",
+		want: Estimate{Completion: 100, Model: "gemini-2.5-flash"},
+	}, {
+		name: "not JSON",
+		body: `hello world`,
+		want: Estimate{Prompt: 3, Completion: 100},
+	}, {
+		name: "truncated",
+		body: `{"model":"m","messages":[{"content":"abc"}`,
+		want: Estimate{Prompt: 11, Completion: 100},
+	}, {
+		name: "invalid literal the walk does not notice",
+		body: `{"model":"m","max_tokens":tru}`,
+		want: Estimate{Prompt: 8, Completion: 100},
+	}, {
+		name: "trailing garbage",
+		body: `{"model":"m"} x`,
+		want: Estimate{Prompt: 4, Completion: 100},
+	}, {
+		name: "missing comma",
+		body: `{"model":"m" "max_tokens":5}`,
+		want: Estimate{Prompt: 7, Completion: 100},
+	}, {
+		name: "whitespace only",
+		body: " \n",
+		want: Estimate{Prompt: 1, Completion: 100},
+	}, {
+		name: "array",
+		body: `[{"model":"m"}]`,
+		want: Estimate{Prompt: 4, Completion: 100},
+	}, {
+		name: "string",
+		body: `"hello"`,
+		want: Estimate{Prompt: 2, Completion: 100},
+	}, {
+		name: "not JSON, Gemini path",
+		path: "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+		body: `contents`,
+		want: Estimate{Prompt: 2, Completion: 100, Model: "gemini-2.5-flash"},
+	}, {
+		name: "over the size limit",
+		body: message(24),
+		want: Estimate{Prompt: 17, Completion: 100},
+	}, {
+		name: "at the size limit",
+		body: message(23),
+		want: Estimate{Prompt: 6, Completion: 100, Model: "m", Parsed: true},
+	}})
+
+	o.MaxBodyBytes = 0
+	tooDeep := []string{
+		deep(MaxDepth + 1),
+		`{"x":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`,
+		// The part's content array is at depth 6.
+		`{"messages":[{"content":[{"type":"tool_result","content":[{"x":` +
+			strings.Repeat("[", MaxDepth-6) + strings.Repeat("]", MaxDepth-6) + `}]}]}]}`,
+	}
+	runCases(t, o, []requestCase{{
+		name: "at the depth limit",
+		body: deep(MaxDepth),
+		want: Estimate{Completion: 100, Parsed: true},
+	}, {
+		name: "over the depth limit",
+		body: tooDeep[0],
+		want: Estimate{Prompt: bySize(tooDeep[0]), Completion: 100},
+	}, {
+		name: "over the depth limit in a skipped field",
+		body: tooDeep[1],
+		want: Estimate{Prompt: bySize(tooDeep[1]), Completion: 100},
+	}, {
+		name: "over the depth limit in a tool result",
+		body: tooDeep[2],
+		want: Estimate{Prompt: bySize(tooDeep[2]), Completion: 100},
+	}})
+}
+
+// A megabyte of '[' is rejected in one linear pass, without gjson's
+// recursive validator ever seeing it.
+func TestHostileNesting(t *testing.T) {
+	for _, body := range []string{
+		`{"messages":` + strings.Repeat("[", 1<<20),
+		`{"messages":` + strings.Repeat(`[{"content":`, 1<<16),
+		strings.Repeat("[", 1<<20),
+		`{"tools":` + strings.Repeat(`{"a":`, 1<<18),
+	} {
+		e := Request([]byte(body), "", Options{BytesPerToken: 1, DefaultCompletionTokens: 1})
+		assert.False(t, e.Parsed)
+		assert.Equal(t, int64(len(body)), e.Prompt)
+	}
+}
+
+func TestOptions(t *testing.T) {
+	body := []byte(`{"messages":[{"content":"12345"}]}`)
+	// Rounding up.
+	assert.Equal(t, int64(2), Request(body, "", Options{BytesPerToken: 4}).Prompt)
+	assert.Equal(t, int64(1), Request(body, "", Options{BytesPerToken: 5}).Prompt)
+	assert.Equal(t, int64(1), Request(body, "", Options{BytesPerToken: 1 << 62}).Prompt)
+	assert.Equal(t, int64(1), Request([]byte("x"), "", Options{BytesPerToken: 1<<63 - 1}).Prompt)
+	// No prompt text: no tokens.
+	assert.Equal(t, int64(0), Request([]byte(`{"messages":[{"content":""}]}`), "", Options{BytesPerToken: 4}).Prompt)
+	// Out-of-range options.
+	assert.Equal(t, Estimate{Prompt: 5, Completion: 0, Parsed: true},
+		Request(body, "", Options{BytesPerToken: 0, DefaultCompletionTokens: -3, MaxBodyBytes: 0}))
+	assert.Equal(t, Estimate{Prompt: 5, Completion: 0, Parsed: true},
+		Request(body, "", Options{BytesPerToken: -4, MaxBodyBytes: -1}))
+}
+
+func TestModelFromPath(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1beta/models/gemini-2.5-flash:generateContent":                                              "gemini-2.5-flash",
+		"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse":                                "gemini-2.5-flash",
+		"/v1/models/gemini-pro:countTokens":                                                            "gemini-pro",
+		"/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent": "gemini-2.5-pro",
+		"/gateway/models/x/v1beta/models/gemini-2.0-flash:generateContent":                             "gemini-2.0-flash",
+		"/v1beta/models/gemini-2.5-flash:generateContent#frag":                                         "gemini-2.5-flash",
+		"":                                   "",
+		"/v1/chat/completions":               "",
+		"/v1/models/gpt-4o":                  "",
+		"/v1/models":                         "",
+		"/v1beta/models/:generateContent":    "",
+		"/v1beta/models/a/b:generateContent": "",
+		"/v1/chat?next=/models/x:y":          "",
+		"/v1beta/models/gemini:x:y":          "gemini",
+	} {
+		assert.Equal(t, want, ModelFromPath(path), path)
+	}
+}
+
+func TestModelIsACopy(t *testing.T) {
+	body := []byte(`{"model":"gpt-4o"}`)
+	e := Request(body, "", opts)
+	copy(body, strings.Repeat("x", len(body)))
+	assert.Equal(t, "gpt-4o", e.Model)
+}
+
+func TestAllocations(t *testing.T) {
+	body := []byte(chatBody(16 << 10))
+	path := "/v1beta/models/gemini-2.5-flash:generateContent"
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { Request(body, path, opts) }),
+		"with the model from the path")
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, "", opts) }),
+		"with the model from the body")
+}
+
+// Validation agrees with gjson.ValidBytes on values in every position the
+// walk reads differently: skipped, counted as text, read as a cap, inside
+// parts and tool results, and as keys.
+func TestValidity(t *testing.T) {
+	alternating := func(depth int, swap int) string {
+		// [{"k":[{"k": ... }]}] with the closer at depth swap of the wrong kind.
+		var open, closing strings.Builder
+		for d := 1; d <= depth; d++ {
+			if d%2 == 1 {
+				open.WriteString(`[`)
+			} else {
+				open.WriteString(`{"k":`)
+			}
+		}
+		for d := depth; d >= 1; d-- {
+			if (d%2 == 1) != (d == swap) {
+				closing.WriteString(`]`)
+			} else {
+				closing.WriteString(`}`)
+			}
+		}
+		return open.String() + `0` + closing.String()
+	}
+	values := []string{
+		// Valid.
+		`0`, `-0`, `7`, `-12.34`, `1.5e+10`, `1E-2`, `2e5`, `0.0`, `true`, `false`, `null`,
+		`""`, `"x"`, `"\u00e9\ud83d\ude00\uD83D\uDE00"`, `"\b\f\n\r\t\/\\\""`, `"\u0000"`, "\"\x7f\xff\xc3\xa9\"",
+		`{}`, `[]`, `{ }`, `[ ]`, `{"a":[1,{"b":null}],"c":"d"}`, `[ 1 , "2" , [ ] , { } ]`,
+		`[{"type":"text","text":"t"}]`, `[{"type":"tool_result","content":[{"text":"x"}]}]`,
+		alternating(200, 0),
+		// Invalid.
+		``, `01`, `-`, `-a`, `1.`, `.5`, `1.e5`, `1e`, `1e+`, `+1`, `0x1`, `tru`, `truex`, `nul`, `nulll`, `NaN`, `True`,
+		`"\x"`, `"\u12"`, `"\u12g4"`, `"\ud800\u12"`, `"\ud800\uzzzz"`, "\"a\x01b\"", "\"tab\there\"", "\"\x1f\"", `"unterminated`, `'x'`,
+		`[1,]`, `[,1]`, `[1 2]`, `[1,,2]`, `{"a":1,}`, `{,"a":1}`, `{"a" 1}`, `{"a":}`, `{a:1}`, `{"a":1 "b":2}`, `{"a"}`,
+		`[}`, `{]`, `{"a":[}]}`, `[{]}`, `[[]`, `[]]`, `{{}}`, `{"a":{"b":1]}`,
+		`[{"type":"text","text":01}]`, `[{"text":"x",}]`, `[{"type":"tool_result","content":[{"text":"x"]}]`,
+		alternating(200, 1), alternating(200, 64), alternating(200, 65), alternating(200, 128), alternating(200, 200),
+	}
+	templates := []string{
+		`{"x":%s}`, `{"x":[%s]}`, `{"x":[0,%s,0]}`, `{"tools":%s}`, `{"max_tokens":%s}`, `{"model":%s}`,
+		`{"messages":%s}`, `{"messages":[%s]}`, `{"messages":[{"content":%s}]}`, `{"system":[{"text":%s}]}`,
+		`{"messages":[{"content":[{"type":"tool_result","content":%s}]}]}`,
+		`{"generationConfig":{"maxOutputTokens":%s}}`, `{%s:1}`, `{"a":1,%s:1}`, ` {"a":1} %s`,
+	}
+	for _, tmpl := range templates {
+		for _, v := range values {
+			body := []byte(strings.Replace(tmpl, "%s", v, 1))
+			got := Request(body, "", opts)
+			assert.Equal(t, gjson.ValidBytes(body), got.Parsed, "%s", body)
+			assert.Equal(t, reference(body, "", opts), got, "%s", body)
+		}
+	}
+}

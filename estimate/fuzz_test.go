@@ -1,0 +1,220 @@
+package estimate
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// reference is Request written the obvious way with gjson (ValidBytes, then
+// ForEach over the recognised fields), as an oracle for the walker.
+func reference(body []byte, path string, o Options) Estimate {
+	bpt := o.BytesPerToken
+	if bpt <= 0 {
+		bpt = 1
+	}
+	e := Estimate{Completion: o.DefaultCompletionTokens, Model: ModelFromPath(path)}
+	if e.Completion < 0 {
+		e.Completion = 0
+	}
+	if len(body) == 0 {
+		return e
+	}
+	bySize := int64(len(body)) / bpt
+	if int64(len(body))%bpt != 0 {
+		bySize++
+	}
+	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes ||
+		!gjson.ValidBytes(body) || nestingDepth(body) > MaxDepth {
+		e.Prompt = bySize
+		return e
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		e.Prompt = bySize
+		return e
+	}
+
+	var text int64
+	var caps [numCaps]int64
+	var model string
+	str := func(v gjson.Result) {
+		if v.Type == gjson.String {
+			text += int64(len(v.String()))
+		}
+	}
+	positive := func(slot int, v gjson.Result) {
+		if v.Type != gjson.Number {
+			return
+		}
+		if n, err := strconv.ParseInt(v.Raw, 10, 64); err == nil && n > 0 {
+			caps[slot] = n
+		}
+	}
+	var content func(v gjson.Result, nested bool)
+	content = func(v gjson.Result, nested bool) {
+		if v.Type == gjson.String {
+			str(v)
+			return
+		}
+		if !v.IsArray() {
+			return
+		}
+		v.ForEach(func(_, part gjson.Result) bool {
+			if !part.IsObject() {
+				return true
+			}
+			var inner int64
+			toolResult := false
+			part.ForEach(func(k, v gjson.Result) bool {
+				switch k.Str {
+				case "text":
+					str(v)
+				case "type":
+					toolResult = toolResult || v.Type == gjson.String && v.Str == "tool_result"
+				case "content":
+					if !nested {
+						outer := text
+						content(v, true)
+						inner += text - outer
+						text = outer
+					}
+				}
+				return true
+			})
+			if toolResult {
+				text += inner
+			}
+			return true
+		})
+	}
+	turn := func(m gjson.Result) {
+		m.ForEach(func(k, v gjson.Result) bool {
+			if k.Str == "content" || k.Str == "parts" {
+				content(v, false)
+			}
+			return true
+		})
+	}
+	root.ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			if v.Type == gjson.String {
+				model = v.Str
+			}
+		case "messages", "contents", "input", "instructions", "prompt":
+			if v.Type == gjson.String {
+				str(v)
+			}
+			if v.IsArray() {
+				v.ForEach(func(_, m gjson.Result) bool {
+					str(m)
+					if m.IsObject() {
+						turn(m)
+					}
+					return true
+				})
+			}
+		case "system":
+			content(v, false)
+		case "systemInstruction", "system_instruction":
+			if v.IsObject() {
+				turn(v)
+			}
+		case "tools", "functions", "tool_choice":
+			text += int64(len(v.Raw))
+		case "max_completion_tokens":
+			positive(capMaxCompletionTokens, v)
+		case "max_tokens":
+			positive(capMaxTokens, v)
+		case "max_output_tokens":
+			positive(capMaxOutputTokens, v)
+		case "generationConfig", "generation_config":
+			if v.IsObject() {
+				v.ForEach(func(k, v gjson.Result) bool {
+					if k.Str == "maxOutputTokens" || k.Str == "max_output_tokens" {
+						positive(capGeminiMaxOutputTokens, v)
+					}
+					return true
+				})
+			}
+		}
+		return true
+	})
+
+	e.Parsed = true
+	e.Prompt = text / bpt
+	if text%bpt != 0 {
+		e.Prompt++
+	}
+	for _, c := range caps {
+		if c > 0 {
+			e.Completion = c
+			break
+		}
+	}
+	if e.Model == "" {
+		e.Model = model
+	}
+	return e
+}
+
+// nestingDepth returns how deeply the objects and arrays of a valid JSON
+// text nest.
+func nestingDepth(body []byte) int {
+	depth, deepest := 0, 0
+	inString, escaped := false, false
+	for _, c := range body {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}
+
+// FuzzRequest checks that Request never panics, stays within its bounds, and
+// agrees with the gjson-based reference implementation. The seeds are the
+// files in testdata/fuzz/FuzzRequest and the bodies of the table tests.
+func FuzzRequest(f *testing.F) {
+	for _, b := range []string{
+		chatBody(2 << 10),
+		`{"model":"claude","system":[{"type":"text","text":"s"}],"messages":[{"role":"user","content":[{"type":"tool_result","content":[{"type":"text","text":"r\u00e9"}]}]}],"max_tokens":9}`,
+		`{"contents":[{"parts":[{"text":"\ud83d\ude00"}]}],"generationConfig":{"maxOutputTokens":5}}`,
+		`{"instructions":"i","input":[{"role":"user","content":[{"type":"input_text","text":"t"}]}],"max_output_tokens":3}`,
+		`{"\u006dessages":[{"content":"x\\\"y"}],"max_tokens":"100","tools":[{}]}`,
+		`{"messages":{}}`,
+		`[[[[[]]]]]`,
+	} {
+		f.Add([]byte(b), "", int64(4), int64(100), int64(1<<20))
+	}
+	f.Add([]byte(`{"contents":[]}`), "/v1beta/models/gemini-2.5-flash:generateContent", int64(1), int64(0), int64(0))
+	f.Fuzz(func(t *testing.T, body []byte, path string, bytesPerToken, defaultCompletion, maxBody int64) {
+		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody}
+		got := Request(body, path, o)
+		bpt := max(bytesPerToken, 1)
+		if got.Prompt < 0 || got.Prompt > ceilDiv(int64(len(body)), bpt) {
+			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, ceilDiv(int64(len(body)), bpt))
+		}
+		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {
+			t.Fatalf("Completion %d with default %d", got.Completion, defaultCompletion)
+		}
+		if m := ModelFromPath(path); m != "" && got.Model != m {
+			t.Fatalf("Model %q, path names %q", got.Model, m)
+		}
+		if want := reference(body, path, o); got != want {
+			t.Fatalf("Request = %+v, reference = %+v", got, want)
+		}
+	})
+}

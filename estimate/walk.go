@@ -1,0 +1,638 @@
+package estimate
+
+import (
+	"math"
+	"math/bits"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
+)
+
+// Output caps, in order of precedence.
+const (
+	capMaxCompletionTokens = iota
+	capMaxTokens
+	capMaxOutputTokens
+	capGeminiMaxOutputTokens
+	numCaps
+)
+
+// walker reads a request body in one pass, allocating only to decode a key
+// or a part type that has escapes: it adds up the prompt text, notes the
+// model and the output caps, and validates the JSON as it goes, with the
+// grammar gjson.ValidBytes accepts (RFC 8259; like ValidBytes it does not
+// check that strings are valid UTF-8). Strings, most of a body, are scanned
+// 8 bytes at a time.
+//
+// It descends only into the fields that matter, a fixed number of levels, so
+// its recursion is bounded; everything else is validated and skipped by an
+// iterative loop that keeps the kind of each open container in a bit set.
+// Nesting deeper than MaxDepth stops the walk.
+type walker struct {
+	s     string
+	i     int  // read position in s
+	depth int  // objects and arrays open at i
+	bad   bool // not valid JSON, or deeper than MaxDepth
+	text  int64
+	caps  [numCaps]int64
+	model string // the last string "model" member, quotes included
+	// objects has bit d set when the container skipNested opened at depth d
+	// is an object.
+	objects [MaxDepth/64 + 1]uint64
+}
+
+// walk reads the body. It reports false if the body is not a valid JSON
+// object nested at most MaxDepth deep.
+func (w *walker) walk() bool {
+	w.ws()
+	if w.peek() != '{' {
+		return false
+	}
+	w.top()
+	w.ws()
+	return !w.bad && w.i == len(w.s)
+}
+
+func (w *walker) top() {
+	if !w.enter() {
+		return
+	}
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
+		switch k {
+		case "model":
+			if w.peek() == '"' {
+				w.str()
+				w.model = w.s[v:w.i]
+			}
+		case "messages", "contents", "input", "instructions", "prompt":
+			w.turns()
+		case "system":
+			w.content(false)
+		case "systemInstruction", "system_instruction":
+			if w.peek() == '{' {
+				w.turn()
+			}
+		case "tools", "functions", "tool_choice":
+			w.skip()
+			w.text += int64(w.i - v)
+		case "max_completion_tokens":
+			w.cap(capMaxCompletionTokens)
+		case "max_tokens":
+			w.cap(capMaxTokens)
+		case "max_output_tokens":
+			w.cap(capMaxOutputTokens)
+		case "generationConfig", "generation_config":
+			if w.peek() == '{' {
+				w.generationConfig()
+			}
+		}
+		w.done(v)
+	}
+}
+
+// turns reads a string, or an array of strings and messages.
+func (w *walker) turns() {
+	switch w.peek() {
+	case '"':
+		w.addText()
+	case '[':
+		if !w.enter() {
+			return
+		}
+		for first := true; w.elem(first); first = false {
+			v := w.i
+			switch w.peek() {
+			case '"':
+				w.addText()
+			case '{':
+				w.turn()
+			}
+			w.done(v)
+		}
+	}
+}
+
+// turn reads a message object.
+func (w *walker) turn() {
+	if !w.enter() {
+		return
+	}
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
+		if k == "content" || k == "parts" {
+			w.content(false)
+		}
+		w.done(v)
+	}
+}
+
+// content reads a string or an array of parts. In a tool result's content
+// (nested), tool_result parts are not looked into.
+func (w *walker) content(nested bool) {
+	switch w.peek() {
+	case '"':
+		w.addText()
+	case '[':
+		if !w.enter() {
+			return
+		}
+		for first := true; w.elem(first); first = false {
+			v := w.i
+			if w.peek() == '{' {
+				w.part(nested)
+			}
+			w.done(v)
+		}
+	}
+}
+
+// part reads a content part object. Its "content" is counted aside and kept
+// only if the part turns out to be a tool_result, since "type" may come last.
+func (w *walker) part(nested bool) {
+	if !w.enter() {
+		return
+	}
+	var inner int64
+	toolResult := false
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			break
+		}
+		v := w.i
+		switch k {
+		case "text":
+			if w.peek() == '"' {
+				w.addText()
+			}
+		case "type":
+			if w.peek() == '"' {
+				toolResult = w.decodedStr() == "tool_result" || toolResult
+			}
+		case "content":
+			if !nested {
+				outer := w.text
+				w.content(true)
+				inner += w.text - outer
+				w.text = outer
+			}
+		}
+		w.done(v)
+	}
+	if toolResult {
+		w.text += inner
+	}
+}
+
+func (w *walker) generationConfig() {
+	if !w.enter() {
+		return
+	}
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
+		if k == "maxOutputTokens" || k == "max_output_tokens" {
+			w.cap(capGeminiMaxOutputTokens)
+		}
+		w.done(v)
+	}
+}
+
+// cap reads an output cap, keeping it if it is a positive integer.
+func (w *walker) cap(slot int) {
+	v := w.i
+	if c := w.peek(); c < '0' || c > '9' {
+		return
+	}
+	w.skip()
+	if n := positiveInt(w.s[v:w.i]); n > 0 {
+		w.caps[slot] = n
+	}
+}
+
+// addText reads a string and counts its decoded length.
+func (w *walker) addText() {
+	_, n := w.str()
+	w.text += n
+}
+
+// enter consumes the '{' or '[' at w.i.
+func (w *walker) enter() bool {
+	w.depth++
+	if w.depth > MaxDepth {
+		w.bad = true
+		return false
+	}
+	w.i++
+	return true
+}
+
+// key moves to the next member of the object being read and reads its key,
+// decoded, and the colon after it, leaving w.i at the value. It returns
+// false, having consumed the '}', at the end of the object, and on an error.
+// first tells whether this is the object's first member.
+func (w *walker) key(first bool) (string, bool) {
+	if !w.next(first, '}') {
+		return "", false
+	}
+	k := w.memberKey(true)
+	return k, !w.bad
+}
+
+// memberKey reads a key and the colon after it, leaving w.i at the value. It
+// returns the key, decoded if decode is set.
+func (w *walker) memberKey(decode bool) string {
+	if w.peek() != '"' {
+		w.bad = true
+		return ""
+	}
+	var k string
+	if decode {
+		k = w.decodedStr()
+	} else {
+		w.str()
+	}
+	w.ws()
+	if w.peek() != ':' {
+		w.bad = true
+		return ""
+	}
+	w.i++
+	w.ws()
+	return k
+}
+
+// elem moves to the next element of the array being read. It returns false,
+// having consumed the ']', at the end of the array, and on an error.
+func (w *walker) elem(first bool) bool {
+	return w.next(first, ']')
+}
+
+// next moves past the ',' before the next member or element, or past the
+// closing byte that ends the object or array.
+func (w *walker) next(first bool, closing byte) bool {
+	if w.bad {
+		return false
+	}
+	w.ws()
+	switch w.peek() {
+	case closing:
+		w.i++
+		w.depth--
+		return false
+	case ',':
+		if first {
+			w.bad = true
+			return false
+		}
+		w.i++
+		w.ws()
+	default:
+		if !first {
+			w.bad = true
+			return false
+		}
+	}
+	return true
+}
+
+// done skips the value that started at v unless it has been read.
+func (w *walker) done(v int) {
+	if w.i == v && !w.bad {
+		w.skip()
+	}
+}
+
+// skip skips the value at w.i.
+func (w *walker) skip() {
+	switch w.peek() {
+	case '"':
+		w.str()
+	case '{', '[':
+		w.skipNested()
+	default:
+		w.scalar()
+	}
+}
+
+// skipNested skips the object or array at w.i.
+func (w *walker) skipNested() {
+	outer := w.depth
+	atValue := true // w.i is at a value, else right after one
+	for !w.bad {
+		if atValue {
+			switch c := w.peek(); c {
+			case '{', '[':
+				if !w.enter() {
+					return
+				}
+				word, bit := w.depth/64, uint(w.depth%64)
+				w.objects[word] = w.objects[word]&^(1<<bit) | uint64(c>>5&1)<<bit // '{' is 0x7b, '[' 0x5b
+				w.ws()
+				if w.peek() == c+2 { // '}' or ']'
+					w.i++
+					w.depth--
+					atValue = false
+				} else if c == '{' {
+					w.memberKey(false)
+				}
+				continue
+			case '"':
+				w.str()
+			default:
+				w.scalar()
+			}
+			atValue = false
+			continue
+		}
+		if w.depth == outer {
+			return
+		}
+		inObject := w.objects[w.depth/64]>>uint(w.depth%64)&1 == 1
+		w.ws()
+		switch w.peek() {
+		case ',':
+			w.i++
+			w.ws()
+			if inObject {
+				w.memberKey(false)
+			}
+			atValue = true
+		case '}':
+			w.close(inObject)
+		case ']':
+			w.close(!inObject)
+		default:
+			w.bad = true
+		}
+	}
+}
+
+// close consumes the closing byte of the container skipNested is in, if it
+// matches the container.
+func (w *walker) close(matches bool) {
+	if !matches {
+		w.bad = true
+		return
+	}
+	w.i++
+	w.depth--
+}
+
+// scalar reads a number, true, false or null.
+func (w *walker) scalar() {
+	s, i := w.s, w.i
+	switch w.peek() {
+	case 't':
+		w.literal("true")
+	case 'f':
+		w.literal("false")
+	case 'n':
+		w.literal("null")
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		if s[i] == '-' {
+			i++
+		}
+		if i < len(s) && s[i] == '0' {
+			i++
+		} else if i = digits(s, i); i < 0 {
+			w.bad = true
+			return
+		}
+		if i < len(s) && s[i] == '.' {
+			if i = digits(s, i+1); i < 0 {
+				w.bad = true
+				return
+			}
+		}
+		if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+			i++
+			if i < len(s) && (s[i] == '+' || s[i] == '-') {
+				i++
+			}
+			if i = digits(s, i); i < 0 {
+				w.bad = true
+				return
+			}
+		}
+		w.i = i
+	default:
+		w.bad = true
+	}
+}
+
+// digits returns the end of the run of digits at s[i:], or -1 if there is
+// none.
+func digits(s string, i int) int {
+	j := i
+	for j < len(s) && '0' <= s[j] && s[j] <= '9' {
+		j++
+	}
+	if j == i {
+		return -1
+	}
+	return j
+}
+
+func (w *walker) literal(lit string) {
+	if !strings.HasPrefix(w.s[w.i:], lit) {
+		w.bad = true
+		return
+	}
+	w.i += len(lit)
+}
+
+// decodedStr reads a string and returns it decoded, allocating only if it
+// has escapes.
+func (w *walker) decodedStr() string {
+	start := w.i
+	raw, n := w.str()
+	if n == int64(len(raw)) || w.bad {
+		return raw
+	}
+	return gjson.Parse(w.s[start:w.i]).Str
+}
+
+// Bytes with the high bit set, and with every bit of a byte set, for
+// comparing 8 bytes at a time.
+const (
+	highBits = 0x8080808080808080
+	lowBits  = 0x0101010101010101
+)
+
+// str reads and validates the string at w.i (at its opening quote). It
+// returns its raw content and its decoded length, which is the raw length
+// less what the escapes save. Decoding is gjson's: a \u escape of a
+// surrogate takes the \u escape right after it as its pair, and a lone
+// surrogate or an invalid pair decodes to U+FFFD.
+func (w *walker) str() (raw string, decoded int64) {
+	s := w.s
+	start := w.i + 1
+	var saved int64
+	for i := start; ; {
+		// Skip 8 bytes at a time while none of them is a quote, a
+		// backslash or a control character. In each of the three masks
+		// the lowest flagged byte is exact (a false positive only ever
+		// sits above a true one), so the lowest of them all is too.
+		for i+8 <= len(s) {
+			b := s[i : i+8]
+			x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+				uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+			quote, backslash := x^('"'*lowBits), x^('\\'*lowBits)
+			m := (x-' '*lowBits)&^x | (quote-lowBits)&^quote | (backslash-lowBits)&^backslash
+			if m &= highBits; m != 0 {
+				i += bits.TrailingZeros64(m) / 8
+				break
+			}
+			i += 8
+		}
+		if i >= len(s) {
+			w.bad = true
+			w.i = len(s)
+			return "", 0
+		}
+		switch c := s[i]; {
+		case c == '"':
+			w.i = i + 1
+			return s[start:i], int64(i-start) - saved
+		case c == '\\':
+			n, less := w.escape(i)
+			if n == 0 {
+				w.i = i
+				return "", 0
+			}
+			i += n
+			saved += int64(less)
+		case c < ' ':
+			w.bad = true
+			w.i = i
+			return "", 0
+		default:
+			i++
+		}
+	}
+}
+
+// escape validates the escape at s[i] (a backslash). It returns its raw
+// length n and how much longer that is than its decoded form, or n = 0,
+// having marked the walk bad, if it is not valid.
+func (w *walker) escape(i int) (n, less int) {
+	s := w.s
+	if i+1 >= len(s) {
+		w.bad = true
+		return 0, 0
+	}
+	switch s[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return 2, 1
+	case 'u':
+		r, ok := hex4(s, i+2)
+		if !ok {
+			w.bad = true
+			return 0, 0
+		}
+		n = 6
+		if utf16.IsSurrogate(r) && i+7 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+			r2, ok := hex4(s, i+8)
+			if !ok {
+				w.bad = true
+				return 0, 0
+			}
+			r = utf16.DecodeRune(r, r2)
+			n = 12
+		}
+		if l := utf8.RuneLen(r); l > 0 {
+			return n, n - l
+		}
+		return n, n - len(string(utf8.RuneError))
+	default:
+		w.bad = true
+		return 0, 0
+	}
+}
+
+// ws skips whitespace.
+func (w *walker) ws() {
+	for w.i < len(w.s) {
+		switch w.s[w.i] {
+		case ' ', '\t', '\n', '\r':
+			w.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the byte at w.i, 0 at the end.
+func (w *walker) peek() byte {
+	if w.i < len(w.s) {
+		return w.s[w.i]
+	}
+	return 0
+}
+
+// decodeString returns the value of a valid JSON string token (quotes
+// included), allocating only when it has escapes. Its result may alias tok.
+func decodeString(tok string) string {
+	if strings.IndexByte(tok, '\\') < 0 {
+		return tok[1 : len(tok)-1]
+	}
+	return gjson.Parse(tok).Str
+}
+
+// hex4 parses the four hex digits at s[i:].
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[i : i+4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}
+
+// positiveInt parses a positive decimal integer, returning 0 for anything
+// else, overflow included.
+func positiveInt(s string) int64 {
+	if s == "" {
+		return 0
+	}
+	var n int64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0
+		}
+		d := int64(c - '0')
+		if n > (math.MaxInt64-d)/10 {
+			return 0
+		}
+		n = n*10 + d
+	}
+	return n
+}

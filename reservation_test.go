@@ -1,0 +1,269 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+const reservationOn = `"token_reservation": {"enabled": true},`
+
+// "Hi" is 2 bytes: ceil(2/4) = 1 prompt token, so chatBody(n) reserves n+1.
+
+func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	// 32 requests opened before any completes, each declaring and using 1,000
+	// tokens, against 10,000 per minute: how many tokens get through?
+	admittedTokens := func(t *testing.T, p *plugin) (admitted int, tokens int64) {
+		var open []*exchange
+		for i := 0; i < 32; i++ {
+			open = append(open, p.sendBody(chatBody(1000), key))
+		}
+		for _, x := range open {
+			x.answer()
+		}
+		for _, x := range open {
+			if x.passed() {
+				admitted++
+				x.respond("text/event-stream", sseEvents(openAIStream(3, 1, 999))...)
+			} else {
+				x.requireRejected(429)
+				x.done()
+			}
+		}
+		return admitted, p.minuteCounter(apiKeySubject)
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+
+		t.Run("reservation on: admitted tokens stay within the limit", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_minute": 10000`))
+			admitted, tokens := admittedTokens(t, p)
+			assert.Equal(t, 9, admitted, "9 × 1,001 reserved fits in 10,000; a 10th does not")
+			assert.Equal(t, int64(9000), tokens, "reconciled to the 1,000 each really used")
+			assert.LessOrEqual(t, tokens, int64(10000))
+		})
+
+		t.Run("reservation off: every request in flight gets through, as in Higress", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig("", `"token_per_minute": 10000`))
+			admitted, tokens := admittedTokens(t, p)
+			assert.Equal(t, 32, admitted)
+			assert.Equal(t, int64(32000), tokens, "3.2× the limit")
+		})
+	})
+}
+
+func TestReservationStopsSequentialOvershoot(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	run := func(p *plugin) (admitted int) {
+		for i := 0; i < 10; i++ {
+			x := p.sendBody(chatBody(300), key).answer()
+			if x.passed() {
+				admitted++
+				x.respond("text/event-stream", sseEvents(openAIStream(2, 1, 299))...)
+			} else {
+				x.done()
+			}
+		}
+		return admitted
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		t.Run("reservation on", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_minute": 1000`))
+			assert.Equal(t, 3, run(p))
+			assert.Equal(t, int64(900), p.minuteCounter(apiKeySubject), "no overshoot")
+		})
+		t.Run("reservation off", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig("", `"token_per_minute": 1000`))
+			assert.Equal(t, 4, run(p), "without reservation the 4th starts at 900 < 1,000")
+			assert.Equal(t, int64(1200), p.minuteCounter(apiKeySubject))
+		})
+	})
+}
+
+func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		redis.Do("FLUSHALL")
+		p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_minute": 1000`))
+		admitted := 0
+		for i := 0; i < 10; i++ {
+			x := p.sendBody(chatBody(400), [2]string{"x-api-key", "sk-1"}).answer()
+			if !x.passed() {
+				x.done()
+				continue
+			}
+			admitted++
+			// Some content, then the client goes away before the usage event.
+			x.responseHeaders("text/event-stream")
+			p.host.CallOnResponseBody(x.id, []byte(sseEvents(openAIStream(3, 1, 399))[0]), false)
+			x.done()
+		}
+		assert.Equal(t, 2, admitted, "2 × 401 reserved; a third does not fit in 1,000")
+		assert.Equal(t, int64(802), p.minuteCounter(apiKeySubject), "the counter keeps both estimates")
+	})
+}
+
+func TestReservationDetails(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+
+		t.Run("remaining counts this request's reservation", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(reservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 10000`))
+			x := p.sendBody(chatBody(1000), key).answer()
+			headers := x.responseHeaders("text/event-stream")
+			assert.Equal(t, strconv.Itoa(10000-1001), header(headers, "X-TokenRateLimit-Remaining"))
+			x.done()
+		})
+
+		t.Run("a bodyless request reserves default_completion_tokens", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 250},`, `"token_per_minute": 10000`))
+			id := p.host.InitializeHttpContext()
+			action := p.host.CallOnRequestHeaders(id, [][2]string{{":method", "GET"}, {":path", "/v1/models"}, {":authority", "x"}, key}, true)
+			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, action)
+			redis.Answer(p.host, id)
+			assert.Equal(t, int64(250), p.minuteCounter(apiKeySubject))
+			p.host.CompleteHttpContext(id)
+			redis.Answer(p.host, id)
+			assert.Equal(t, int64(250), p.minuteCounter(apiKeySubject), "no usage: the reservation stays")
+		})
+
+		t.Run("an upstream error without usage gives the reservation back", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_minute": 10000`))
+			x := p.sendBody(chatBody(1000), key).answer()
+			require.True(t, x.passed())
+			assert.Equal(t, int64(1001), p.minuteCounter(apiKeySubject))
+			p.host.CallOnResponseHeaders(x.id, [][2]string{{":status", "503"}, {"content-type", "application/json"}}, false)
+			p.host.CallOnResponseBody(x.id, []byte(`{"error":{"message":"overloaded"}}`), true)
+			x.done()
+			assert.Equal(t, int64(0), p.minuteCounter(apiKeySubject))
+		})
+
+		t.Run("a request whose estimate exceeds the whole limit is rejected", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_minute": 500`))
+			p.sendBody(chatBody(4000), key).answer().requireRejected(429)
+			assert.Empty(t, redis.Keys("*"), "nothing reserved")
+		})
+	})
+}
+
+func TestReconcileLandsInTheReservationsWindow(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_second": 1000000`))
+		redis.AvoidWindowEdge(1, 1) // start just after a second begins
+		admittedAt := redis.Now()
+		x := p.sendBody(chatBody(1000), [2]string{"x-api-key", "sk-1"}).answer()
+		require.True(t, x.passed())
+		time.Sleep(1200 * time.Millisecond) // the stream ends in a later second
+		require.Greater(t, redis.Now(), admittedAt)
+		x.respond("text/event-stream", sseEvents(openAIStream(2, 1, 1499))...)
+		assert.Equal(t, int64(1500), redis.Int("GET", fmt.Sprintf("%s:t1:%d", apiKeySubject, admittedAt)),
+			"reservation 1,001 + reconcile 499 in the admission's second")
+		assert.Len(t, redis.Keys(apiKeySubject+":t1:*"), 1, "no charge in the second current at the end")
+	})
+}
+
+func TestLayeredRulesAllApply(t *testing.T) {
+	redis := redistest.Start(t)
+	layered := func(extra string) string {
+		return `{"rule_name": "layers", "rule_match_mode": "all", ` + extra + `"rule_items": [
+			{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
+			{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
+			{"limit_by_header": "x-tier", "limit_keys": [{"key": "free", "token_per_day": 50000}]}],
+			` + redisSection + `}`
+	}
+	consumer := "atrl:{layers|limit_by_per_consumer|x-mse-consumer|alice}"
+	ip := "atrl:{layers|limit_by_per_ip||192.0.2.1}"
+	tier := "atrl:{layers|limit_by_header|x-tier|free}"
+	counters := func(p *plugin) [3]int64 {
+		return [3]int64{p.dayCounter(consumer), p.minuteCounter(ip), p.dayCounter(tier)}
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		for _, mode := range []string{"check", "reserve"} {
+			t.Run(mode, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				extra := ""
+				if mode == "reserve" {
+					extra = reservationOn
+				}
+				p := startPlugin(t, redis, layered(extra))
+				require.NoError(t, p.host.SetProperty([]string{"source", "address"}, []byte("192.0.2.1:40000")))
+				alice := [][2]string{{"x-mse-consumer", "alice"}, {"x-tier", "free"}}
+
+				x := p.sendBody(chatBody(100), alice...)
+				assert.Len(t, p.host.GetRedisCalloutAttributesFromContext(x.id), 3, "three subjects, three slots: one call each")
+				x.answer()
+				require.True(t, x.passed())
+				x.respond("text/event-stream", sseEvents(openAIStream(2, 400, 600))...)
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "each rule is charged")
+
+				// The IP's minute is used up (by alice herself): alice is held
+				// back although her consumer and tier budgets are open.
+				y := p.sendBody(chatBody(100), alice...).answer()
+				y.requireRejected(429)
+				y.done()
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
+
+				// Another client on another IP is unaffected by that IP's cap.
+				require.NoError(t, p.host.SetProperty([]string{"source", "address"}, []byte("192.0.2.2:40000")))
+				z := p.sendBody(chatBody(100), [2]string{"x-mse-consumer", "bob"}).answer()
+				assert.True(t, z.passed())
+				z.done()
+			})
+		}
+	})
+}
+
+func TestWeightedCost(t *testing.T) {
+	redis := redistest.Start(t)
+	weighted := `"token_count_strategy": "weighted", "token_weights": {"input": 1, "output": 5, "cache_read": 0.1, "cache_creation": 1.25,
+		"models": {"claude-opus-4": {"input": 3, "output": 15, "cache_read": 0.3, "cache_creation": 3.75}}},`
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for _, c := range []struct {
+			name, extra, body string
+			want              int64
+		}{
+			// 100 uncached ×1 + 2,000 written ×1.25 + 3,000 read ×0.1 + 45 out ×5 = 100 + 2,500 + 300 + 225
+			{"default weights", weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
+			{"the request's model's weights", weighted, `{"model":"claude-opus-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 300 + 7500 + 900 + 675},
+			{"weighted with reservation", reservationOn + weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
+			{"input tokens only", `"token_count_strategy": "input_tokens",`, `{}`, 5100},
+			{"output tokens only", `"token_count_strategy": "output_tokens",`, `{}`, 45},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := startPlugin(t, redis, apiKeyConfig(c.extra, `"token_per_day": 1000000`))
+				x := p.sendBody(c.body, [2]string{"x-api-key", "sk-1"}).answer()
+				require.True(t, x.passed())
+				x.respond("text/event-stream", sseEvents(anthropicStream(100, 2000, 3000, 45))...)
+				assert.Equal(t, c.want, p.dayCounter(apiKeySubject))
+			})
+		}
+	})
+}
