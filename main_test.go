@@ -312,6 +312,25 @@ func TestRedisTroubleAppliesTheFailureModeAndNeverLeavesARequestPaused(t *testin
 			assert.Equal(t, int64(300), p.dayCounter(apiKeySubject), "nothing lost, nothing charged twice")
 		})
 
+		t.Run("scripts flushed: charges sent as the stream ends are not lost", func(t *testing.T) {
+			// Envoy ends the stream before Redis answers the charge, and the
+			// reply to a call of a finished stream is dropped: a charge answered
+			// NOSCRIPT could never be retried. The admission loads the script.
+			redis.Do("FLUSHALL")
+			redis.Do("SCRIPT", "FLUSH")
+			redis.AvoidWindowEdge(86400, 10)
+			p := startPlugin(t, redis, apiKeyConfig("", `"token_per_day": 100000`))
+			for i := 1; i <= 3; i++ {
+				x := p.request([2]string{"x-api-key", "sk-1"})
+				require.True(t, x.passed())
+				x.responseHeaders("text/event-stream")
+				p.host.CallOnResponseBody(x.id, []byte(openAIStream(2, 30, 20)), true) // the charge leaves
+				p.host.CompleteHttpContext(x.id)                                       // the stream is over
+				x.answer()                                                             // Redis answers now
+				assert.Equal(t, int64(50*i), p.dayCounter(apiKeySubject), "request %d", i)
+			}
+		})
+
 		t.Run("Redis stopped, then back: no plugin restart needed", func(t *testing.T) {
 			p := startPlugin(t, redis, apiKeyConfig(`"failure_mode": "deny",`, `"token_per_day": 1000`))
 			key := [2]string{"x-api-key", "sk-1"}

@@ -96,7 +96,7 @@ func (c *Client) Admit(subjects []Subject, cost int64, done func(Verdict, error)
 
 // encodeAdmit encodes one call of admit.lua.
 func encodeAdmit(subjects []Subject, cost int64, bySource bool) []byte {
-	q := Admit.appendCall(make([]byte, 0, callSize(subjects, 24)), bySource, subjects, 2+windowArgs(subjects, 2))
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)), bySource, opAdmit, subjects, 2+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendBulkInt(q, cost)
 	for _, s := range subjects {
@@ -127,7 +127,7 @@ func (c *Client) Charge(subjects []Subject, tokens, at int64, done func(error)) 
 
 // encodeCharge encodes one call of charge.lua.
 func encodeCharge(subjects []Subject, tokens, at int64, bySource bool) []byte {
-	q := Charge.appendCall(make([]byte, 0, callSize(subjects, 12)), bySource, subjects, 2+windowArgs(subjects, 1))
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)), bySource, opCharge, subjects, 2+windowArgs(subjects, 1))
 	if at > 0 {
 		q = appendBulkInt(q, at)
 	} else {

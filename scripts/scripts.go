@@ -25,12 +25,20 @@ type Script struct {
 	SHA1   string
 }
 
-var (
-	// Admit checks every window of a subject and says whether a request may go.
-	Admit = newScript("admit", admitSource)
-	// Charge adds the tokens a response used to every window of a subject.
-	Charge = newScript("charge", chargeSource)
+// The operations of the limiter script, its first argument.
+const (
+	opAdmit  = "admit"  // admit.lua: check, and reserve when there is a cost
+	opCharge = "charge" // charge.lua: add tokens (or give back)
 )
+
+// Limiter is the one script Redis runs: admit.lua and charge.lua side by
+// side, chosen by the first argument. One script, because a charge is often
+// sent as the stream ends, and the gateway drops the reply of a call whose
+// stream has gone: a charge answered NOSCRIPT could never be retried. The
+// admission before it always runs on a live stream, and loading the one
+// script there loads the charge too.
+var Limiter = newScript("limiter", "local op = table.remove(ARGV, 1) -- "+opAdmit+" or "+opCharge+"\n"+
+	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelse\n"+chargeSource+"\nend\n")
 
 func newScript(name, source string) *Script {
 	sum := sha1.Sum([]byte(source))
@@ -39,10 +47,10 @@ func newScript(name, source string) *Script {
 
 // appendCall appends the head of one script call in RESP: the array header,
 // EVALSHA and the digest (or EVAL and the source when bySource), the key count
-// and the keys: one per subject, every counter of a subject being derived
-// from its key. The caller appends exactly nargs arguments after it.
-func (s *Script) appendCall(dst []byte, bySource bool, subjects []Subject, nargs int) []byte {
-	dst = appendArrayHeader(dst, 3+len(subjects)+nargs)
+// and the keys (one per subject, every counter of a subject being derived from
+// its key), and the operation. The caller appends exactly nargs more arguments.
+func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Subject, nargs int) []byte {
+	dst = appendArrayHeader(dst, 4+len(subjects)+nargs)
 	if bySource {
 		dst = appendBulkString(dst, "EVAL")
 		dst = appendBulkString(dst, s.Source)
@@ -54,7 +62,7 @@ func (s *Script) appendCall(dst []byte, bySource bool, subjects []Subject, nargs
 	for _, subject := range subjects {
 		dst = appendBulk(dst, subject.Key)
 	}
-	return dst
+	return appendBulkString(dst, op)
 }
 
 func appendArrayHeader(dst []byte, n int) []byte {

@@ -24,7 +24,7 @@ func admitAt(r *redistest.Server, now int64, windows ...window) []int64 {
 }
 
 func reserveAt(r *redistest.Server, now, cost int64, windows ...window) []int64 {
-	args := []string{"EVAL", Admit.Source, "1", subject, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.Itoa(len(windows))}
+	args := []string{"EVAL", Limiter.Source, "1", subject, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.Itoa(len(windows))}
 	for _, w := range windows {
 		args = append(args, strconv.FormatInt(w[0], 10), strconv.FormatInt(w[1], 10))
 	}
@@ -32,7 +32,7 @@ func reserveAt(r *redistest.Server, now, cost int64, windows ...window) []int64 
 }
 
 func chargeAt(r *redistest.Server, now, tokens int64, windows ...int64) []int64 {
-	args := []string{"EVAL", Charge.Source, "1", subject, strconv.FormatInt(now, 10), strconv.FormatInt(tokens, 10), strconv.Itoa(len(windows))}
+	args := []string{"EVAL", Limiter.Source, "1", subject, opCharge, strconv.FormatInt(now, 10), strconv.FormatInt(tokens, 10), strconv.Itoa(len(windows))}
 	for _, w := range windows {
 		args = append(args, strconv.FormatInt(w, 10))
 	}
@@ -113,9 +113,9 @@ func TestAdmitWritesNothing(t *testing.T) {
 func TestScriptsUseRedisTimeWhenNoTimeIsGiven(t *testing.T) {
 	r := redistest.Start(t)
 	now := r.Do("TIME").Array()[0].Integer()
-	r.Do("EVAL", Charge.Source, "1", subject, "", "7", "1", "86400")
+	r.Do("EVAL", Limiter.Source, "1", subject, opCharge, "", "7", "1", "86400")
 	assert.Equal(t, int64(7), r.Int("GET", subject+":t86400:"+strconv.Itoa(now/86400)))
-	v := ints(r.Do("EVAL", Admit.Source, "1", subject, "", "0", "1", "86400", "10"))
+	v := ints(r.Do("EVAL", Limiter.Source, "1", subject, opAdmit, "", "0", "1", "86400", "10"))
 	assert.Equal(t, int64(3), v[2])
 	assert.InDelta(t, now, v[4], 1, "the admission reports the time it used")
 }
@@ -135,10 +135,8 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
 
-	_, err = ParseReply(r.Forward(encodeCharge(subjects, 1200, 0, false)), nil)
-	require.Error(t, err, "charge.lua not loaded yet")
-	v, err = ParseReply(r.Forward(encodeCharge(subjects, 1200, 0, true)), nil)
-	require.NoError(t, err)
+	v, err = ParseReply(r.Forward(encodeCharge(subjects, 1200, 0, false)), nil)
+	require.NoError(t, err, "loading the script for the admission loaded the charge too")
 	assert.Len(t, v.Array(), 2)
 
 	v, err = ParseReply(r.Forward(encodeAdmit(subjects, 0, false)), nil)
@@ -232,13 +230,13 @@ func TestOneCallCoversSeveralSubjects(t *testing.T) {
 	now := (r.Now()/86400 + 1) * 86400
 	other := "atrl:{chat|limit_by_per_ip||10.0.0.1}"
 	admit := func(cost int64) []int64 {
-		return ints(r.Do("EVAL", Admit.Source, "2", subject, other, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10),
+		return ints(r.Do("EVAL", Limiter.Source, "2", subject, other, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10),
 			"1", "86400", "10000", "2", "60", "500", "86400", "800"))[:4]
 	}
 	assert.Equal(t, []int64{1, 500, 100, 60}, admit(400))
 	assert.Equal(t, []int64{0, 500, 0, 60}, admit(400), "the second subject's minute has 100 left")
 	assert.Equal(t, int64(400), r.Int("GET", bucketKey(subject, 86400, now)), "nothing reserved for the first subject either")
-	r.Do("EVAL", Charge.Source, "2", subject, other, strconv.FormatInt(now, 10), "50", "1", "86400", "2", "60", "86400")
+	r.Do("EVAL", Limiter.Source, "2", subject, other, opCharge, strconv.FormatInt(now, 10), "50", "1", "86400", "2", "60", "86400")
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(subject, 86400, now)))
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 60, now)))
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 86400, now)))
