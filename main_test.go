@@ -423,6 +423,8 @@ func TestGlobalThreshold(t *testing.T) {
 		p.request([2]string{"x-api-key", "anything"}).respond("application/json", `{"usage":{"prompt_tokens":40,"completion_tokens":20}}`)
 		p.request().requireRejected(429)
 		assert.Equal(t, int64(60), p.dayCounter("atrl:{all|global_threshold||}"))
+		assert.Contains(t, strings.Join(p.host.GetDebugLogs(), "\n"), `rule all: global_threshold matched limit key "*" (1 windows)`,
+			"at debug level the plugin says what matched")
 	})
 }
 

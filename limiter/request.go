@@ -69,7 +69,8 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	}
 	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches)}
 	ctx.SetContext(stateKey, r)
-	for _, m := range matches {
+	for i := 0; i < len(matches) && debugEnabled(); i++ {
+		m := matches[i]
 		log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m.Item), m.Key.Key, len(m.Key.Windows))
 	}
 
@@ -120,7 +121,9 @@ func (r *request) estimate(body []byte) int64 {
 		return 0
 	}
 	cost := r.pc.rules.Cost.Tokens(e.Prompt, e.Completion, 0, 0, r.model)
-	log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d", e.Prompt, e.Completion, r.model, cost)
+	if debugEnabled() {
+		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d", e.Prompt, e.Completion, r.model, cost)
+	}
 	return cost
 }
 

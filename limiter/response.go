@@ -74,8 +74,10 @@ func (r *request) settle() {
 		cost = r.pc.rules.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, r.model)
 	} else if r.status >= 300 || r.status != 0 && r.status < 200 {
 		cost = 0
-		log.Debugf("upstream answered %d without usage: giving back %d reserved tokens", r.status, r.reserved)
-	} else if r.reserved == 0 {
+		if debugEnabled() {
+			log.Debugf("upstream answered %d without usage: giving back %d reserved tokens", r.status, r.reserved)
+		}
+	} else if r.reserved == 0 && debugEnabled() {
 		log.Debug("no token usage reported: nothing to charge")
 	}
 	if delta := cost - r.reserved; delta != 0 {
