@@ -6,13 +6,14 @@ import (
 	"io"
 	"log"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
 // The benchmarks run the plugin compiled to WASM, in the host emulator, next
@@ -39,10 +40,8 @@ var (
 func buildWasm(b *testing.B, pkg string) []byte {
 	b.Helper()
 	out := filepath.Join(b.TempDir(), "plugin.wasm")
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
-	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building %s: %v\n%s", pkg, err, msg)
+	if err := wasmbuild.Build(".", pkg, out); err != nil {
+		b.Fatal(err)
 	}
 	wasm, err := os.ReadFile(out)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
 // TestMain builds the plugin to WASM once for the WASM-mode half of every
@@ -27,10 +27,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	path := filepath.Join(dir, "main.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", path, ".")
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the plugin for the WASM-mode tests failed: %v\n%s", err, out)
+	if err := wasmbuild.Build(".", ".", path); err != nil {
+		fmt.Fprintf(os.Stderr, "building the plugin for the WASM-mode tests: %v\n", err)
 		os.Exit(1)
 	}
 	os.Setenv("WASM_FILE_PATH", path)

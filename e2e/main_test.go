@@ -3,9 +3,10 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
 // pluginWasm is the plugin, built from the module root by TestMain.
@@ -20,11 +21,8 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	path := filepath.Join(dir, "main.wasm")
-	build := exec.Command("go", "build", "-buildmode=c-shared", "-o", path, ".")
-	build.Dir = ".." // the module root: the plugin's main package
-	build.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: building the plugin (GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared .) failed: %v\n%s", err, out)
+	if err := wasmbuild.Build("..", ".", path); err != nil { // the module root: the plugin's main package
+		fmt.Fprintf(os.Stderr, "e2e: building the plugin: %v\n", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
