@@ -10,9 +10,9 @@ import (
 )
 
 func TestRequiredFlagsAreNamed(t *testing.T) {
-	assert.ErrorContains(t, options{upstream: "http://127.0.0.1:8081"}.check(), "-config is required")
+	assert.ErrorContains(t, options{upstream: "http://llm.invalid:8081"}.check(), "-config is required")
 	assert.ErrorContains(t, options{config: "c.yaml"}.check(), "-upstream is required")
-	assert.NoError(t, options{config: "c.yaml", upstream: "http://127.0.0.1:8081"}.check())
+	assert.NoError(t, options{config: "c.yaml", upstream: "http://llm.invalid:8081"}.check())
 }
 
 func TestStartErrorsSayWhatToDo(t *testing.T) {

@@ -13,13 +13,13 @@ import (
 )
 
 func TestNewRefusesBadOptionsBeforeLoadingThePlugin(t *testing.T) {
-	good := Options{Wasm: []byte("\x00asm"), Config: []byte(`{}`), Upstream: "http://127.0.0.1:8081", Redis: "127.0.0.1:6379"}
+	good := Options{Wasm: []byte("\x00asm"), Config: []byte(`{}`), Upstream: "http://llm.invalid:8081", Redis: "redis.invalid:6380"}
 	cases := []struct {
 		change func(*Options)
 		msg    string
 	}{
 		{func(o *Options) { o.Wasm = nil }, "the WASM module is empty"},
-		{func(o *Options) { o.Upstream = "127.0.0.1:8081" }, `upstream "127.0.0.1:8081": want a base URL`},
+		{func(o *Options) { o.Upstream = "llm.invalid:8081" }, `upstream "llm.invalid:8081": want a base URL`},
 		{func(o *Options) { o.Upstream = "ftp://host" }, "want a base URL"},
 		{func(o *Options) { o.Redis = "localhost" }, `redis "localhost": want host:port`},
 		{func(o *Options) { o.LogLevel = "verbose" }, `unknown log level "verbose"`},
