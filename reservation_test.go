@@ -148,6 +148,17 @@ func TestReservationDetails(t *testing.T) {
 			assert.Equal(t, int64(250), p.minuteCounter(apiKeySubject), "no usage: the reservation stays")
 		})
 
+		t.Run("a compressed body is reserved by its declared size, not let through", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := startPlugin(t, redis, apiKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100},`, `"token_per_minute": 10000`))
+			x := p.send(key, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", "4000"})
+			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, x.action, "decided at the headers: the body will not be shown")
+			x.answer()
+			require.True(t, x.passed())
+			assert.Equal(t, int64(1000+100), p.minuteCounter(apiKeySubject))
+			x.done()
+		})
+
 		t.Run("an upstream error without usage gives the reservation back", func(t *testing.T) {
 			redis.Do("FLUSHALL")
 			p := startPlugin(t, redis, apiKeyConfig(reservationOn, `"token_per_minute": 10000`))

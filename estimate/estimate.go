@@ -108,7 +108,7 @@ func Request(body []byte, path string, o Options) Estimate {
 	if len(body) == 0 {
 		return e
 	}
-	bySize := ceilDiv(int64(len(body)), bpt)
+	bySize := Size(int64(len(body)), path, o).Prompt
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		e.Prompt = bySize
 		return e
@@ -134,6 +134,16 @@ func Request(body []byte, path string, o Options) Estimate {
 		}
 	}
 	return e
+}
+
+// Size estimates a request whose body cannot be read (compressed, binary) by
+// its declared size in bytes, as Request does an unparsed body.
+func Size(bodyBytes int64, path string, o Options) Estimate {
+	return Estimate{
+		Prompt:     ceilDiv(max(bodyBytes, 0), max(o.BytesPerToken, 1)),
+		Completion: max(o.DefaultCompletionTokens, 0),
+		Model:      ModelFromPath(path),
+	}
 }
 
 // ModelFromPath returns the Gemini model in a path like

@@ -474,3 +474,11 @@ func TestValidity(t *testing.T) {
 		}
 	}
 }
+
+func TestSizeEstimatesAnUnreadableBody(t *testing.T) {
+	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 512, MaxBodyBytes: 1 << 20}
+	assert.Equal(t, Estimate{Prompt: 250, Completion: 512, Model: "gemini-2.5-flash"},
+		Size(1000, "/v1beta/models/gemini-2.5-flash:generateContent", o))
+	assert.Equal(t, Estimate{Prompt: 1, Completion: 512}, Size(3, "/v1/chat/completions", o))
+	assert.Equal(t, Size(5000, "", o).Prompt, Request(make([]byte, 5000), "", o).Prompt, "same as an unparsed body")
+}

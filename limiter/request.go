@@ -83,7 +83,14 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return r.admit(0)
 	}
 	if !ctx.HasRequestBody() {
-		return r.admit(r.estimate(nil))
+		return r.admit(r.cost(estimate.Request(nil, r.path, r.estimateOptions())))
+	}
+	if ctx.IsBinaryRequestBody() || ctx.IsWebsocket() {
+		// The wrapper hands no compressed or binary body to plugins: estimate
+		// it by its declared size instead of letting it through unreserved.
+		ctx.DontReadRequestBody()
+		size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
+		return r.admit(r.cost(estimate.Size(size, r.path, r.estimateOptions())))
 	}
 	// Wait for the whole body (OnRequestBody) before asking Redis.
 	return types.HeaderStopIteration
@@ -95,7 +102,7 @@ func OnRequestBody(ctx wrapper.HttpContext, pc PluginConfig, body []byte) types.
 	if r == nil {
 		return types.ActionContinue
 	}
-	if r.admit(r.estimate(body)) == types.ActionContinue {
+	if r.admit(r.cost(estimate.Request(body, r.path, r.estimateOptions()))) == types.ActionContinue {
 		return types.ActionContinue
 	}
 	return types.ActionPause
@@ -107,17 +114,21 @@ func (pc PluginConfig) needsBody() bool {
 	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0
 }
 
-// estimate is what to reserve for a request with this body (nil: none), in
-// the configured cost; it also notes the model the request names.
-func (r *request) estimate(body []byte) int64 {
+func (r *request) estimateOptions() estimate.Options {
 	res := r.pc.rules.Reservation
-	e := estimate.Request(body, r.path, estimate.Options{
+	return estimate.Options{
 		BytesPerToken:           res.BytesPerToken,
 		DefaultCompletionTokens: res.DefaultCompletionTokens,
 		MaxBodyBytes:            res.MaxBodyBytes,
-	})
+	}
+}
+
+// cost is what to reserve for a request so estimated, in the configured
+// cost (0 without token_reservation); it also notes the model the request
+// names, for per-model weights.
+func (r *request) cost(e estimate.Estimate) int64 {
 	r.model = e.Model
-	if !res.Enabled {
+	if !r.pc.rules.Reservation.Enabled {
 		return 0
 	}
 	cost := r.pc.rules.Cost.Tokens(e.Prompt, e.Completion, 0, 0, r.model)
