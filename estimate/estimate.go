@@ -100,27 +100,17 @@ type Options struct {
 // string "model" member. Request does not retain body, which must not change
 // while Request runs.
 func Request(body []byte, path string, o Options) Estimate {
-	bpt := max(o.BytesPerToken, 1)
-	e := Estimate{
-		Completion: max(o.DefaultCompletionTokens, 0),
-		Model:      ModelFromPath(path),
-	}
-	if len(body) == 0 {
+	// Unparsed (empty, too large, not JSON), a body is estimated by its size.
+	e := Size(int64(len(body)), path, o)
+	if len(body) == 0 || o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		return e
 	}
-	bySize := Size(int64(len(body)), path, o).Prompt
-	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
-		e.Prompt = bySize
-		return e
-	}
-
 	w := walker{s: unsafe.String(unsafe.SliceData(body), len(body))}
 	if !w.walk() {
-		e.Prompt = bySize
 		return e
 	}
 	e.Parsed = true
-	e.Prompt = ceilDiv(w.text, bpt)
+	e.Prompt = ceilDiv(w.text, max(o.BytesPerToken, 1))
 	for _, c := range w.caps {
 		if c > 0 {
 			e.Completion = c
