@@ -12,19 +12,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
-	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/tokenlimit/ai-token-ratelimit/cmd/localgw/gateway"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/serve"
 )
 
 func main() {
@@ -92,26 +88,5 @@ func run(o options) error {
 		fmt.Fprintf(os.Stderr, "localgw: warning: Redis at %s does not answer (%v); the plugin's failure_mode applies until it does\n", o.redis, err)
 	}
 
-	l, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", o.listen, err)
-	}
-	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("localgw listening on http://%s\n", l.Addr())
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil {
-		srv.Close() // streams still open after 5 s are cut
-	}
-	return nil
+	return serve.Run("localgw", o.listen, gw, 5*time.Second)
 }

@@ -10,19 +10,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"log"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/tokenlimit/ai-token-ratelimit/cmd/mockllm/llm"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/serve"
 )
 
 func main() {
@@ -48,32 +44,11 @@ func main() {
 }
 
 func run(listen string, quiet bool) error {
-	l, err := net.Listen("tcp", listen)
-	if err != nil {
-		return fmt.Errorf("cannot listen on %s: %w", listen, err)
-	}
 	var handler http.Handler = llm.New(llm.Options{})
 	if !quiet {
 		handler = logRequests(handler)
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
-	fmt.Printf("mockllm listening on http://%s\n", l.Addr())
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdown); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
+	return serve.Run("mockllm", listen, handler, 3*time.Second)
 }
 
 // logRequests logs one line per request once it is answered.
