@@ -19,8 +19,15 @@ vet:
 	$(GO) vet ./...
 
 # WASM-mode cost of the limiter against the do-nothing plugin (see README).
-bench:
+# wazero's command runs the estimate benchmark compiled to WASM (wasip1),
+# to show what reading a request body costs per KiB inside a gateway.
+WAZERO := $(CURDIR)/bin/wazero
+$(WAZERO): go.mod go.sum
+	$(GO) build -o $@ github.com/tetratelabs/wazero/cmd/wazero
+
+bench: $(WAZERO)
 	$(GO) test -run '^$$' -bench 'WASM' -benchtime 20000x -count 5 .
+	GOOS=wasip1 GOARCH=wasm $(GO) test -exec '$(WAZERO) run' -run '^$$' -bench . -benchmem -count 5 ./estimate/
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenusage/ ./config/
 
 # Each fuzz target for FUZZTIME.
@@ -32,6 +39,7 @@ fuzz:
 
 clean:
 	rm -f main.wasm wasm-unit-test.wasm
+	rm -rf bin
 
 # Targets of the deployment pieces (local gateway, images) live in mk/.
 -include mk/*.mk

@@ -7,12 +7,12 @@ import (
 	"log"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 
+	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
@@ -167,13 +167,15 @@ func BenchmarkContentEventWASM(b *testing.B) {
 
 // BenchmarkReservationWASM: one full request with token_reservation on, so
 // the body is read and estimated before admission, for bodies of 1, 16 and
-// 64 KiB; the baseline reads the body too.
+// 64 KiB of a long conversation (internal/requestbody); the baseline reads
+// the body too. estimate's own benchmark, run in WASM by make bench, shows
+// how the cost per KiB depends on the shape of the body.
 func BenchmarkReservationWASM(b *testing.B) {
 	events := streamEvents()
 	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
 		host, stop := wasmHost(b, buildWasm(b, p.pkg), benchReservationConfig)
 		for _, kib := range []int{1, 16, 64} {
-			body := []byte(chatBodyOfSize(kib << 10))
+			body := []byte(requestbody.Conversation(kib << 10))
 			fullRequestWithBody(b, host, body, events) // warm up
 			b.Run(fmt.Sprintf("%s/%dKiB", p.name, kib), func(b *testing.B) {
 				for i := 0; i < b.N; i++ {
@@ -183,18 +185,4 @@ func BenchmarkReservationWASM(b *testing.B) {
 		}
 		stop()
 	}
-}
-
-// chatBodyOfSize is a chat completion request of about n bytes of messages.
-func chatBodyOfSize(n int) string {
-	var b strings.Builder
-	b.WriteString(`{"model":"gpt-4o","stream":true,"max_tokens":1000,"messages":[`)
-	for i := 0; b.Len() < n; i++ {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"role":"user","content":"message %d: the quick brown fox jumps over the lazy dog, \"quoted\" and \\ escaped."}`, i)
-	}
-	b.WriteString("]}")
-	return b.String()
 }

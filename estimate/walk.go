@@ -489,9 +489,7 @@ func (w *walker) str() (raw string, decoded int64) {
 		// the lowest flagged byte is exact (a false positive only ever
 		// sits above a true one), so the lowest of them all is too.
 		for i+8 <= len(s) {
-			b := s[i : i+8]
-			x := uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
-				uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+			x := load8(s, i)
 			quote, backslash := x^('"'*lowBits), x^('\\'*lowBits)
 			m := (x-' '*lowBits)&^x | (quote-lowBits)&^quote | (backslash-lowBits)&^backslash
 			if m &= highBits; m != 0 {
@@ -510,6 +508,11 @@ func (w *walker) str() (raw string, decoded int64) {
 			w.i = i + 1
 			return s[start:i], int64(i-start) - saved
 		case c == '\\':
+			if i+1 < len(s) && simpleEscape[s[i+1]] {
+				i += 2 // the common case, \n or \", without a call
+				saved++
+				continue
+			}
 			n, less := w.escape(i)
 			if n == 0 {
 				w.i = i
@@ -526,6 +529,9 @@ func (w *walker) str() (raw string, decoded int64) {
 		}
 	}
 }
+
+// simpleEscape marks the bytes that make a two-byte escape after a backslash.
+var simpleEscape = [256]bool{'"': true, '\\': true, '/': true, 'b': true, 'f': true, 'n': true, 'r': true, 't': true}
 
 // escape validates the escape at s[i] (a backslash). It returns its raw
 // length n and how much longer that is than its decoded form, or n = 0,

@@ -1,0 +1,13 @@
+//go:build wasm || amd64 || arm64 || 386
+
+package estimate
+
+import "unsafe"
+
+// load8 returns the 8 bytes at s[i:i+8] (i+8 ≤ len(s)) as a little-endian
+// word. On these targets an unaligned load is allowed and is one
+// instruction; in WASM it makes scanning strings twice as fast as eight
+// byte loads.
+func load8(s string, i int) uint64 {
+	return *(*uint64)(unsafe.Add(unsafe.Pointer(unsafe.StringData(s)), i))
+}
