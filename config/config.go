@@ -8,6 +8,9 @@
 //     token_per_hour, token_per_day); all of them are enforced. Higress
 //     silently keeps only one.
 //   - show_limit_quota_header, failure_mode and xff_num_trusted_hops.
+//   - Request windows (query_per_second … query_per_day) and
+//     max_concurrent_requests beside or instead of the token windows, with
+//     window_type and concurrency_lease_seconds.
 //
 // It is stricter than Higress: wrong JSON types, unknown or duplicate fields
 // (except top-level keys starting with "_", which the gateway adds), invalid
@@ -34,6 +37,7 @@ const (
 	DefaultRedisTimeoutMs  = 1000
 	DefaultRedisPort       = 6379
 	DefaultRedisStaticPort = 80 // when service_name ends with StaticServiceSuffix
+	DefaultLeaseSeconds    = 600
 	StaticServiceSuffix    = ".static"
 	ConsumerHeader         = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
 	CookieHeader           = "cookie"
@@ -79,6 +83,48 @@ type Config struct {
 	Reservation Reservation
 	// Cost is token_count_strategy with token_weights.
 	Cost Cost
+	// WindowType is window_type, for every window.
+	WindowType WindowType
+	// LeaseSeconds is concurrency_lease_seconds: how long a concurrency lease
+	// outlives its last renewal when its gateway never releases it.
+	LeaseSeconds int64
+}
+
+// WindowType is how windows count.
+type WindowType uint8
+
+const (
+	// Fixed (default, Higress): windows are aligned to the epoch and start
+	// from zero at each boundary.
+	Fixed WindowType = iota
+	// Sliding: the current bucket plus the previous one weighted by the part
+	// of it still inside the window.
+	Sliding
+)
+
+func (t WindowType) String() string {
+	switch t {
+	case Fixed:
+		return "fixed"
+	case Sliding:
+		return "sliding"
+	}
+	return "WindowType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// HasConcurrencyLimit reports whether any limit key sets max_concurrent_requests.
+func (c *Config) HasConcurrencyLimit() bool {
+	if c.Global != nil {
+		return c.Global.MaxConcurrent > 0
+	}
+	for _, item := range c.Items {
+		for _, k := range item.Keys {
+			if k.MaxConcurrent > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Redis is the redis section.
@@ -211,22 +257,28 @@ type LimitKey struct {
 	// IPv4-mapped IPv6 prefixes of 96 bits or more turned into IPv4 ones (the
 	// client IP is unmapped too).
 	Prefix netip.Prefix
-	// Windows holds at least one window, sorted by Seconds then Unit.
+	// Windows are sorted by Seconds then Unit. A limit key has at least one
+	// window or a MaxConcurrent.
 	Windows []Window
+	// MaxConcurrent is max_concurrent_requests: at most this many requests of
+	// the subject in progress at once; 0 when not set.
+	MaxConcurrent int64
 }
 
 // Unit is what a window counts.
 type Unit uint8
 
 const (
-	UnitTokens Unit = iota // token_per_*
-	// Request-count windows (query_per_*) would be a new Unit here plus rows
-	// in windowKinds.
+	UnitTokens   Unit = iota // token_per_*: tokens the responses used
+	UnitRequests             // query_per_*: requests admitted
 )
 
 func (u Unit) String() string {
-	if u == UnitTokens {
+	switch u {
+	case UnitTokens:
 		return "tokens"
+	case UnitRequests:
+		return "requests"
 	}
 	return "Unit(" + strconv.Itoa(int(u)) + ")"
 }
@@ -252,6 +304,10 @@ var windowKinds = [...]windowKind{
 	{"token_per_minute", UnitTokens, 60},
 	{"token_per_hour", UnitTokens, 3600},
 	{"token_per_day", UnitTokens, 86400},
+	{"query_per_second", UnitRequests, 1},
+	{"query_per_minute", UnitRequests, 60},
+	{"query_per_hour", UnitRequests, 3600},
+	{"query_per_day", UnitRequests, 86400},
 }
 
 func windowKindByField(field string) (windowKind, bool) {

@@ -38,6 +38,7 @@ var (
 		"rule_name", "global_threshold", "rule_items", "rejected_code", "rejected_msg",
 		"redis", "show_limit_quota_header", "failure_mode", "xff_num_trusted_hops",
 		"rule_match_mode", reservationField, "token_count_strategy", weightsField,
+		"window_type", "concurrency_lease_seconds",
 	}
 	redisFields = []string{"service_name", "service_port", "username", "password", "timeout", "database"}
 )
@@ -50,15 +51,21 @@ func ruleItemFields() []string {
 	return append(f, "limit_keys")
 }
 
-func limitKeyFields() []string { return append([]string{"key"}, windowFields()...) }
+func limitKeyFields() []string { return append([]string{"key"}, limitFields()...) }
 
-func windowFields() []string {
-	f := make([]string, 0, len(windowKinds))
+// limitFields are the fields of a limit: its windows and max_concurrent_requests.
+func limitFields() []string {
+	f := make([]string, 0, len(windowKinds)+1)
 	for _, w := range windowKinds {
 		f = append(f, w.field)
 	}
-	return f
+	return append(f, maxConcurrentField)
 }
+
+const (
+	maxConcurrentField = "max_concurrent_requests"
+	maxLeaseSeconds    = 7 * 86400
+)
 
 // ParseString parses a configuration given as JSON text.
 func ParseString(json string) (*Config, error) {
@@ -80,6 +87,7 @@ func Parse(json gjson.Result) (*Config, error) {
 	var f struct {
 		ruleName, global, items, code, msg, show, failure, hops, redis gjson.Result
 		matchMode, reservation, strategy, weights                      gjson.Result
+		windowType, lease                                              gjson.Result
 	}
 	err := walkObject("", json, topFields, func(key string, v gjson.Result) error {
 		switch key {
@@ -109,6 +117,10 @@ func Parse(json gjson.Result) (*Config, error) {
 			f.strategy = v
 		case weightsField:
 			f.weights = v
+		case "window_type":
+			f.windowType = v
+		case "concurrency_lease_seconds":
+			f.lease = v
 		default:
 			return errUnknownField
 		}
@@ -125,7 +137,8 @@ func Parse(json gjson.Result) (*Config, error) {
 		XFFTrustedHops: xffTrustedHopsUnset,
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
 			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
-		Cost: Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
+		Cost:         Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
+		LeaseSeconds: DefaultLeaseSeconds,
 	}
 	if !isSet(f.ruleName) {
 		return nil, fieldErr("rule_name", "required")
@@ -190,6 +203,25 @@ func Parse(json gjson.Result) (*Config, error) {
 
 	if err := c.parseCostOptions(f.matchMode, f.reservation, f.strategy, f.weights); err != nil {
 		return nil, err
+	}
+	if isSet(f.windowType) {
+		s, err := stringField("window_type", f.windowType)
+		if err != nil {
+			return nil, err
+		}
+		switch s {
+		case "fixed":
+			c.WindowType = Fixed
+		case "sliding":
+			c.WindowType = Sliding
+		default:
+			return nil, fieldErr("window_type", `must be "fixed" or "sliding", got `, quote(s))
+		}
+	}
+	if isSet(f.lease) {
+		if c.LeaseSeconds, err = intField("concurrency_lease_seconds", f.lease, 1, maxLeaseSeconds); err != nil {
+			return nil, err
+		}
 	}
 
 	if !isSet(f.redis) {
@@ -275,19 +307,14 @@ func parseGlobal(path string, v gjson.Result) (*LimitKey, error) {
 	if !v.IsObject() {
 		return nil, fieldErr(path, "must be an object, got ", describe(v))
 	}
-	var windows []Window
-	err := walkObject(path, v, windowFields(), func(key string, fv gjson.Result) (err error) {
-		windows, err = appendWindow(windows, path, key, fv)
-		return err
+	k := &LimitKey{Key: AnyKey, Kind: KeyAny}
+	err := walkObject(path, v, limitFields(), func(key string, fv gjson.Result) error {
+		return k.setLimit(path, key, fv)
 	}, nil)
 	if err != nil {
 		return nil, err
 	}
-	if len(windows) == 0 {
-		return nil, fieldErr(path, "at least one of ", windowFieldList(), " is required")
-	}
-	sortWindows(windows)
-	return &LimitKey{Key: AnyKey, Kind: KeyAny, Windows: windows}, nil
+	return k, k.checkLimits(path)
 }
 
 func parseRuleItems(path string, v gjson.Result) ([]RuleItem, error) {
@@ -431,8 +458,7 @@ func parseLimitKey(path string, t LimitType, v gjson.Result) (LimitKey, error) {
 			keyVal = fv
 			return nil
 		}
-		k.Windows, err = appendWindow(k.Windows, path, key, fv)
-		return err
+		return k.setLimit(path, key, fv)
 	}, nil)
 	if err != nil {
 		return k, err
@@ -454,11 +480,7 @@ func parseLimitKey(path string, t LimitType, v gjson.Result) (LimitKey, error) {
 	if err := parseKey(&k, kp, t, key); err != nil {
 		return k, err
 	}
-	if len(k.Windows) == 0 {
-		return k, fieldErr(path, "at least one of ", windowFieldList(), " is required")
-	}
-	sortWindows(k.Windows)
-	return k, nil
+	return k, k.checkLimits(path)
 }
 
 func parseKey(k *LimitKey, path string, t LimitType, s string) error {
@@ -510,21 +532,35 @@ func parseIPKey(s string) (netip.Prefix, bool) {
 	return p, p.IsValid()
 }
 
-// appendWindow parses the window field key of the object at path, returning
-// errUnknownField when key is not a window field.
-func appendWindow(ws []Window, path, key string, v gjson.Result) ([]Window, error) {
-	wk, ok := windowKindByField(key)
-	if !ok {
-		return ws, errUnknownField
+// setLimit parses the limit field key (a window or max_concurrent_requests)
+// of the limit key at path, returning errUnknownField when key is not one.
+func (k *LimitKey) setLimit(path, key string, v gjson.Result) error {
+	wk, isWindow := windowKindByField(key)
+	if !isWindow && key != maxConcurrentField {
+		return errUnknownField
 	}
 	if !isSet(v) {
-		return ws, nil
+		return nil
 	}
 	n, err := intField(child(path, key), v, 1, math.MaxInt64)
 	if err != nil {
-		return ws, err
+		return err
 	}
-	return append(ws, Window{Field: wk.field, Unit: wk.unit, Seconds: wk.seconds, Limit: n}), nil
+	if isWindow {
+		k.Windows = append(k.Windows, Window{Field: wk.field, Unit: wk.unit, Seconds: wk.seconds, Limit: n})
+	} else {
+		k.MaxConcurrent = n
+	}
+	return nil
+}
+
+// checkLimits requires at least one limit, and sorts the windows.
+func (k *LimitKey) checkLimits(path string) error {
+	if len(k.Windows) == 0 && k.MaxConcurrent == 0 {
+		return fieldErr(path, "at least one of ", windowFieldList(), " or ", maxConcurrentField, " is required")
+	}
+	sortWindows(k.Windows)
+	return nil
 }
 
 func sortWindows(ws []Window) {

@@ -33,7 +33,7 @@ func item(limitBy, key string) string {
 	return `{` + limitBy + `,"limit_keys":[{"key":` + key + `,"token_per_minute":10}]}`
 }
 
-const allWindowsMsg = "at least one of token_per_second, token_per_minute, token_per_hour, token_per_day is required"
+const allWindowsMsg = "at least one of token_per_second, token_per_minute, token_per_hour, token_per_day, query_per_second, query_per_minute, query_per_hour, query_per_day or max_concurrent_requests is required"
 
 func TestParseInvalid(t *testing.T) {
 	hdr := `"limit_by_header":"x-api-key"`
@@ -79,7 +79,14 @@ func TestParseInvalid(t *testing.T) {
 		{"global no window", `{"rule_name":"r","global_threshold":{},` + redisOK + `}`, `global_threshold: ` + allWindowsMsg},
 		{"global only null window", `{"rule_name":"r","global_threshold":{"token_per_hour":null},` + redisOK + `}`, `global_threshold: ` + allWindowsMsg},
 		{"global zero", `{"rule_name":"r","global_threshold":{"token_per_hour":0},` + redisOK + `}`, `global_threshold.token_per_hour: must be a positive integer, got number 0`},
-		{"global query window", `{"rule_name":"r","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `global_threshold.query_per_minute: unknown field`},
+		{"global zero query window", `{"rule_name":"r","global_threshold":{"query_per_minute":0},` + redisOK + `}`, `global_threshold.query_per_minute: must be a positive integer, got number 0`},
+		{"global zero concurrency", `{"rule_name":"r","global_threshold":{"max_concurrent_requests":0},` + redisOK + `}`, `global_threshold.max_concurrent_requests: must be a positive integer, got number 0`},
+		{"key concurrency string", withItems(item(`"limit_by_header":"h"`, `"k","max_concurrent_requests":"5"`)), `rule_items[0].limit_keys[0].max_concurrent_requests: must be a positive integer, got string "5"`},
+		{"key concurrency typo", withItems(item(`"limit_by_header":"h"`, `"k","max_concurrent_request":5`)), `rule_items[0].limit_keys[0].max_concurrent_request: unknown field (did you mean max_concurrent_requests?)`},
+		{"window type", `{"rule_name":"r","window_type":"rolling","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `window_type: must be "fixed" or "sliding", got "rolling"`},
+		{"window type number", `{"rule_name":"r","window_type":1,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `window_type: must be a string, got number 1`},
+		{"lease zero", `{"rule_name":"r","concurrency_lease_seconds":0,"global_threshold":{"max_concurrent_requests":1},` + redisOK + `}`, `concurrency_lease_seconds: must be an integer between 1 and 604800, got number 0`},
+		{"lease too long", `{"rule_name":"r","concurrency_lease_seconds":604801,"global_threshold":{"max_concurrent_requests":1},` + redisOK + `}`, `concurrency_lease_seconds: must be an integer between 1 and 604800, got number 604801`},
 		{"global typo", `{"rule_name":"r","global_threshold":{"token_per_days":1},` + redisOK + `}`, `global_threshold.token_per_days: unknown field (did you mean token_per_day?)`},
 
 		// rule_items.
@@ -435,7 +442,7 @@ func TestParseKeyKinds(t *testing.T) {
 
 func TestKnownFieldsAreAccepted(t *testing.T) {
 	// Every field listed for suggestions must be known to its parser.
-	for _, f := range windowFields() {
+	for _, f := range limitFields() {
 		mustParse(t, `{"rule_name":"r","global_threshold":{"`+f+`":1},`+redisOK+`}`)
 		mustParse(t, withItems(`{"limit_by_header":"h","limit_keys":[{"key":"k","`+f+`":1}]}`))
 	}
@@ -452,7 +459,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 10)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 13)
+	require.Len(t, topFields, 15)
 }
 
 func TestStrings(t *testing.T) {
@@ -494,4 +501,30 @@ func TestErrorMessagesTruncateLongValues(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "unknown field")
 	require.Less(t, len(err.Error()), 200)
+}
+
+func TestRequestWindowsAndConcurrency(t *testing.T) {
+	c := mustParse(t, withItems(`{"limit_by_header":"x-api-key","limit_keys":[{"key":"k",
+		"query_per_day":5000,"token_per_minute":100,"query_per_minute":5,"max_concurrent_requests":3}]}`))
+	k := c.Items[0].Keys[0]
+	require.Equal(t, []Window{
+		{Field: "token_per_minute", Unit: UnitTokens, Seconds: 60, Limit: 100},
+		{Field: "query_per_minute", Unit: UnitRequests, Seconds: 60, Limit: 5},
+		{Field: "query_per_day", Unit: UnitRequests, Seconds: 86400, Limit: 5000},
+	}, k.Windows, "sorted by length, tokens first")
+	require.Equal(t, int64(3), k.MaxConcurrent)
+	require.True(t, c.HasConcurrencyLimit())
+	require.Equal(t, Fixed, c.WindowType, "Higress's windows by default")
+	require.Equal(t, int64(DefaultLeaseSeconds), c.LeaseSeconds)
+
+	// A concurrency limit alone is a limit; so is a request window alone.
+	c = mustParse(t, `{"rule_name":"r","window_type":"sliding","concurrency_lease_seconds":30,
+		"global_threshold":{"max_concurrent_requests":5},`+redisOK+`}`)
+	require.Empty(t, c.Global.Windows)
+	require.Equal(t, int64(5), c.Global.MaxConcurrent)
+	require.Equal(t, Sliding, c.WindowType)
+	require.Equal(t, int64(30), c.LeaseSeconds)
+	c = mustParse(t, withItems(`{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"0.0.0.0/0","query_per_second":10}]}`))
+	require.False(t, c.HasConcurrencyLimit())
+	require.Equal(t, UnitRequests, c.Items[0].Keys[0].Windows[0].Unit)
 }

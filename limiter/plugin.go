@@ -36,7 +36,7 @@ func ParseConfig(json gjson.Result, pc *PluginConfig) error {
 		Password:    rules.Redis.Password,
 		TimeoutMs:   uint32(rules.Redis.TimeoutMs),
 		Database:    rules.Redis.Database,
-	})
+	}, scripts.Options{Sliding: rules.WindowType == config.Sliding, LeaseSeconds: rules.LeaseSeconds})
 	if err := pc.redis.Init(); err != nil {
 		// Not fatal: the gateway may learn of the Redis cluster later; every
 		// call retries the init and applies failure_mode while it fails.

@@ -1,7 +1,9 @@
 package limiter
 
 import (
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
@@ -28,6 +30,7 @@ const (
 	consumerHeader    = "x-mse-consumer"
 	unavailableStatus = 503
 	unavailableBody   = "Token rate limit unavailable: the limiter could not reach its store, and failure_mode is deny"
+	concurrencyMsg    = "Too many concurrent requests: the number of requests in progress at once is limited to "
 )
 
 // request is the limiter's state for one HTTP request that matched a rule.
@@ -38,6 +41,8 @@ type request struct {
 	model  string  // the model the request names, for per-model weights
 
 	reserved int64            // tokens reserved in every window at admission (0: none)
+	leaseID  string           // the concurrency lease it takes ("": no subject limits concurrency)
+	renewed  time.Time        // when its leases were last taken or renewed
 	pending  int              // admission calls not answered yet
 	inHook   bool             // the admission is being dispatched from a hook, not yet paused
 	failure  error            // the first admission call that failed
@@ -55,6 +60,9 @@ type group struct {
 	subjects []scripts.Subject
 	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
 	answered bool            // got a verdict (allowed or not)
+	tokens   bool            // some subject has a token window: usage is charged to it
+	requests bool            // some subject has a request window: admission counts in it
+	leases   bool            // some subject limits concurrency: admission takes a lease
 }
 
 // OnRequestHeaders matches the request and, when rules apply, pauses it
@@ -68,6 +76,11 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return types.ActionContinue
 	}
 	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches)}
+	for i := range r.groups {
+		if r.groups[i].leases && r.leaseID == "" {
+			r.leaseID = newLeaseID()
+		}
+	}
 	ctx.SetContext(stateKey, r)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
 		m := matches[i]
@@ -143,18 +156,22 @@ func (r *request) cost(e estimate.Estimate) int64 {
 func groupBySlot(rules *config.Config, matches []config.Match) []group {
 	groups := make([]group, 0, 1)
 	slots := make([]uint16, 0, 1)
-next:
 	for _, m := range matches {
-		s := scripts.Subject{Key: subjectKey(rules, m), Windows: m.Key.Windows}
+		s := scripts.Subject{Key: subjectKey(rules, m), Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent}
 		slot := cachekey.Slot(s.Key)
-		for i := range groups {
-			if slots[i] == slot {
-				groups[i].subjects = append(groups[i].subjects, s)
-				continue next
-			}
+		i := slices.Index(slots, slot)
+		if i < 0 {
+			groups = append(groups, group{})
+			slots = append(slots, slot)
+			i = len(groups) - 1
 		}
-		groups = append(groups, group{subjects: []scripts.Subject{s}})
-		slots = append(slots, slot)
+		g := &groups[i]
+		g.subjects = append(g.subjects, s)
+		g.leases = g.leases || s.Concurrent > 0
+		for _, w := range s.Windows {
+			g.requests = g.requests || w.Unit == config.UnitRequests
+			g.tokens = g.tokens || w.Unit == config.UnitTokens
+		}
 	}
 	return groups
 }
@@ -183,9 +200,12 @@ func (r *request) admit(cost int64) types.Action {
 	r.reserved = cost
 	r.pending = len(r.groups)
 	r.inHook = true
+	if r.leaseID != "" {
+		r.renewed = time.Now()
+	}
 	for i := range r.groups {
 		g := &r.groups[i]
-		err := r.pc.redis.Admit(g.subjects, cost, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+		err := r.pc.redis.Admit(g.subjects, cost, r.leaseID, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
 		if err != nil { // the call never left: that group fails now
 			r.answer(g, scripts.Verdict{}, err)
 		}
@@ -242,16 +262,14 @@ func (r *request) decide() {
 	}
 }
 
-// rollBack gives back the reservations of the groups that made one when
-// another group rejected the request or failed.
+// rollBack undoes the admission of the groups that admitted the request when
+// another group rejected it or failed: gives back their reservation, uncounts
+// the request and releases its leases.
 func (r *request) rollBack() {
-	if r.reserved == 0 {
-		return
-	}
 	for i := range r.groups {
 		g := &r.groups[i]
-		if g.answered && g.verdict.Allowed {
-			r.pc.charge(g.subjects, -r.reserved, g.verdict.At)
+		if g.answered && g.verdict.Allowed && (r.reserved != 0 || g.requests || g.leases) {
+			r.pc.charge(g.subjects, -r.reserved, -1, g.verdict.At, r.leaseID)
 		}
 	}
 }
@@ -273,17 +291,22 @@ func (r *request) fail(err error) {
 	}
 }
 
-// reject answers rejected_code, telling the client when to come back.
+// reject answers rejected_code, telling the client when to come back. A
+// request over a concurrency limit is told so, and to retry in a second.
 func (r *request) reject(v scripts.Verdict) {
 	rules := r.pc.rules
-	log.Debugf("rule %s: a window is used up (limit %d), rejected for %d s", rules.RuleName, v.Limit, v.Reset)
+	log.Debugf("rule %s: a limit of kind %d is used up (limit %d), rejected for %d s", rules.RuleName, v.Kind, v.Limit, v.Reset)
 	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader))
 	reset := strconv.FormatInt(max(v.Reset, 1), 10)
 	headers := [][2]string{{HeaderReset, reset}, {HeaderRetryAfter, reset}, {"content-type", "text/plain; charset=utf-8"}}
 	if rules.ShowLimitQuotaHeader {
 		headers = append(headers, [2]string{HeaderLimit, strconv.FormatInt(v.Limit, 10)}, [2]string{HeaderRemaining, "0"})
 	}
-	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, "ai-token-ratelimit.rejected", headers, []byte(rules.RejectedMsg), -1)
+	body, detail := rules.RejectedMsg, "ai-token-ratelimit.rejected"
+	if v.Kind == scripts.KindConcurrent {
+		body, detail = concurrencyMsg+strconv.FormatInt(v.Limit, 10), "ai-token-ratelimit.concurrency"
+	}
+	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, detail, headers, []byte(body), -1)
 }
 
 func requestHeader(name string) string {

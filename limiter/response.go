@@ -46,13 +46,16 @@ func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 		r.usage.Write(chunk)
 		if last {
 			r.settle()
+		} else {
+			r.renewLeases()
 		}
 	}
 	return chunk
 }
 
 // OnStreamDone settles a request that ended without a last body chunk: no
-// body, or a stream reset by the client or the upstream.
+// body, or a stream reset by the client or the upstream. Its concurrency
+// leases are released either way.
 func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	if r := admitted(ctx); r != nil {
 		r.settle()
@@ -80,22 +83,25 @@ func (r *request) settle() {
 	} else if r.reserved == 0 && debugEnabled() {
 		log.Debug("no token usage reported: nothing to charge")
 	}
-	if delta := cost - r.reserved; delta != 0 {
-		for i := range r.groups {
-			g := &r.groups[i]
-			at := int64(0) // not reserved: charge the windows current now
-			if r.reserved > 0 {
-				at = g.verdict.At // reconcile in the buckets of the reservation
-			}
-			r.pc.charge(g.subjects, delta, at)
+	delta := cost - r.reserved
+	for i := range r.groups {
+		g := &r.groups[i]
+		if (delta == 0 || !g.tokens) && !g.leases {
+			continue // nothing to charge, nothing to release
 		}
+		at := int64(0) // not reserved: charge the windows current now
+		if r.reserved > 0 {
+			at = g.verdict.At // reconcile in the buckets of the reservation
+		}
+		r.pc.charge(g.subjects, delta, 0, at, r.leaseID)
 	}
 }
 
-// charge adds tokens (negative: gives back) to every window of subjects in
-// the buckets of time at (0: now). A failure is logged and counted; nothing
-// waits for it.
-func (pc PluginConfig) charge(subjects []scripts.Subject, tokens, at int64) {
+// charge adds tokens (negative: gives back) to every token window of
+// subjects and requests to every request window, in the buckets of time at
+// (0: now), and releases the lease leaseID ("": none). A failure is logged
+// and counted; nothing waits for it.
+func (pc PluginConfig) charge(subjects []scripts.Subject, tokens, requests, at int64, leaseID string) {
 	metrics := pc.metrics
 	failed := func(err error) {
 		if err != nil {
@@ -103,7 +109,7 @@ func (pc PluginConfig) charge(subjects []scripts.Subject, tokens, at int64) {
 			metrics.count(metricChargeFailure, "")
 		}
 	}
-	if err := pc.redis.Charge(subjects, tokens, at, failed); err != nil {
+	if err := pc.redis.Charge(subjects, tokens, requests, at, leaseID, failed); err != nil {
 		failed(err)
 	}
 }

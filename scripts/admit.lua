@@ -1,47 +1,114 @@
 -- admit.lua: may one more request go, and (with a cost) reserve it.
--- Checks every window of every subject in KEYS (one Redis Cluster slot) in
--- one atomic step; with a cost, reserves it in all of them or in none.
+-- Checks every window and concurrency limit of every subject in KEYS (one
+-- Redis Cluster slot) in one atomic step; when the request may go, counts it
+-- in every request window, reserves the cost in every token window and takes
+-- a concurrency lease, in all of them or in none.
 --
 -- KEYS[k]    subject k (see package cachekey): atrl:{rule|type|source|value}
--- ARGV[1]    the time in seconds; empty in production, where Redis's own clock is used
--- ARGV[2]    tokens to reserve: 0 checks only ("used < limit", nothing written);
---            more admits only when "used + cost <= limit" in every window
--- ARGV[3..]  per subject, in KEYS order: n, then n pairs (window seconds, limit)
--- Reply: {allowed 1|0, limit, remaining, reset seconds, now} where the first four
---   describe the window that decides (rejected: the closed window that resets
---   last; allowed: the window with the fewest tokens left, ties to the later
---   reset), remaining counts this request's reservation, and now is the time
---   the buckets were taken at, for reconciling into the same buckets later.
+-- ARGV[1]    the time in seconds (may have a fraction); empty in production,
+--            where Redis's own clock is used (tests pass one)
+-- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
+--            more admits only when "used + cost <= limit" in every token window
+-- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
+--            request takes leases, '<lease seconds>:<lease id>'
+-- ARGV[4..]  per subject, in KEYS order: its window count n, followed by 'c<N>'
+--            when at most N of its requests may be in progress; then n pairs
+--            (window, limit), window being 't' (tokens) or 'q' (requests)
+--            and its length in seconds, e.g. 't60'
+-- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind} where the
+--   first four describe the limit that decides (rejected: the closed one that
+--   resets last; allowed: the token window with the fewest tokens left, else
+--   the request window with the fewest requests left), remaining counts this
+--   request, now is the second the buckets were taken at (to reconcile into
+--   the same buckets later), and kind is what the deciding limit counts:
+--   0 tokens, 1 requests, 2 requests in progress.
 
-local now = tonumber(ARGV[1]) or tonumber(redis.call('TIME')[1]) -- one clock for every gateway replica
+local now = tonumber(ARGV[1])
+if now == nil then                                              -- one clock for every gateway replica
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
 local cost = tonumber(ARGV[2])
-local verdict                                                   -- {allowed, limit, remaining, reset}
-local counters = {}                                             -- {key, ttl} of each window, to reserve in
-local a = 3                                                     -- next ARGV to read
+local sliding = string.sub(ARGV[3], 1, 1) == 's'
+local lease, id = string.match(ARGV[3], '^.(%d+):(.+)$')        -- nil when no lease is taken
+local kinds = {t = 0, q = 1}
+local eps = 1e-9                                                -- sliding weights are fractions: compare with a margin
+local verdict                                                   -- {allowed, limit, remaining, reset, kind}
+local counters = {}                                             -- {key, amount, ttl} to add to if admitted
+local leases = {}                                               -- concurrency sets to take a lease in
+
+-- better says whether a limit (open, left, reset, kind) decides over the verdict so far.
+local function better(open, left, reset, kind)
+  if verdict == nil then return true end
+  if open ~= verdict[1] then return open == 0 end               -- a closed limit beats any open one
+  if open == 0 then return reset > verdict[4] end               -- among closed: the one that resets last
+  if kind ~= verdict[5] then return kind < verdict[5] end       -- among open: token windows first (the headers name tokens)
+  return left < verdict[3] or (left == verdict[3] and reset > verdict[4]) -- then the tightest
+end
+
+-- wait is how long until used (+ the previous bucket's share when sliding)
+-- leaves room for need, in seconds, for a window of length w, elapsed into
+-- its bucket: the end of the bucket when fixed; when sliding, the moment the
+-- previous bucket's share has shrunk enough, which may be in the next bucket.
+local function wait(w, elapsed, cur, prev, need, limit)
+  if not sliding then return w - elapsed end
+  if cur + need <= limit then                                   -- fits once prev has shrunk, in this bucket
+    if prev <= 0 then return 0 end
+    return math.max(w * (prev - (limit - need - cur)) / prev - elapsed, 0)
+  end
+  if need > limit then return 2 * w - elapsed end               -- never fits: report the end of the next bucket
+  return (w - elapsed) + w * (cur - (limit - need)) / cur       -- cur becomes the previous bucket and shrinks
+end
+
+local a = 4                                                     -- next ARGV to read
 for k = 1, #KEYS do
-  for _ = 1, tonumber(ARGV[a]) do                               -- this subject's windows
-    local window, limit = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+  local n, max = string.match(ARGV[a], '^(%d+)c?(%d*)$')        -- window count, concurrency limit
+  a = a + 1
+  for _ = 1, tonumber(n) do
+    local spec, limit = ARGV[a], tonumber(ARGV[a + 1])
     a = a + 2
-    local bucket = math.floor(now / window)                     -- windows are aligned to the epoch
-    local key = KEYS[k] .. ':t' .. window .. ':' .. bucket
-    local left = limit - (tonumber(redis.call('GET', key)) or 0) - cost -- what this request would leave
-    local reset = (bucket + 1) * window - now                   -- seconds until the next bucket
-    local open = (left > 0 or (cost > 0 and left == 0)) and 1 or 0 -- check: room left; reserve: room for all of it
-    if verdict == nil                                           -- the first window decides until a better one
-      or (open == 0 and (verdict[1] == 1 or reset > verdict[4])) -- a closed window beats any open one
-      or (open == 1 and verdict[1] == 1                         -- among open windows, the tightest
-          and (left < verdict[3] or (left == verdict[3] and reset > verdict[4]))) then
-      verdict = {open, limit, math.max(left, 0), reset}
+    local kind, w = kinds[string.sub(spec, 1, 1)], tonumber(string.sub(spec, 2))
+    local bucket = math.floor(now / w)                          -- windows are aligned to the epoch
+    local elapsed = now - bucket * w                            -- seconds into the bucket
+    local key = KEYS[k] .. ':' .. spec .. ':' .. bucket
+    local cur = tonumber(redis.call('GET', key)) or 0
+    local prev = 0
+    if sliding then                                             -- the previous bucket, weighted by its part still in the window
+      prev = tonumber(redis.call('GET', KEYS[k] .. ':' .. spec .. ':' .. (bucket - 1))) or 0
     end
-    counters[#counters + 1] = {key, reset + 1}                  -- +1 s: no clock rounding drops it early
+    local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
+    local need = kind == 1 and 1 or cost                        -- a request counts 1 in request windows
+    local left = limit - used - need                            -- what this request would leave
+    local open = (left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
+    local reset = math.ceil((open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit)) - eps)
+    if better(open, left, reset, kind) then
+      verdict = {open, limit, math.max(math.floor(left), 0), reset, kind}
+    end
+    if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
+      local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
+      if sliding then ttl = ttl + w end                         -- the previous bucket
+      counters[#counters + 1] = {key, need, ttl}
+    end
   end
-  a = a + 1                                                     -- past this subject's window count
+  if max ~= '' then                                             -- at most max requests of this subject in progress
+    local set = KEYS[k] .. ':c'
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
+    local held = redis.call('ZCARD', set)
+    local open = held < tonumber(max) and 1 or 0
+    if better(open, tonumber(max) - held - 1, 1, 2) then        -- retry in 1 s: a release can come any time
+      verdict = {open, tonumber(max), math.max(tonumber(max) - held - 1, 0), 1, 2}
+    end
+    leases[#leases + 1] = set
+  end
 end
-if verdict[1] == 1 and cost > 0 then                            -- admitted: reserve everywhere
+if verdict[1] == 1 then                                         -- admitted: count, reserve and lease everywhere
   for _, c in ipairs(counters) do
-    redis.call('INCRBY', c[1], cost)
-    if redis.call('TTL', c[1]) < 0 then redis.call('EXPIRE', c[1], c[2]) end -- a new bucket lives until its window ends
+    redis.call('INCRBY', c[1], c[2])
+    if redis.call('TTL', c[1]) < 0 then redis.call('EXPIRE', c[1], c[3]) end -- only a new bucket gets its expiry
+  end
+  for _, set in ipairs(leases) do
+    redis.call('ZADD', set, now + tonumber(lease), id)          -- scored by when the lease expires
+    redis.call('EXPIRE', set, tonumber(lease) + 1)              -- the set goes when its last lease would
   end
 end
-verdict[5] = now
-return verdict
+return {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5]}

@@ -1,35 +1,51 @@
--- charge.lua: add tokens to every window of every subject in KEYS (one slot).
--- Charges the usage a response reported, reconciles a reservation (the
--- difference between usage and reservation, possibly negative), or rolls one
--- back. Whole amounts are added even past the limit: the next admission sees it.
+-- charge.lua: settle a request in every subject in KEYS (one slot).
+-- Adds the usage a response reported to the token windows, reconciles a
+-- reservation (the difference between usage and reservation, possibly
+-- negative) or rolls an admission back, and releases the request's
+-- concurrency leases. Whole amounts are added even past the limit: the next
+-- admission sees it.
 --
 -- KEYS[k]    subject k (see package cachekey)
--- ARGV[1]    the time whose buckets are charged, in seconds: the admission time when
---            reconciling a reservation; empty for now (Redis's clock)
--- ARGV[2]    tokens to add (negative: give back)
--- ARGV[3..]  per subject, in KEYS order: n, then its n window lengths in seconds
--- Reply: the new total of each window, in the order given.
+-- ARGV[1]    the time in seconds; empty in production, for Redis's clock
+-- ARGV[2]    the time whose buckets are charged: the admission's when
+--            reconciling or rolling back; empty for now
+-- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
+--            request holds leases, ':<lease id>' to release
+-- ARGV[4]    tokens to add to token windows (negative: give back)
+-- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
+-- ARGV[6..]  per subject, in KEYS order: its window count n, followed by 'c'
+--            when it holds a lease; then its n windows, e.g. 't60' (see admit.lua)
+-- Reply: the new total of each window, in the order given (0 when untouched).
 
-local clock = tonumber(redis.call('TIME')[1])                   -- expiries follow Redis's clock
-local at = tonumber(ARGV[1]) or clock
-local tokens = tonumber(ARGV[2])
+local now = tonumber(ARGV[1])
+if now == nil then now = tonumber(redis.call('TIME')[1]) end    -- expiries follow this clock
+local at = tonumber(ARGV[2]) or now
+local sliding = string.sub(ARGV[3], 1, 1) == 's'
+local id = string.match(ARGV[3], '^.:(.+)$')                    -- the lease to release, if any
+local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
 local totals = {}
-local a = 3
+local a = 6
 for k = 1, #KEYS do
-  for _ = 1, tonumber(ARGV[a]) do
-    local window = tonumber(ARGV[a + 1])
+  local n, leased = string.match(ARGV[a], '^(%d+)(c?)$')
+  a = a + 1
+  for _ = 1, tonumber(n) do
+    local spec = ARGV[a]
     a = a + 1
-    local bucket = math.floor(at / window)                      -- the bucket of that time
-    local key = KEYS[k] .. ':t' .. window .. ':' .. bucket      -- same slot as KEYS[k]: the hash tag is shared
-    if tokens < 0 and redis.call('EXISTS', key) == 0 then       -- the bucket has expired: nothing to give back
+    local amount = amounts[string.sub(spec, 1, 1)]
+    local w = tonumber(string.sub(spec, 2))
+    local bucket = math.floor(at / w)                           -- the bucket of that time
+    local key = KEYS[k] .. ':' .. spec .. ':' .. bucket         -- same slot as KEYS[k]: the hash tag is shared
+    if amount == 0 or (amount < 0 and redis.call('EXISTS', key) == 0) then -- nothing to add, or expired: nothing to give back
       totals[#totals + 1] = 0
     else
-      totals[#totals + 1] = redis.call('INCRBY', key, tokens)
-      if redis.call('TTL', key) < 0 then                        -- new bucket: it lives until its window ends
-        redis.call('EXPIRE', key, math.max((bucket + 1) * window - clock, 0) + 1)
+      totals[#totals + 1] = redis.call('INCRBY', key, amount)
+      if redis.call('TTL', key) < 0 then                        -- new bucket: it lives until its window ends,
+        local ttl = math.max(math.ceil((bucket + 1) * w - now), 0) + 1 -- and one more when sliding reads it
+        if sliding then ttl = ttl + w end
+        redis.call('EXPIRE', key, ttl)
       end
     end
   end
-  a = a + 1
+  if leased == 'c' and id then redis.call('ZREM', KEYS[k] .. ':c', id) end -- the request is no longer in progress
 end
 return totals

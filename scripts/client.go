@@ -39,15 +39,16 @@ type Endpoint struct {
 // proxy-wasm VM is single-threaded, so a Client is used without locking.
 type Client struct {
 	endpoint Endpoint
+	options  Options
 	cluster  string // the gateway's name for the Redis cluster
 	ready    bool   // whether the gateway accepted RedisInit
 	replies  *bufio.Reader
 }
 
 // NewClient returns a client for the endpoint; Init must be called before use.
-func NewClient(e Endpoint) *Client {
+func NewClient(e Endpoint, o Options) *Client {
 	cluster := wrapper.FQDNCluster{FQDN: e.ServiceName, Port: int64(e.ServicePort)}.ClusterName()
-	return &Client{endpoint: e, cluster: cluster, replies: bufio.NewReader(nil)}
+	return &Client{endpoint: e, options: o, cluster: cluster, replies: bufio.NewReader(nil)}
 }
 
 // Init asks the gateway to open the Redis connection. A failure is not fatal
@@ -64,27 +65,46 @@ func (c *Client) Init() error {
 	return nil
 }
 
-// Verdict is Admit's answer, about the window that decided (see admit.lua).
+// Kind is what the limit that decided a Verdict counts.
+type Kind uint8
+
+const (
+	KindTokens     Kind = iota // a token window
+	KindRequests               // a request window (query_per_*)
+	KindConcurrent             // max_concurrent_requests
+)
+
+// Verdict is Admit's answer, about the limit that decided (see admit.lua).
 type Verdict struct {
 	Allowed   bool
-	Limit     int64 // tokens per window
-	Remaining int64 // tokens left in it after this request's reservation, never negative
-	Reset     int64 // seconds until it starts anew
-	At        int64 // Redis's time of the admission: the buckets a reservation went into
+	Kind      Kind
+	Limit     int64 // tokens or requests per window, or requests in progress
+	Remaining int64 // what is left in it after this request, never negative
+	Reset     int64 // seconds until it has room again (rejected) or starts anew (allowed)
+	At        int64 // Redis's time of the admission: the buckets it counted in
 }
 
-// Subject is one limited subject and its windows.
+// Subject is one limited subject: its windows and its concurrency limit.
 type Subject struct {
-	Key     []byte
-	Windows []config.Window
+	Key        []byte
+	Windows    []config.Window
+	Concurrent int64 // at most this many of its requests in progress; 0: no limit
+}
+
+// Options are the settings every call of a client shares.
+type Options struct {
+	Sliding      bool  // window_type sliding
+	LeaseSeconds int64 // how long a concurrency lease outlives its last renewal
 }
 
 // Admit asks whether one more request of the subjects (all in one Redis
-// Cluster slot) may go, reserving cost tokens in every window when it may
-// (cost 0: check only). done gets the verdict, or an error when Redis could
-// not give one; when Admit itself returns an error, done is never called.
-func (c *Client) Admit(subjects []Subject, cost int64, done func(Verdict, error)) error {
-	encode := func(bySource bool) []byte { return encodeAdmit(subjects, cost, bySource) }
+// Cluster slot) may go, reserving cost tokens in every token window when it
+// may (cost 0: check only), counting it in every request window, and taking a
+// lease named leaseID in every subject with a concurrency limit. done gets
+// the verdict, or an error when Redis could not give one; when Admit itself
+// returns an error, done is never called.
+func (c *Client) Admit(subjects []Subject, cost int64, leaseID string, done func(Verdict, error)) error {
+	encode := func(bySource bool) []byte { return c.encodeAdmit(subjects, cost, leaseID, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err != nil {
 			done(Verdict{}, err)
@@ -95,26 +115,31 @@ func (c *Client) Admit(subjects []Subject, cost int64, done func(Verdict, error)
 }
 
 // encodeAdmit encodes one call of admit.lua.
-func encodeAdmit(subjects []Subject, cost int64, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)), bySource, opAdmit, subjects, 2+windowArgs(subjects, 2))
+func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)), bySource, opAdmit, subjects, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendBulkInt(q, cost)
+	q = c.appendOptions(q, leaseID, true)
 	for _, s := range subjects {
-		q = appendBulkInt(q, int64(len(s.Windows)))
+		q = appendSubjectHead(q, s, true)
 		for _, w := range s.Windows {
-			q = appendBulkInt(q, w.Seconds)
+			q = appendWindow(q, w)
 			q = appendBulkInt(q, w.Limit)
 		}
 	}
 	return q
 }
 
-// Charge adds tokens (negative: gives back) to every window of the subjects
-// (all in one slot), in the buckets of time at (a Verdict's At; 0: now).
-// done, if not nil, gets nil or the error; when Charge itself returns an
-// error, done is never called.
-func (c *Client) Charge(subjects []Subject, tokens, at int64, done func(error)) error {
-	encode := func(bySource bool) []byte { return encodeCharge(subjects, tokens, at, bySource) }
+// Charge settles a request in the subjects (all in one slot): it adds tokens
+// (negative: gives back) to every token window and requests to every request
+// window, in the buckets of time at (a Verdict's At; 0: now), and releases the
+// lease leaseID ("": none) where the subjects have a concurrency limit. done,
+// if not nil, gets nil or the error; when Charge itself returns an error,
+// done is never called.
+func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID string, done func(error)) error {
+	encode := func(bySource bool) []byte {
+		return c.encodeCharge(subjects, tokens, requests, at, leaseID, bySource)
+	}
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err == nil && len(v.Array()) != windowArgs(subjects, 1)-len(subjects) {
 			err = fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
@@ -126,21 +151,89 @@ func (c *Client) Charge(subjects []Subject, tokens, at int64, done func(error)) 
 }
 
 // encodeCharge encodes one call of charge.lua.
-func encodeCharge(subjects []Subject, tokens, at int64, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)), bySource, opCharge, subjects, 2+windowArgs(subjects, 1))
+func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)), bySource, opCharge, subjects, 5+windowArgs(subjects, 1))
+	q = appendBulkString(q, "") // now, by Redis's clock
 	if at > 0 {
 		q = appendBulkInt(q, at)
 	} else {
-		q = appendBulkString(q, "") // now, by Redis's clock
+		q = appendBulkString(q, "") // the buckets of now
 	}
+	q = c.appendOptions(q, leaseID, false)
 	q = appendBulkInt(q, tokens)
+	q = appendBulkInt(q, requests)
 	for _, s := range subjects {
-		q = appendBulkInt(q, int64(len(s.Windows)))
+		q = appendSubjectHead(q, s, false)
 		for _, w := range s.Windows {
-			q = appendBulkInt(q, w.Seconds)
+			q = appendWindow(q, w)
 		}
 	}
 	return q
+}
+
+// Renew extends the lease leaseID in every subject with a concurrency limit
+// (all in one slot), as long as it is still held. done, if not nil, gets nil
+// or the error; when Renew itself returns an error, done is never called.
+func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) error {
+	encode := func(bySource bool) []byte {
+		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, 2)
+		q = appendBulkString(q, "") // now, by Redis's clock
+		return appendBulkString(q, c.lease(leaseID))
+	}
+	return c.dispatch(encode, func(v resp.Value, err error) {
+		if err == nil && v.Type() != resp.Integer {
+			err = fmt.Errorf("%w: renew returned %s", ErrMalformed, describe(v))
+		}
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
+// appendOptions appends the options argument of admit.lua or charge.lua: the
+// window type, then the lease (admit: seconds and id; charge: the id).
+func (c *Client) appendOptions(dst []byte, leaseID string, admit bool) []byte {
+	windowType := "f"
+	if c.options.Sliding {
+		windowType = "s"
+	}
+	if leaseID == "" {
+		return appendBulkString(dst, windowType)
+	}
+	if admit {
+		return appendBulkString(dst, windowType+c.lease(leaseID))
+	}
+	return appendBulkString(dst, windowType+":"+leaseID)
+}
+
+// lease is a lease as the scripts take it: "<seconds>:<id>".
+func (c *Client) lease(leaseID string) string {
+	return strconv.FormatInt(c.options.LeaseSeconds, 10) + ":" + leaseID
+}
+
+// appendSubjectHead appends a subject's window count and, when it has a
+// concurrency limit, "c" and (admit) the limit: "2", "2c5" or "2c".
+func appendSubjectHead(dst []byte, s Subject, admit bool) []byte {
+	var head [24]byte
+	h := strconv.AppendInt(head[:0], int64(len(s.Windows)), 10)
+	if s.Concurrent > 0 {
+		h = append(h, 'c')
+		if admit {
+			h = strconv.AppendInt(h, s.Concurrent, 10)
+		}
+	}
+	return appendBulk(dst, h)
+}
+
+// appendWindow appends a window as the scripts name it: its unit ('t'
+// tokens, 'q' requests) and its length in seconds, e.g. "t60".
+func appendWindow(dst []byte, w config.Window) []byte {
+	var spec [24]byte
+	unit := byte('t')
+	if w.Unit == config.UnitRequests {
+		unit = 'q'
+	}
+	return appendBulk(dst, strconv.AppendInt(append(spec[:0], unit), w.Seconds, 10))
 }
 
 // windowArgs counts the per-window arguments of a call: a window count per
@@ -234,7 +327,7 @@ func isRESPType(b byte) bool {
 // parseVerdict checks that a reply has the shape admit.lua returns.
 func parseVerdict(v resp.Value) (Verdict, error) {
 	a := v.Array()
-	if len(a) != 5 {
+	if len(a) != 6 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	for _, e := range a {
@@ -242,11 +335,11 @@ func parseVerdict(v resp.Value) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 		}
 	}
-	allowed, limit, remaining, reset, at := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer())
-	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 {
+	allowed, limit, remaining, reset, at, kind := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer()
+	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindConcurrent) {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
-	return Verdict{Allowed: allowed == 1, Limit: limit, Remaining: remaining, Reset: reset, At: at}, nil
+	return Verdict{Allowed: allowed == 1, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at}, nil
 }
 
 // describe renders a reply for an error message, briefly.

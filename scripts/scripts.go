@@ -16,6 +16,8 @@ var (
 	admitSource string
 	//go:embed charge.lua
 	chargeSource string
+	//go:embed renew.lua
+	renewSource string
 )
 
 // Script is one Lua script and the SHA1 digest Redis caches it under.
@@ -28,17 +30,19 @@ type Script struct {
 // The operations of the limiter script, its first argument.
 const (
 	opAdmit  = "admit"  // admit.lua: check, and reserve when there is a cost
-	opCharge = "charge" // charge.lua: add tokens (or give back)
+	opCharge = "charge" // charge.lua: add tokens (or give back), release leases
+	opRenew  = "renew"  // renew.lua: extend leases
 )
 
-// Limiter is the one script Redis runs: admit.lua and charge.lua side by
-// side, chosen by the first argument. One script, because a charge is often
+// Limiter is the one script Redis runs: admit.lua, charge.lua and renew.lua
+// side by side, chosen by the first argument. One script, because a charge is often
 // sent as the stream ends, and the gateway drops the reply of a call whose
 // stream has gone: a charge answered NOSCRIPT could never be retried. The
 // admission before it always runs on a live stream, and loading the one
 // script there loads the charge too.
-var Limiter = newScript("limiter", "local op = table.remove(ARGV, 1) -- "+opAdmit+" or "+opCharge+"\n"+
-	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelse\n"+chargeSource+"\nend\n")
+var Limiter = newScript("limiter", "local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
+	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelseif op == '"+opCharge+"' then\n"+chargeSource+
+	"\nelse\n"+renewSource+"\nend\n")
 
 func newScript(name, source string) *Script {
 	sum := sha1.Sum([]byte(source))

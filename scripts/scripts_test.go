@@ -24,17 +24,18 @@ func admitAt(r *redistest.Server, now int64, windows ...window) []int64 {
 }
 
 func reserveAt(r *redistest.Server, now, cost int64, windows ...window) []int64 {
-	args := []string{"EVAL", Limiter.Source, "1", subject, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), strconv.Itoa(len(windows))}
+	args := []string{"EVAL", Limiter.Source, "1", subject, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), "f", strconv.Itoa(len(windows))}
 	for _, w := range windows {
-		args = append(args, strconv.FormatInt(w[0], 10), strconv.FormatInt(w[1], 10))
+		args = append(args, "t"+strconv.FormatInt(w[0], 10), strconv.FormatInt(w[1], 10))
 	}
 	return ints(r.Do(args...))[:4]
 }
 
 func chargeAt(r *redistest.Server, now, tokens int64, windows ...int64) []int64 {
-	args := []string{"EVAL", Limiter.Source, "1", subject, opCharge, strconv.FormatInt(now, 10), strconv.FormatInt(tokens, 10), strconv.Itoa(len(windows))}
+	at := strconv.FormatInt(now, 10)
+	args := []string{"EVAL", Limiter.Source, "1", subject, opCharge, at, at, "f", strconv.FormatInt(tokens, 10), "0", strconv.Itoa(len(windows))}
 	for _, w := range windows {
-		args = append(args, strconv.FormatInt(w, 10))
+		args = append(args, "t"+strconv.FormatInt(w, 10))
 	}
 	return ints(r.Do(args...))
 }
@@ -113,9 +114,9 @@ func TestAdmitWritesNothing(t *testing.T) {
 func TestScriptsUseRedisTimeWhenNoTimeIsGiven(t *testing.T) {
 	r := redistest.Start(t)
 	now := r.Do("TIME").Array()[0].Integer()
-	r.Do("EVAL", Limiter.Source, "1", subject, opCharge, "", "7", "1", "86400")
+	r.Do("EVAL", Limiter.Source, "1", subject, opCharge, "", "", "f", "7", "0", "1", "t86400")
 	assert.Equal(t, int64(7), r.Int("GET", subject+":t86400:"+strconv.Itoa(now/86400)))
-	v := ints(r.Do("EVAL", Limiter.Source, "1", subject, opAdmit, "", "0", "1", "86400", "10"))
+	v := ints(r.Do("EVAL", Limiter.Source, "1", subject, opAdmit, "", "0", "f", "1", "t86400", "10"))
 	assert.Equal(t, int64(3), v[2])
 	assert.InDelta(t, now, v[4], 1, "the admission reports the time it used")
 }
@@ -123,23 +124,24 @@ func TestScriptsUseRedisTimeWhenNoTimeIsGiven(t *testing.T) {
 func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	r := redistest.Start(t)
 	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}}}
+	c := &Client{}
 
-	_, err := ParseReply(r.Forward(encodeAdmit(subjects, 0, false)), nil)
+	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", false)), nil)
 	require.Error(t, err, "a fresh Redis does not know the script")
 	assert.Contains(t, err.Error(), "NOSCRIPT")
 
-	v, err := ParseReply(r.Forward(encodeAdmit(subjects, 0, true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v)
 	require.NoError(t, err)
 	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
 
-	v, err = ParseReply(r.Forward(encodeCharge(subjects, 1200, 0, false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 1200, 0, 0, "", false)), nil)
 	require.NoError(t, err, "loading the script for the admission loaded the charge too")
 	assert.Len(t, v.Array(), 2)
 
-	v, err = ParseReply(r.Forward(encodeAdmit(subjects, 0, false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", false)), nil)
 	require.NoError(t, err, "EVAL cached the script: EVALSHA works now")
 	verdict, err = parseVerdict(v)
 	require.NoError(t, err)
@@ -149,7 +151,8 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 
 func TestCallsAreSmall(t *testing.T) {
 	one := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 10000}}}}
-	admit, charge := encodeAdmit(one, 0, false), encodeCharge(one, 1234, 0, false)
+	c := &Client{}
+	admit, charge := c.encodeAdmit(one, 0, "", false), c.encodeCharge(one, 1234, 0, 0, "", false)
 	t.Logf("admit %d bytes, charge %d bytes", len(admit), len(charge))
 	assert.LessOrEqual(t, len(admit)+len(charge), 450, "bytes sent to Redis per request")
 }
@@ -170,13 +173,14 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 
 	for name, raw := range map[string]string{
 		"nil":              "$-1\r\n",
-		"four elements":    "*4\r\n:1\r\n:100\r\n:5\r\n:3\r\n",
-		"string element":   "*5\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n",
-		"allowed is 2":     "*5\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n",
-		"limit 0":          "*5\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n",
-		"negative reset":   "*5\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n",
-		"negative remains": "*5\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n",
-		"no time":          "*5\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n",
+		"five elements":    "*5\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n",
+		"string element":   "*6\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
+		"allowed is 2":     "*6\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
+		"limit 0":          "*6\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
+		"negative reset":   "*6\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n",
+		"negative remains": "*6\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n",
+		"no time":          "*6\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n",
+		"unknown kind":     "*6\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:3\r\n",
 		"status":           "+OK\r\n",
 	} {
 		v, err := ParseReply([]byte(raw), nil)
@@ -230,13 +234,14 @@ func TestOneCallCoversSeveralSubjects(t *testing.T) {
 	now := (r.Now()/86400 + 1) * 86400
 	other := "atrl:{chat|limit_by_per_ip||10.0.0.1}"
 	admit := func(cost int64) []int64 {
-		return ints(r.Do("EVAL", Limiter.Source, "2", subject, other, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10),
-			"1", "86400", "10000", "2", "60", "500", "86400", "800"))[:4]
+		return ints(r.Do("EVAL", Limiter.Source, "2", subject, other, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), "f",
+			"1", "t86400", "10000", "2", "t60", "500", "t86400", "800"))[:4]
 	}
 	assert.Equal(t, []int64{1, 500, 100, 60}, admit(400))
 	assert.Equal(t, []int64{0, 500, 0, 60}, admit(400), "the second subject's minute has 100 left")
 	assert.Equal(t, int64(400), r.Int("GET", bucketKey(subject, 86400, now)), "nothing reserved for the first subject either")
-	r.Do("EVAL", Limiter.Source, "2", subject, other, opCharge, strconv.FormatInt(now, 10), "50", "1", "86400", "2", "60", "86400")
+	at := strconv.FormatInt(now, 10)
+	r.Do("EVAL", Limiter.Source, "2", subject, other, opCharge, at, at, "f", "50", "0", "1", "t86400", "2", "t60", "t86400")
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(subject, 86400, now)))
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 60, now)))
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 86400, now)))
