@@ -35,7 +35,7 @@ func TestRequestWindowsCountEachAdmission(t *testing.T) {
 	// Rolling an admission back uncounts it; tokens windows are left alone.
 	at := secs(now)
 	assert.Equal(t, []int64{4}, call(r, opCharge, at, at, "f", "0", "-1", "1", "q86400"))
-	assert.Equal(t, int64(1), admit(now+20)[0])
+	assert.Equal(t, int64(1), admit(now + 20)[0])
 }
 
 func TestTokenAndRequestWindowsTogether(t *testing.T) {
@@ -58,7 +58,7 @@ func TestTokenAndRequestWindowsTogether(t *testing.T) {
 // 1:01; a sliding window does not.
 func TestSlidingWindowStopsTheBoundaryBurst(t *testing.T) {
 	for _, c := range []struct {
-		windowType string
+		windowType  string
 		secondBurst int
 	}{{"f", 10}, {"s", 0}} {
 		t.Run(c.windowType, func(t *testing.T) {

@@ -9,6 +9,7 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"net"
 	"os/exec"
@@ -23,11 +24,45 @@ import (
 
 // Server is one running redis-server and a connection to it.
 type Server struct {
-	Addr string
-	tb   testing.TB
-	cmd  *exec.Cmd
-	conn net.Conn
-	rd   *resp.Reader
+	Addr  string
+	tb    testing.TB
+	cmd   *exec.Cmd
+	conn  net.Conn
+	rd    *resp.Reader
+	clock float64 // seconds; 0: Redis's own
+}
+
+// SetClock makes the limiter's script calls that Forward passes on run at
+// the given time, in seconds (0: Redis's own clock again). The plugin never
+// gives a time: Forward puts it in the script's time argument, which the
+// scripts read before Redis's TIME, so tests move through windows and lease
+// expiries without sleeping.
+func (s *Server) SetClock(seconds float64) { s.clock = seconds }
+
+// Clock returns the time SetClock set.
+func (s *Server) Clock() float64 { return s.clock }
+
+// withClock returns the query with the test clock in its time argument, the
+// one after the operation, when it is a script call that leaves it empty.
+func (s *Server) withClock(query []byte) []byte {
+	v, _, err := resp.NewReader(bytes.NewReader(query)).ReadValue()
+	args := v.Array()
+	if s.clock == 0 || err != nil || len(args) < 3 {
+		return query
+	}
+	if cmd := strings.ToUpper(args[0].String()); cmd != "EVALSHA" && cmd != "EVAL" {
+		return query
+	}
+	at := 4 + args[2].Integer() // command, script, key count, keys, operation
+	if at >= len(args) || args[at].String() != "" {
+		return query
+	}
+	args[at] = resp.StringValue(strconv.FormatFloat(s.clock, 'f', -1, 64))
+	out, err := resp.ArrayValue(args).MarshalRESP()
+	if err != nil {
+		s.tb.Fatalf("re-encoding a query: %v", err)
+	}
+	return out
 }
 
 // Start starts a redis-server on a free loopback port; it stops at the end
@@ -156,7 +191,7 @@ func (s *Server) roundTrip(raw []byte) resp.Value {
 // the raw reply to hand back to the plugin.
 func (s *Server) Forward(query []byte) []byte {
 	s.tb.Helper()
-	raw, err := s.roundTrip(query).MarshalRESP()
+	raw, err := s.roundTrip(s.withClock(query)).MarshalRESP()
 	if err != nil {
 		s.tb.Fatalf("encoding the reply: %v", err)
 	}
