@@ -50,6 +50,13 @@ func buildWasm(b *testing.B, pkg string) []byte {
 	return wasm
 }
 
+// benchAllLimitsConfig adds a request window and a concurrency limit, in
+// sliding windows: the same two calls, a lease taken and released.
+const benchAllLimitsConfig = `{"rule_name": "chat", "window_type": "sliding", "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000,
+	"query_per_minute": 100000, "max_concurrent_requests": 1000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
 const benchReservationConfig = `{"rule_name": "chat", "token_reservation": {"enabled": true},
 	"rule_items": [{"limit_by_header": "x-api-key",
 	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
@@ -134,8 +141,12 @@ func streamEvents() [][]byte {
 // BenchmarkRequestWASM: one full request, limiter vs. baseline.
 func BenchmarkRequestWASM(b *testing.B) {
 	events := streamEvents()
-	for _, p := range []struct{ name, pkg string }{{"noop", "./internal/noopplugin"}, {"limiter", "."}} {
-		host, stop := wasmHost(b, buildWasm(b, p.pkg), benchConfig)
+	for _, p := range []struct{ name, pkg, config string }{
+		{"noop", "./internal/noopplugin", benchConfig},
+		{"limiter", ".", benchConfig},
+		{"limiter-all-limits", ".", benchAllLimitsConfig},
+	} {
+		host, stop := wasmHost(b, buildWasm(b, p.pkg), p.config)
 		fullRequest(b, host, events) // warm up
 		b.Run(p.name, func(b *testing.B) {
 			sent := 0
