@@ -104,17 +104,8 @@ func (c *Cost) weightsFor(model string) Weights {
 }
 
 func parseMatchMode(path string, v gjson.Result) (MatchMode, error) {
-	s, err := stringField(path, v)
-	if err != nil {
-		return 0, err
-	}
-	switch s {
-	case "first":
-		return MatchFirst, nil
-	case "all":
-		return MatchAll, nil
-	}
-	return 0, fieldErr(path, `must be "first" or "all", got `, quote(s))
+	m, err := enumField(path, v, "first", "all") // MatchFirst, MatchAll
+	return MatchMode(m), err
 }
 
 var reservationFields = []string{"enabled", "bytes_per_token", "default_completion_tokens", "max_body_bytes"}
@@ -147,16 +138,8 @@ func parseReservation(path string, v gjson.Result) (Reservation, error) {
 }
 
 func parseCountStrategy(path string, v gjson.Result) (CountStrategy, error) {
-	s, err := stringField(path, v)
-	if err != nil {
-		return 0, err
-	}
-	for i, name := range countStrategies {
-		if s == name {
-			return CountStrategy(i), nil
-		}
-	}
-	return 0, fieldErr(path, `must be "total_tokens", "input_tokens", "output_tokens" or "weighted", got `, quote(s))
+	s, err := enumField(path, v, countStrategies[:]...)
+	return CountStrategy(s), err
 }
 
 var weightFields = []string{"input", "output", "cache_read", "cache_creation"}

@@ -180,18 +180,11 @@ func Parse(json gjson.Result) (*Config, error) {
 		}
 	}
 	if isSet(f.failure) {
-		s, err := stringField("failure_mode", f.failure)
+		mode, err := enumField("failure_mode", f.failure, "allow", "deny") // FailAllow, FailDeny
 		if err != nil {
 			return nil, err
 		}
-		switch s {
-		case "allow":
-			c.FailureMode = FailAllow
-		case "deny":
-			c.FailureMode = FailDeny
-		default:
-			return nil, fieldErr("failure_mode", `must be "allow" or "deny", got `, quote(s))
-		}
+		c.FailureMode = FailureMode(mode)
 	}
 	if isSet(f.hops) {
 		n, err := intField("xff_num_trusted_hops", f.hops, 0, maxXFFTrustedHops)
@@ -205,18 +198,11 @@ func Parse(json gjson.Result) (*Config, error) {
 		return nil, err
 	}
 	if isSet(f.windowType) {
-		s, err := stringField("window_type", f.windowType)
+		t, err := enumField("window_type", f.windowType, "fixed", "sliding") // Fixed, Sliding
 		if err != nil {
 			return nil, err
 		}
-		switch s {
-		case "fixed":
-			c.WindowType = Fixed
-		case "sliding":
-			c.WindowType = Sliding
-		default:
-			return nil, fieldErr("window_type", `must be "fixed" or "sliding", got `, quote(s))
-		}
+		c.WindowType = WindowType(t)
 	}
 	if isSet(f.lease) {
 		if c.LeaseSeconds, err = intField("concurrency_lease_seconds", f.lease, 1, maxLeaseSeconds); err != nil {
@@ -611,6 +597,29 @@ func walkObject(path string, obj gjson.Result, known []string, set func(string, 
 
 // isSet reports whether v is present and not null.
 func isSet(v gjson.Result) bool { return v.Type != gjson.Null }
+
+// enumField parses a string field that must be one of names, returning the
+// index of the one it is.
+func enumField(path string, v gjson.Result, names ...string) (int, error) {
+	s, err := stringField(path, v)
+	if err != nil {
+		return 0, err
+	}
+	if i := slices.Index(names, s); i >= 0 {
+		return i, nil
+	}
+	var want strings.Builder
+	for i, name := range names {
+		switch {
+		case i == len(names)-1 && i > 0:
+			want.WriteString(" or ")
+		case i > 0:
+			want.WriteString(", ")
+		}
+		want.WriteString(quote(name))
+	}
+	return 0, fieldErr(path, "must be ", want.String(), ", got ", quote(s))
+}
 
 func stringField(path string, v gjson.Result) (string, error) {
 	if v.Type != gjson.String {
