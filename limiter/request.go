@@ -76,10 +76,8 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return types.ActionContinue
 	}
 	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches)}
-	for i := range r.groups {
-		if r.groups[i].leases && r.leaseID == "" {
-			r.leaseID = newLeaseID()
-		}
+	if slices.ContainsFunc(r.groups, func(g group) bool { return g.leases }) {
+		r.leaseID = newLeaseID()
 	}
 	ctx.SetContext(stateKey, r)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
