@@ -6,7 +6,8 @@
 --
 -- KEYS[k]    subject k (see package cachekey): atrl:{rule|type|source|value}
 -- ARGV[1]    the time in seconds (may have a fraction); empty in production,
---            where Redis's own clock is used (tests pass one)
+--            where Redis's own clock is used (tests pass one); the prelude
+--            (scripts.go) reads it into now
 -- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
 --            more admits only when "used + cost <= limit" in every token window
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
@@ -23,11 +24,6 @@
 --   the same buckets later), and kind is what the deciding limit counts:
 --   0 tokens, 1 requests, 2 requests in progress.
 
-local now = tonumber(ARGV[1])
-if now == nil then                                              -- one clock for every gateway replica
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-end
 local cost = tonumber(ARGV[2])
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local lease, id = string.match(ARGV[3], '^.(%d+):(.+)$')        -- nil when no lease is taken
@@ -62,7 +58,8 @@ end
 
 local a = 4                                                     -- next ARGV to read
 for k = 1, #KEYS do
-  local n, max = string.match(ARGV[a], '^(%d+)c?(%d*)$')        -- window count, concurrency limit
+  local n, max = string.match(ARGV[a], '^(%d+)c?(%d*)$')        -- window count, concurrency limit ('' for none)
+  max = tonumber(max)
   a = a + 1
   for _ = 1, tonumber(n) do
     local spec, limit = ARGV[a], tonumber(ARGV[a + 1])
@@ -90,13 +87,13 @@ for k = 1, #KEYS do
       counters[#counters + 1] = {key, need, ttl}
     end
   end
-  if max ~= '' then                                             -- at most max requests of this subject in progress
+  if max then                                                   -- at most max requests of this subject in progress
     local set = KEYS[k] .. ':c'
     redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
     local held = redis.call('ZCARD', set)
-    local open = held < tonumber(max) and 1 or 0
-    if better(open, tonumber(max) - held - 1, 1, 2) then        -- retry in 1 s: a release can come any time
-      verdict = {open, tonumber(max), math.max(tonumber(max) - held - 1, 0), 1, 2}
+    local open = held < max and 1 or 0
+    if better(open, max - held - 1, 1, 2) then                  -- retry in 1 s: a release can come any time
+      verdict = {open, max, math.max(max - held - 1, 0), 1, 2}
     end
     leases[#leases + 1] = set
   end

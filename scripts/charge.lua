@@ -6,7 +6,8 @@
 -- admission sees it.
 --
 -- KEYS[k]    subject k (see package cachekey)
--- ARGV[1]    the time in seconds; empty in production, for Redis's clock
+-- ARGV[1]    the time in seconds; empty in production, for Redis's clock; the
+--            prelude (scripts.go) reads it into now, which expiries follow
 -- ARGV[2]    the time whose buckets are charged: the admission's when
 --            reconciling or rolling back; empty for now
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
@@ -17,8 +18,6 @@
 --            when it holds a lease; then its n windows, e.g. 't60' (see admit.lua)
 -- Reply: the new total of each window, in the order given (0 when untouched).
 
-local now = tonumber(ARGV[1])
-if now == nil then now = tonumber(redis.call('TIME')[1]) end    -- expiries follow this clock
 local at = tonumber(ARGV[2]) or now
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local id = string.match(ARGV[3], '^.:(.+)$')                    -- the lease to release, if any

@@ -119,7 +119,7 @@ func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID string, byS
 	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)), bySource, opAdmit, subjects, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendBulkInt(q, cost)
-	q = c.appendOptions(q, leaseID, true)
+	q = c.appendOptions(q, true, leaseID, true)
 	for _, s := range subjects {
 		q = appendSubjectHead(q, s, true)
 		for _, w := range s.Windows {
@@ -159,7 +159,7 @@ func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, le
 	} else {
 		q = appendBulkString(q, "") // the buckets of now
 	}
-	q = c.appendOptions(q, leaseID, false)
+	q = c.appendOptions(q, true, leaseID, false)
 	q = appendBulkInt(q, tokens)
 	q = appendBulkInt(q, requests)
 	for _, s := range subjects {
@@ -178,7 +178,7 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 	encode := func(bySource bool) []byte {
 		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, 2)
 		q = appendBulkString(q, "") // now, by Redis's clock
-		return appendBulkString(q, c.lease(leaseID))
+		return c.appendOptions(q, false, leaseID, true)
 	}
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err == nil && v.Type() != resp.Integer {
@@ -190,25 +190,27 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 	})
 }
 
-// appendOptions appends the options argument of admit.lua or charge.lua: the
-// window type, then the lease (admit: seconds and id; charge: the id).
-func (c *Client) appendOptions(dst []byte, leaseID string, admit bool) []byte {
-	windowType := "f"
-	if c.options.Sliding {
-		windowType = "s"
+// appendOptions appends the options argument of a call, without allocating:
+// the window type ('f' or 's') when withWindowType (admit.lua, charge.lua),
+// then, with a lease, "<lease seconds>:<id>" to take or renew it
+// (withSeconds) or ":<id>" to release it.
+func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool) []byte {
+	var buf [64]byte
+	arg := buf[:0]
+	if withWindowType {
+		windowType := byte('f')
+		if c.options.Sliding {
+			windowType = 's'
+		}
+		arg = append(arg, windowType)
 	}
-	if leaseID == "" {
-		return appendBulkString(dst, windowType)
+	if leaseID != "" {
+		if withSeconds {
+			arg = strconv.AppendInt(arg, c.options.LeaseSeconds, 10)
+		}
+		arg = append(append(arg, ':'), leaseID...)
 	}
-	if admit {
-		return appendBulkString(dst, windowType+c.lease(leaseID))
-	}
-	return appendBulkString(dst, windowType+":"+leaseID)
-}
-
-// lease is a lease as the scripts take it: "<seconds>:<id>".
-func (c *Client) lease(leaseID string) string {
-	return strconv.FormatInt(c.options.LeaseSeconds, 10) + ":" + leaseID
+	return appendBulk(dst, arg)
 }
 
 // appendSubjectHead appends a subject's window count and, when it has a

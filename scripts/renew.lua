@@ -2,16 +2,12 @@
 -- so that they outlive it only when its gateway is gone.
 --
 -- KEYS[k]    subject k holding a lease (see package cachekey)
--- ARGV[1]    the time in seconds; empty in production, for Redis's clock
+-- ARGV[1]    the time in seconds; empty in production, for Redis's clock; the
+--            prelude (scripts.go) reads it into now, the clock admissions sweep by
 -- ARGV[2]    '<lease seconds>:<lease id>'
 -- Reply: how many leases were extended (a lease already swept stays gone:
 --   its slot may have been given to another request).
 
-local now = tonumber(ARGV[1])
-if now == nil then                                              -- the clock admissions sweep by
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-end
 local lease, id = string.match(ARGV[2], '^(%d+):(.+)$')
 local renewed = 0
 for k = 1, #KEYS do

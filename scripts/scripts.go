@@ -40,9 +40,21 @@ const (
 // stream has gone: a charge answered NOSCRIPT could never be retried. The
 // admission before it always runs on a live stream, and loading the one
 // script there loads the charge too.
-var Limiter = newScript("limiter", "local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
+//
+// The prelude also reads the clock every operation uses, now: the time
+// its first argument gives (tests), else Redis's own (production), with its
+// microseconds, so that every gateway replica decides by one clock.
+var Limiter = newScript("limiter", clockPrelude+
+	"local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
 	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelseif op == '"+opCharge+"' then\n"+chargeSource+
 	"\nelse\n"+renewSource+"\nend\n")
+
+const clockPrelude = `local now = tonumber(ARGV[2])  -- ARGV[1] is the operation, ARGV[2] the time given, if any
+if now == nil then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+end
+`
 
 func newScript(name, source string) *Script {
 	sum := sha1.Sum([]byte(source))
