@@ -112,21 +112,6 @@ func (t WindowType) String() string {
 	return "WindowType(" + strconv.Itoa(int(t)) + ")"
 }
 
-// HasConcurrencyLimit reports whether any limit key sets max_concurrent_requests.
-func (c *Config) HasConcurrencyLimit() bool {
-	if c.Global != nil {
-		return c.Global.MaxConcurrent > 0
-	}
-	for _, item := range c.Items {
-		for _, k := range item.Keys {
-			if k.MaxConcurrent > 0 {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // Redis is the redis section.
 type Redis struct {
 	ServiceName string

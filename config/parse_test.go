@@ -513,7 +513,6 @@ func TestRequestWindowsAndConcurrency(t *testing.T) {
 		{Field: "query_per_day", Unit: UnitRequests, Seconds: 86400, Limit: 5000},
 	}, k.Windows, "sorted by length, tokens first")
 	require.Equal(t, int64(3), k.MaxConcurrent)
-	require.True(t, c.HasConcurrencyLimit())
 	require.Equal(t, Fixed, c.WindowType, "Higress's windows by default")
 	require.Equal(t, int64(DefaultLeaseSeconds), c.LeaseSeconds)
 
@@ -525,6 +524,5 @@ func TestRequestWindowsAndConcurrency(t *testing.T) {
 	require.Equal(t, Sliding, c.WindowType)
 	require.Equal(t, int64(30), c.LeaseSeconds)
 	c = mustParse(t, withItems(`{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"0.0.0.0/0","query_per_second":10}]}`))
-	require.False(t, c.HasConcurrencyLimit())
 	require.Equal(t, UnitRequests, c.Items[0].Keys[0].Windows[0].Unit)
 }
