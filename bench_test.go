@@ -31,7 +31,7 @@ var (
 		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"x-api-key", "sk-bench-0001"},
 		{"user-agent", "bench/1.0"}, {"x-request-id", "9a1b2c3d"}}
 	benchResponseHeaders = [][2]string{{":status", "200"}, {"content-type", "text/event-stream"}}
-	benchVerdict         = []byte("*6\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n:1763726400\r\n:0\r\n")
+	benchVerdict         = []byte("*7\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n:1763726400\r\n:0\r\n:0\r\n")
 	benchCharged         = []byte("*2\r\n:1801\r\n:1801\r\n")
 	benchContentEvent    = []byte(sseEvents(openAIStream(1, 1, 1))[0])
 )

@@ -7,7 +7,7 @@
 -- KEYS[k]    subject k (see package cachekey): atrl:{rule|type|source|value}
 -- ARGV[1]    the time in seconds (may have a fraction); empty in production,
 --            where Redis's own clock is used (tests pass one); the prelude
---            (scripts.go) reads it into now
+--            (scripts.go) reads it into sec + frac = now
 -- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
 --            more admits only when "used + cost <= limit" in every token window
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
@@ -16,28 +16,31 @@
 --            when at most N of its requests may be in progress; then n pairs
 --            (window, limit), window being 't' (tokens) or 'q' (requests)
 --            and its length in seconds, e.g. 't60'
--- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind} where the
---   first four describe the limit that decides (rejected: the closed one that
---   resets last; allowed: the token window with the fewest tokens left, else
---   the request window with the fewest requests left), remaining counts this
---   request, now is the second the buckets were taken at (to reconcile into
---   the same buckets later), and kind is what the deciding limit counts:
---   0 tokens, 1 requests, 2 requests in progress.
+-- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms}
+--   where limit, remaining, reset, kind and wait describe the limit that
+--   decides (rejected: the closed one that has room last; allowed: the token
+--   window with the fewest tokens left, else the request window with the
+--   fewest requests left), remaining counts this request, now is the second
+--   the buckets were taken at (to reconcile into the same buckets later), kind
+--   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
+--   progress, and wait is how long until it has room, in milliseconds (0 when
+--   allowed, and for requests in progress, which can end any time).
 
 local cost = tonumber(ARGV[2])
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local lease, id = string.match(ARGV[3], '^.(%d+):(.+)$')        -- nil when no lease is taken
 local kinds = {t = 0, q = 1}
-local eps = 1e-9                                                -- sliding weights are fractions: compare with a margin
-local verdict                                                   -- {allowed, limit, remaining, reset, kind}
+local eps = 1e-6                                                -- sliding weights are fractions: compare with a margin
+                                                                -- (a millionth of a token: counts up to 10^9 stay exact)
+local verdict                                                   -- {allowed, limit, remaining, reset, kind, wait ms}
 local counters = {}                                             -- {key, amount, ttl} to add to if admitted
 local leases = {}                                               -- concurrency sets to take a lease in
 
--- better says whether a limit (open, left, reset, kind) decides over the verdict so far.
-local function better(open, left, reset, kind)
+-- better says whether a limit (open, left, reset, kind, wait ms) decides over the verdict so far.
+local function better(open, left, reset, kind, ms)
   if verdict == nil then return true end
   if open ~= verdict[1] then return open == 0 end               -- a closed limit beats any open one
-  if open == 0 then return reset > verdict[4] end               -- among closed: the one that resets last
+  if open == 0 then return ms > verdict[6] end                  -- among closed: the one that has room last
   if kind ~= verdict[5] then return kind < verdict[5] end       -- among open: token windows first (the headers name tokens)
   return left < verdict[3] or (left == verdict[3] and reset > verdict[4]) -- then the tightest
 end
@@ -65,8 +68,8 @@ for k = 1, #KEYS do
     local spec, limit = ARGV[a], tonumber(ARGV[a + 1])
     a = a + 2
     local kind, w = kinds[string.sub(spec, 1, 1)], tonumber(string.sub(spec, 2))
-    local bucket = math.floor(now / w)                          -- windows are aligned to the epoch
-    local elapsed = now - bucket * w                            -- seconds into the bucket
+    local bucket = math.floor(sec / w)                          -- windows are aligned to the epoch
+    local elapsed = sec - bucket * w + frac                     -- seconds into the bucket (exact: whole seconds apart)
     local key = KEYS[k] .. ':' .. spec .. ':' .. bucket
     local cur = tonumber(redis.call('GET', key)) or 0
     local prev = 0
@@ -77,9 +80,11 @@ for k = 1, #KEYS do
     local need = kind == 1 and 1 or cost                        -- a request counts 1 in request windows
     local left = limit - used - need                            -- what this request would leave
     local open = (left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
-    local reset = math.ceil((open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit)) - eps)
-    if better(open, left, reset, kind) then
-      verdict = {open, limit, math.max(math.floor(left), 0), reset, kind}
+    local secs = open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit) -- to the window's end, or to room
+    local reset = math.ceil(secs - eps)
+    local ms = open == 1 and 0 or math.ceil(secs * 1000 - 1e-3) -- (less 1 µs: the float error of a time near 2^31 s)
+    if better(open, left, reset, kind, ms) then
+      verdict = {open, limit, math.max(math.floor(left), 0), reset, kind, ms}
     end
     if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
       local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
@@ -92,8 +97,8 @@ for k = 1, #KEYS do
     redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
     local held = redis.call('ZCARD', set)
     local open = held < max and 1 or 0
-    if better(open, max - held - 1, 1, 2) then                  -- retry in 1 s: a release can come any time
-      verdict = {open, max, math.max(max - held - 1, 0), 1, 2}
+    if better(open, max - held - 1, 1, 2, 0) then               -- retry in 1 s: a release can come any time
+      verdict = {open, max, math.max(max - held - 1, 0), 1, 2, 0}
     end
     leases[#leases + 1] = set
   end
@@ -108,4 +113,4 @@ if verdict[1] == 1 then                                         -- admitted: cou
     redis.call('EXPIRE', set, tonumber(lease) + 1)              -- the set goes when its last lease would
   end
 end
-return {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5]}
+return {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6]}

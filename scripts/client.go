@@ -82,6 +82,10 @@ type Verdict struct {
 	Remaining int64 // what is left in it after this request, never negative
 	Reset     int64 // seconds until it has room again (rejected) or starts anew (allowed)
 	At        int64 // Redis's time of the admission: the buckets it counted in
+	// WaitMs is how long until the limit has room (rejected), to the
+	// millisecond: 0 when allowed, and for a concurrency limit, whose
+	// requests can end any time.
+	WaitMs int64
 }
 
 // Subject is one limited subject: its windows and its concurrency limit.
@@ -329,7 +333,7 @@ func isRESPType(b byte) bool {
 // parseVerdict checks that a reply has the shape admit.lua returns.
 func parseVerdict(v resp.Value) (Verdict, error) {
 	a := v.Array()
-	if len(a) != 6 {
+	if len(a) != 7 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	for _, e := range a {
@@ -337,11 +341,11 @@ func parseVerdict(v resp.Value) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 		}
 	}
-	allowed, limit, remaining, reset, at, kind := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer()
-	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindConcurrent) {
+	allowed, limit, remaining, reset, at, kind, wait := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer())
+	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindConcurrent) || wait < 0 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
-	return Verdict{Allowed: allowed == 1, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at}, nil
+	return Verdict{Allowed: allowed == 1, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at, WaitMs: wait}, nil
 }
 
 // describe renders a reply for an error message, briefly.

@@ -161,3 +161,37 @@ func members(r *redistest.Server, set string) []string {
 	}
 	return out
 }
+
+// A rejection says how long until there is room, to the millisecond, so a
+// queue can retry when it comes rather than at the next whole second.
+func TestRejectionSaysHowLongToWait(t *testing.T) {
+	r := redistest.Start(t)
+	second := float64(r.Now() + 3600)
+	admit := func(windowType string, at float64) []int64 {
+		return call(r, opAdmit, secs(at), "0", windowType, "1", "q1", "10")
+	}
+	for i := 0; i < 10; i++ {
+		require.Equal(t, int64(0), admit("f", second+0.3)[6], "allowed: no wait")
+	}
+	v := admit("f", second+0.3)
+	assert.Equal(t, []int64{0, 10, 0, 1}, v[:4], "the eleventh in the second: rejected, Retry-After 1")
+	assert.Equal(t, int64(700), v[6], "room when the window turns, 700 ms on")
+
+	// Sliding, 10 a second, the last second full: at 0.3 s in, 7 of its 10
+	// still count; room for one more once 0.2 s more has slid out.
+	v = admit("s", second+1.3)
+	assert.Equal(t, int64(1), v[0], "7 of the last second's 10 count: room for 3")
+	admit("s", second+1.3)
+	admit("s", second+1.3)
+	v = admit("s", second+1.3)
+	assert.Equal(t, []int64{0, 10, 0, 1}, v[:4])
+	assert.Equal(t, int64(100), v[6], "3 + 10·(1 − t) ≤ 9 at t = 0.4 s")
+
+	// A full concurrency limit has no known wait: a request may end any time.
+	lease := func(id string) []int64 { return call(r, opAdmit, secs(second), "0", "f60:"+id, "0c1") }
+	lease("a")
+	v = lease("b")
+	assert.Equal(t, []int64{0, 1, 0, 1}, v[:4])
+	assert.Equal(t, int64(KindConcurrent), v[5])
+	assert.Equal(t, int64(0), v[6])
+}

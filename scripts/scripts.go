@@ -41,19 +41,25 @@ const (
 // admission before it always runs on a live stream, and loading the one
 // script there loads the charge too.
 //
-// The prelude also reads the clock every operation uses, now: the time
-// its first argument gives (tests), else Redis's own (production), with its
-// microseconds, so that every gateway replica decides by one clock.
+// The prelude also reads the clock every operation uses: the time its first
+// argument gives (tests), else Redis's own (production), with its
+// microseconds, so that every gateway replica decides by one clock. It keeps
+// the whole seconds (sec) and the fraction (frac) apart as well as their sum
+// (now): a double near 2^31 s resolves only half a microsecond, and that
+// error, times a sliding window's previous count, would tip decisions.
 var Limiter = newScript("limiter", clockPrelude+
 	"local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
 	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelseif op == '"+opCharge+"' then\n"+chargeSource+
 	"\nelse\n"+renewSource+"\nend\n")
 
-const clockPrelude = `local now = tonumber(ARGV[2])  -- ARGV[1] is the operation, ARGV[2] the time given, if any
-if now == nil then
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+const clockPrelude = `local sec, frac = string.match(ARGV[2], '^(%d+)(%.?%d*)$') -- ARGV[1] is the operation, ARGV[2] the time given, if any
+if sec then
+  sec, frac = tonumber(sec), tonumber('0' .. frac)
+else
+  local t = redis.call('TIME')                                  -- Redis's clock: seconds, microseconds
+  sec, frac = tonumber(t[1]), tonumber(t[2]) / 1e6
 end
+local now = sec + frac                                          -- to about 0.5 µs only, near 2^31 s: windows use sec and frac
 `
 
 func newScript(name, source string) *Script {

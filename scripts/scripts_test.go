@@ -173,14 +173,15 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 
 	for name, raw := range map[string]string{
 		"nil":              "$-1\r\n",
-		"five elements":    "*5\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n",
-		"string element":   "*6\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
-		"allowed is 2":     "*6\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
-		"limit 0":          "*6\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
-		"negative reset":   "*6\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n",
-		"negative remains": "*6\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n",
-		"no time":          "*6\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n",
-		"unknown kind":     "*6\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:3\r\n",
+		"six elements":     "*6\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
+		"string element":   "*7\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
+		"allowed is 2":     "*7\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
+		"limit 0":          "*7\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
+		"negative reset":   "*7\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n:0\r\n",
+		"negative remains": "*7\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
+		"no time":          "*7\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n:0\r\n",
+		"unknown kind":     "*7\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:3\r\n:0\r\n",
+		"negative wait":    "*7\r\n:0\r\n:100\r\n:0\r\n:3\r\n:9\r\n:0\r\n:-1\r\n",
 		"status":           "+OK\r\n",
 	} {
 		v, err := ParseReply([]byte(raw), nil)
