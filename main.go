@@ -15,6 +15,7 @@ func main() {}
 func init() {
 	wrapper.SetCtx(
 		"ai-token-ratelimit",
+		wrapper.PrePluginStartOrReload[limiter.PluginConfig](limiter.OnPluginStart),
 		wrapper.ParseConfig(limiter.ParseConfig),
 		wrapper.ProcessRequestHeaders(limiter.OnRequestHeaders),
 		wrapper.ProcessRequestBody(limiter.OnRequestBody),

@@ -11,6 +11,8 @@
 //   - Request windows (query_per_second … query_per_day) and
 //     max_concurrent_requests beside or instead of the token windows, with
 //     window_type and concurrency_lease_seconds.
+//   - over_limit_action: queue, with max_queue_wait_ms: an over-limit request
+//     waits for capacity instead of being rejected at once.
 //
 // It is stricter than Higress: wrong JSON types, unknown or duplicate fields
 // (except top-level keys starting with "_", which the gateway adds), invalid
@@ -38,6 +40,7 @@ const (
 	DefaultRedisPort       = 6379
 	DefaultRedisStaticPort = 80 // when service_name ends with StaticServiceSuffix
 	DefaultLeaseSeconds    = 600
+	DefaultMaxQueueWaitMs  = 5000
 	StaticServiceSuffix    = ".static"
 	ConsumerHeader         = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
 	CookieHeader           = "cookie"
@@ -88,6 +91,32 @@ type Config struct {
 	// LeaseSeconds is concurrency_lease_seconds: how long a concurrency lease
 	// outlives its last renewal when its gateway never releases it.
 	LeaseSeconds int64
+	// OverLimit is over_limit_action: what happens to an over-limit request.
+	OverLimit OverLimitAction
+	// MaxQueueWaitMs is max_queue_wait_ms: the longest a request waits in
+	// the queue before it is rejected (with OverLimit Queue).
+	MaxQueueWaitMs int64
+}
+
+// OverLimitAction is what happens to a request over a limit.
+type OverLimitAction uint8
+
+const (
+	// Reject (default, Higress): answer rejected_code at once.
+	Reject OverLimitAction = iota
+	// Queue: keep the request paused until the limiter says there is room,
+	// for at most MaxQueueWaitMs, then reject it.
+	Queue
+)
+
+func (a OverLimitAction) String() string {
+	switch a {
+	case Reject:
+		return "reject"
+	case Queue:
+		return "queue"
+	}
+	return "OverLimitAction(" + strconv.Itoa(int(a)) + ")"
 }
 
 // WindowType is how windows count.

@@ -38,7 +38,7 @@ var (
 		"rule_name", "global_threshold", "rule_items", "rejected_code", "rejected_msg",
 		"redis", "show_limit_quota_header", "failure_mode", "xff_num_trusted_hops",
 		"rule_match_mode", reservationField, "token_count_strategy", weightsField,
-		"window_type", "concurrency_lease_seconds",
+		"window_type", "concurrency_lease_seconds", "over_limit_action", maxQueueWaitField,
 	}
 	redisFields = []string{"service_name", "service_port", "username", "password", "timeout", "database"}
 )
@@ -65,6 +65,8 @@ func limitFields() []string {
 const (
 	maxConcurrentField = "max_concurrent_requests"
 	maxLeaseSeconds    = 7 * 86400
+	maxQueueWaitField  = "max_queue_wait_ms"
+	maxQueueWaitMs     = 600_000 // ten minutes: longer than any gateway lets a request wait
 )
 
 // ParseString parses a configuration given as JSON text.
@@ -87,7 +89,7 @@ func Parse(json gjson.Result) (*Config, error) {
 	var f struct {
 		ruleName, global, items, code, msg, show, failure, hops, redis gjson.Result
 		matchMode, reservation, strategy, weights                      gjson.Result
-		windowType, lease                                              gjson.Result
+		windowType, lease, overLimit, queueWait                        gjson.Result
 	}
 	err := walkObject("", json, topFields, func(key string, v gjson.Result) error {
 		switch key {
@@ -121,6 +123,10 @@ func Parse(json gjson.Result) (*Config, error) {
 			f.windowType = v
 		case "concurrency_lease_seconds":
 			f.lease = v
+		case "over_limit_action":
+			f.overLimit = v
+		case maxQueueWaitField:
+			f.queueWait = v
 		default:
 			return errUnknownField
 		}
@@ -137,8 +143,9 @@ func Parse(json gjson.Result) (*Config, error) {
 		XFFTrustedHops: xffTrustedHopsUnset,
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
 			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
-		Cost:         Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
-		LeaseSeconds: DefaultLeaseSeconds,
+		Cost:           Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
+		LeaseSeconds:   DefaultLeaseSeconds,
+		MaxQueueWaitMs: DefaultMaxQueueWaitMs,
 	}
 	if !isSet(f.ruleName) {
 		return nil, fieldErr("rule_name", "required")
@@ -209,6 +216,9 @@ func Parse(json gjson.Result) (*Config, error) {
 			return nil, err
 		}
 	}
+	if err := c.parseOverLimit(f.overLimit, f.queueWait); err != nil {
+		return nil, err
+	}
 
 	if !isSet(f.redis) {
 		return nil, fieldErr("redis", "required")
@@ -217,6 +227,27 @@ func Parse(json gjson.Result) (*Config, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// parseOverLimit parses over_limit_action and max_queue_wait_ms, which only
+// a queue uses: setting it with reject is a mistake worth refusing.
+func (c *Config) parseOverLimit(action, wait gjson.Result) error {
+	if isSet(action) {
+		a, err := enumField("over_limit_action", action, "reject", "queue") // Reject, Queue
+		if err != nil {
+			return err
+		}
+		c.OverLimit = OverLimitAction(a)
+	}
+	if !isSet(wait) {
+		return nil
+	}
+	if c.OverLimit != Queue {
+		return fieldErr(maxQueueWaitField, "applies only with over_limit_action: queue")
+	}
+	var err error
+	c.MaxQueueWaitMs, err = intField(maxQueueWaitField, wait, 1, maxQueueWaitMs)
+	return err
 }
 
 func parseRedis(path string, v gjson.Result) (Redis, error) {

@@ -85,6 +85,9 @@ func TestParseInvalid(t *testing.T) {
 		{"key concurrency typo", withItems(item(`"limit_by_header":"h"`, `"k","max_concurrent_request":5`)), `rule_items[0].limit_keys[0].max_concurrent_request: unknown field (did you mean max_concurrent_requests?)`},
 		{"window type", `{"rule_name":"r","window_type":"rolling","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `window_type: must be "fixed" or "sliding", got "rolling"`},
 		{"window type number", `{"rule_name":"r","window_type":1,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `window_type: must be a string, got number 1`},
+		{"over limit action", `{"rule_name":"r","over_limit_action":"delay","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `over_limit_action: must be "reject" or "queue", got "delay"`},
+		{"queue wait without queue", `{"rule_name":"r","max_queue_wait_ms":100,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `max_queue_wait_ms: applies only with over_limit_action: queue`},
+		{"queue wait zero", `{"rule_name":"r","over_limit_action":"queue","max_queue_wait_ms":0,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `max_queue_wait_ms: must be an integer between 1 and 600000, got number 0`},
 		{"lease zero", `{"rule_name":"r","concurrency_lease_seconds":0,"global_threshold":{"max_concurrent_requests":1},` + redisOK + `}`, `concurrency_lease_seconds: must be an integer between 1 and 604800, got number 0`},
 		{"lease too long", `{"rule_name":"r","concurrency_lease_seconds":604801,"global_threshold":{"max_concurrent_requests":1},` + redisOK + `}`, `concurrency_lease_seconds: must be an integer between 1 and 604800, got number 604801`},
 		{"global typo", `{"rule_name":"r","global_threshold":{"token_per_days":1},` + redisOK + `}`, `global_threshold.token_per_days: unknown field (did you mean token_per_day?)`},
@@ -459,7 +462,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 10)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 15)
+	require.Len(t, topFields, 17)
 }
 
 func TestStrings(t *testing.T) {
@@ -515,6 +518,7 @@ func TestRequestWindowsAndConcurrency(t *testing.T) {
 	require.Equal(t, int64(3), k.MaxConcurrent)
 	require.Equal(t, Fixed, c.WindowType, "Higress's windows by default")
 	require.Equal(t, int64(DefaultLeaseSeconds), c.LeaseSeconds)
+	require.Equal(t, Reject, c.OverLimit, "Higress rejects at once by default")
 
 	// A concurrency limit alone is a limit; so is a request window alone.
 	c = mustParse(t, `{"rule_name":"r","window_type":"sliding","concurrency_lease_seconds":30,
@@ -525,4 +529,11 @@ func TestRequestWindowsAndConcurrency(t *testing.T) {
 	require.Equal(t, int64(30), c.LeaseSeconds)
 	c = mustParse(t, withItems(`{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"0.0.0.0/0","query_per_second":10}]}`))
 	require.Equal(t, UnitRequests, c.Items[0].Keys[0].Windows[0].Unit)
+
+	// Queueing waits 5 s unless told otherwise.
+	c = mustParse(t, `{"rule_name":"r","over_limit_action":"queue","global_threshold":{"query_per_second":10},`+redisOK+`}`)
+	require.Equal(t, Queue, c.OverLimit)
+	require.Equal(t, int64(DefaultMaxQueueWaitMs), c.MaxQueueWaitMs)
+	c = mustParse(t, `{"rule_name":"r","over_limit_action":"queue","max_queue_wait_ms":200,"global_threshold":{"query_per_second":10},`+redisOK+`}`)
+	require.Equal(t, int64(200), c.MaxQueueWaitMs)
 }

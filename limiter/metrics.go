@@ -14,10 +14,13 @@ const (
 	metricAdmitFailure = "token_ratelimit_redis_failure_count"
 	// metricChargeFailure counts responses whose usage could not be charged.
 	metricChargeFailure = "token_ratelimit_charge_failure_count"
+	// metricQueued counts over-limit requests that waited in a queue
+	// (over_limit_action: queue); those that gave up count as rejected too.
+	metricQueued = "token_ratelimit_queued_count"
 )
 
-// metrics defines counters on first use and keeps them; only rejections and
-// failures touch it, never the path of an admitted request.
+// metrics defines counters on first use and keeps them; only rejections,
+// failures and queueing touch it, never the path of an admitted request.
 type metrics struct {
 	counters map[string]proxywasm.MetricCounter
 }

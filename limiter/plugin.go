@@ -19,6 +19,7 @@ type PluginConfig struct {
 	rules   *config.Config
 	redis   *scripts.Client
 	metrics *metrics
+	queues  *waitingRoom // where over-limit requests wait (nil: they are rejected)
 }
 
 // ParseConfig parses and validates a configuration; any error refuses it, so
@@ -43,5 +44,8 @@ func ParseConfig(json gjson.Result, pc *PluginConfig) error {
 		log.Warnf("%v; will retry on the first request", err)
 	}
 	pc.metrics = newMetrics()
+	if rules.OverLimit == config.Queue {
+		pc.queues = waitingRoomOfThisStart()
+	}
 	return nil
 }

@@ -49,6 +49,12 @@ type request struct {
 	rejected *scripts.Verdict // the closed window that resets last, if any
 	verdict  scripts.Verdict  // the tightest open window, once admitted
 
+	// Queueing (over_limit_action: queue), see queue.go.
+	ctxID    uint32    // its HTTP context, to act on it from the tick (0: it cannot queue)
+	giveUpAt uint64    // the tick at which it stops waiting
+	queue    *waitLine // the line it waits in, if any
+	gone     bool      // its stream ended: nothing is to be done to it any more
+
 	admitted bool // passed every limit: its usage is to be charged
 	settled  bool // the usage was charged (or there was nothing to charge)
 	status   int  // the upstream's response status, 0 before response headers
@@ -80,6 +86,7 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		r.leaseID = newLeaseID()
 	}
 	ctx.SetContext(stateKey, r)
+	r.enterQueueing(ctx)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
 		m := matches[i]
 		log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m.Item), m.Key.Key, len(m.Key.Windows))
@@ -196,6 +203,10 @@ func describeItem(item *config.RuleItem) string {
 // pause until every group answers, or go on when it was decided at once.
 func (r *request) admit(cost int64) types.Action {
 	r.reserved = cost
+	if line := r.lineAhead(); line != nil {
+		r.join(line) // others wait for the same subjects: go behind them
+		return types.HeaderStopAllIterationAndWatermark
+	}
 	r.pending = len(r.groups)
 	r.inHook = true
 	if r.leaseID != "" {
@@ -242,11 +253,25 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 	}
 }
 
-// decide acts once every group has answered.
+// decide acts once every group has answered: admits the request, rejects
+// it, applies failure_mode, or (queueing) lets it wait.
 func (r *request) decide() {
+	if r.gone { // a retry answered after the client left: undo what it took
+		r.rollBack()
+		return
+	}
 	if r.failure != nil || r.rejected != nil {
 		r.rollBack()
 	}
+	if r.rejected != nil && r.failure == nil && r.wait(*r.rejected) {
+		return
+	}
+	line := r.queue
+	r.leaveQueue()
+	if line != nil && !r.inHook {
+		line.pump(r.pc.queues.tick) // the next in line may fit now (first: see actOnItsContext)
+	}
+	r.actOnItsContext()
 	switch {
 	case r.failure != nil:
 		r.fail(r.failure)

@@ -55,9 +55,16 @@ func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 
 // OnStreamDone settles a request that ended without a last body chunk: no
 // body, or a stream reset by the client or the upstream. Its concurrency
-// leases are released either way.
+// leases are released either way. A request still waiting in a queue (its
+// client gave up) leaves it.
 func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
-	if r := admitted(ctx); r != nil {
+	r, _ := ctx.GetContext(stateKey).(*request)
+	if r == nil {
+		return
+	}
+	r.gone = true
+	r.leaveQueue()
+	if r.admitted {
 		r.settle()
 	}
 }

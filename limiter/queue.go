@@ -1,0 +1,278 @@
+package limiter
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// over_limit_action: queue keeps an over-limit request paused and asks Redis
+// again when its answer said there would be room: Redis decides when
+// capacity is back (by its own clock, so replicas agree), and the request is
+// rejected like any other once max_queue_wait_ms have passed since it
+// arrived, or as soon as Redis says room comes later than that.
+//
+// A worker's waiting requests form one line per set of subjects: only the
+// first of a line asks Redis; the others wait behind it, so that requests
+// are admitted in arrival order as far as one worker can see, and a line
+// makes one call per retry whatever its length. The plugin's tick paces the
+// retries and counts the waits (the wall clock of a WASM VM is a host call,
+// and some hosts do not advance it between calls).
+//
+// A retry is sent from the tick, or from the answer to the retry before it,
+// never from a request's own hook: the host ties a call to the context it
+// was sent from and drops its answer when that context ends, which would
+// strand the line behind a request that has gone. Sent from the plugin's
+// context, its answer always comes: a request whose client left meanwhile
+// gives back what the retry took.
+
+// tickMs is the tick period the wrapper asks the host for, in milliseconds,
+// when a tick function is registered.
+const tickMs = 100
+
+// waitingRoom is the waiting lines of one started plugin (one per worker).
+type waitingRoom struct {
+	tick  uint64               // ticks since the plugin started
+	lines map[string]*waitLine // by the subjects their requests wait for
+}
+
+// waitLine is the requests waiting for one set of subjects, in arrival order.
+type waitLine struct {
+	key     string
+	waiting []*request
+	retryAt uint64          // the tick at which waiting[0] asks again (0: at once)
+	asking  bool            // waiting[0]'s retry is with Redis
+	verdict scripts.Verdict // the latest rejection: what those who give up are told
+}
+
+// started is the waiting room of the plugin started last: every
+// configuration parsed at one start shares it, and one tick function.
+var started *waitingRoom
+
+// OnPluginStart runs before the configurations of a (re)started plugin are
+// parsed: they get a new waiting room, ticked by the new plugin.
+func OnPluginStart(wrapper.PluginContext) error {
+	started = nil
+	return nil
+}
+
+// waitingRoomOfThisStart returns the waiting room of the plugin being started,
+// registering its tick function on first use.
+func waitingRoomOfThisStart() *waitingRoom {
+	if started == nil {
+		started = &waitingRoom{lines: map[string]*waitLine{}}
+		// Period 0: every host tick. The wrapper compares wall-clock
+		// readings against the period, and a tick that comes 1 ms early
+		// would be skipped.
+		wrapper.RegisterTickFunc(0, started.onTick)
+	}
+	return started
+}
+
+// ticksFor converts a wait in milliseconds to ticks, rounding up.
+func ticksFor(ms int64) uint64 {
+	return uint64((max(ms, 0) + tickMs - 1) / tickMs)
+}
+
+// enterQueueing prepares a request of a queueing configuration: notes its
+// context, to act on it from the tick, and when it must stop waiting. A
+// request whose context is unknown cannot queue: it is rejected at once.
+func (r *request) enterQueueing(ctx wrapper.HttpContext) {
+	room := r.pc.queues
+	if room == nil {
+		return
+	}
+	id, ok := contextID(ctx)
+	if !ok {
+		log.Errorf("over_limit_action queue: the wrapper does not tell this request's context id; rejecting instead of queueing")
+		return
+	}
+	r.ctxID = id
+	r.giveUpAt = room.tick + ticksFor(r.pc.rules.MaxQueueWaitMs)
+}
+
+// contextID returns the proxy-wasm id of a request's HTTP context, which the
+// wrapper keeps unexported: acting on a request from the tick (resuming or
+// rejecting it) needs it. Reading a field by reflection is the one way short
+// of forking the wrapper; a wrapper without it makes queueing reject instead.
+func contextID(ctx wrapper.HttpContext) (uint32, bool) {
+	v := reflect.ValueOf(ctx)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return 0, false
+	}
+	f := v.Elem().FieldByName("contextID")
+	if !f.IsValid() || f.Kind() != reflect.Uint32 || f.Uint() == 0 {
+		return 0, false
+	}
+	return uint32(f.Uint()), true
+}
+
+// queueKey names the set of subjects a request waits for.
+func (r *request) queueKey() string {
+	var b strings.Builder
+	for _, g := range r.groups {
+		for _, s := range g.subjects {
+			b.Write(s.Key)
+			b.WriteByte('\n')
+		}
+	}
+	return b.String()
+}
+
+// lineAhead returns the line of requests already waiting for the request's
+// subjects, which it must wait behind, or nil.
+func (r *request) lineAhead() *waitLine {
+	if r.ctxID == 0 || r.queue != nil || len(r.pc.queues.lines) == 0 {
+		return nil
+	}
+	return r.pc.queues.lines[r.queueKey()]
+}
+
+// join puts the request at the end of a line (a new one for its subjects
+// when line is nil).
+func (r *request) join(line *waitLine) *waitLine {
+	room := r.pc.queues
+	if line == nil {
+		key := r.queueKey()
+		if line = room.lines[key]; line == nil {
+			line = &waitLine{key: key}
+			room.lines[key] = line
+		}
+	}
+	line.waiting = append(line.waiting, r)
+	r.queue = line
+	r.pc.metrics.count(metricQueued, requestHeader(consumerHeader))
+	return line
+}
+
+// wait queues a rejected request, or keeps it queued, until Redis says there
+// is room; it returns false when the request is not to wait: queueing is
+// off, the room comes after the request's maximum wait, or never comes (a
+// reservation larger than a token window).
+func (r *request) wait(v scripts.Verdict) bool {
+	if r.ctxID == 0 || !r.fits() {
+		return false
+	}
+	room := r.pc.queues
+	retryAt := room.tick + max(ticksFor(v.WaitMs), 1)
+	if retryAt > r.giveUpAt {
+		return false
+	}
+	line := r.queue
+	if line == nil {
+		line = r.join(nil)
+	}
+	line.verdict = v
+	if line.waiting[0] == r {
+		line.retryAt, line.asking = retryAt, false
+	}
+	return true
+}
+
+// fits says whether the request's reservation fits every token window at
+// all: one larger than a window's limit would wait in vain.
+func (r *request) fits() bool {
+	for _, g := range r.groups {
+		for _, s := range g.subjects {
+			for _, w := range s.Windows {
+				if w.Unit == config.UnitTokens && r.reserved > w.Limit {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// leaveQueue takes a decided (or gone) request out of its line; the next in
+// line asks Redis at the next chance.
+func (r *request) leaveQueue() {
+	line := r.queue
+	if line == nil {
+		return
+	}
+	r.queue = nil
+	i := slices.Index(line.waiting, r)
+	if i < 0 {
+		return
+	}
+	line.waiting = slices.Delete(line.waiting, i, i+1)
+	if i == 0 {
+		line.retryAt, line.asking = 0, false
+	}
+	if len(line.waiting) == 0 {
+		delete(r.pc.queues.lines, line.key)
+	}
+}
+
+// onTick retries the first of each line whose time has come, then gives up
+// on the requests that waited their maximum. Calls go out before any
+// request is acted on: see actOnItsContext.
+func (room *waitingRoom) onTick() {
+	room.tick++
+	for _, line := range room.lines {
+		line.pump(room.tick)
+	}
+	for _, line := range room.lines {
+		line.giveUp(room.tick)
+	}
+}
+
+// giveUp rejects the requests of the line whose maximum wait ended at an
+// earlier tick (at that tick, a retry could still admit them), except the
+// first while Redis is deciding on it.
+func (line *waitLine) giveUp(tick uint64) {
+	for i := len(line.waiting) - 1; i >= 0; i-- {
+		r := line.waiting[i]
+		if tick <= r.giveUpAt || i == 0 && line.asking {
+			continue
+		}
+		v := line.verdict
+		r.leaveQueue()
+		r.actOnItsContext()
+		r.reject(v)
+	}
+}
+
+// pump retries the first request of the line while it is its time and no
+// retry is with Redis: when one is decided at once (the call could not be
+// sent), the next goes.
+func (line *waitLine) pump(tick uint64) {
+	for len(line.waiting) > 0 && !line.asking && line.retryAt <= tick {
+		line.asking = true
+		line.waiting[0].retry()
+	}
+}
+
+// retry asks Redis again for a queued request. The call goes out on the
+// context the tick (or the answer to the retry before) runs on, which is
+// the plugin's: its answer comes even if the request's stream ends first.
+func (r *request) retry() {
+	r.pending, r.failure, r.rejected, r.verdict = 0, nil, nil, scripts.Verdict{}
+	for i := range r.groups {
+		r.groups[i].verdict, r.groups[i].answered = scripts.Verdict{}, false
+	}
+	if r.admit(r.reserved) == types.ActionContinue {
+		r.actOnItsContext()
+		_ = proxywasm.ResumeHttpRequest() // decided at once: admitted, or failure_mode allow
+	}
+}
+
+// actOnItsContext points the host at the request's stream, to resume or
+// answer it from outside its own hooks (from the tick, or an answer to a
+// call sent from it). Calls are sent before it, not after: the test host
+// ties a call to the context last pointed at (a gateway ties it to the one
+// running), and drops its answer when that stream ends.
+func (r *request) actOnItsContext() {
+	if r.ctxID != 0 {
+		_ = proxywasm.SetEffectiveContext(r.ctxID)
+	}
+}
