@@ -57,6 +57,14 @@ const benchAllLimitsConfig = `{"rule_name": "chat", "window_type": "sliding", "r
 	"query_per_minute": 100000, "max_concurrent_requests": 1000}]}],
 	"redis": {"service_name": "redis.static"}}`
 
+// benchQueueConfig queues over-limit requests instead of rejecting them.
+const benchQueueConfig = `{"rule_name": "chat", "over_limit_action": "queue", "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
+// benchRejection is a verdict of a used-up window with room 50 ms on.
+var benchRejection = []byte("*7\r\n:0\r\n:100000000\r\n:0\r\n:1\r\n:1763726400\r\n:0\r\n:50\r\n")
+
 const benchReservationConfig = `{"rule_name": "chat", "token_reservation": {"enabled": true},
 	"rule_items": [{"limit_by_header": "x-api-key",
 	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
@@ -156,6 +164,48 @@ func BenchmarkRequestWASM(b *testing.B) {
 			b.ReportMetric(float64(sent)/float64(b.N), "redis-bytes/req")
 		})
 		stop()
+	}
+}
+
+// BenchmarkQueueWASM: one full request with over_limit_action: queue,
+// admitted at once, or after waiting once: rejected, retried on the next
+// tick (from the plugin's context) and admitted.
+func BenchmarkQueueWASM(b *testing.B) {
+	events := streamEvents()
+	host, stop := wasmHost(b, buildWasm(b, "."), benchQueueConfig)
+	defer stop()
+	queuedOnce := func(b *testing.B) int {
+		id := host.InitializeHttpContext()
+		host.CallOnRequestHeaders(id, benchRequestHeaders, true)
+		sent := answerCanned(host, id, benchRejection)
+		host.Tick()
+		sent += answerCanned(host, proxytest.PluginContextID, benchVerdict)
+		if host.GetCurrentHttpStreamAction(id) != types.ActionContinue || host.GetSentLocalResponse(id) != nil {
+			b.Fatal("queued request not resumed")
+		}
+		host.CallOnResponseHeaders(id, benchResponseHeaders, false)
+		for i, e := range events {
+			host.CallOnResponseBody(id, e, i == len(events)-1)
+		}
+		sent += answerCanned(host, id, benchCharged)
+		host.CompleteHttpContext(id)
+		return sent
+	}
+	for _, c := range []struct {
+		name string
+		run  func(*testing.B) int
+	}{
+		{"admitted", func(b *testing.B) int { return fullRequest(b, host, events) }},
+		{"queued-once", queuedOnce},
+	} {
+		c.run(b) // warm up
+		b.Run(c.name, func(b *testing.B) {
+			sent := 0
+			for i := 0; i < b.N; i++ {
+				sent += c.run(b)
+			}
+			b.ReportMetric(float64(sent)/float64(b.N), "redis-bytes/req")
+		})
 	}
 }
 

@@ -82,21 +82,14 @@ func ticksFor(ms int64) uint64 {
 	return uint64((max(ms, 0) + tickMs - 1) / tickMs)
 }
 
-// enterQueueing prepares a request of a queueing configuration: notes its
-// context, to act on it from the tick, and when it must stop waiting. A
-// request whose context is unknown cannot queue: it is rejected at once.
+// enterQueueing notes, for a request of a queueing configuration, its
+// context (to act on it from the tick, should it wait) and when it must stop
+// waiting.
 func (r *request) enterQueueing(ctx wrapper.HttpContext) {
-	room := r.pc.queues
-	if room == nil {
-		return
+	if room := r.pc.queues; room != nil {
+		r.httpCtx = ctx
+		r.giveUpAt = room.tick + ticksFor(r.pc.rules.MaxQueueWaitMs)
 	}
-	id, ok := contextID(ctx)
-	if !ok {
-		log.Errorf("over_limit_action queue: the wrapper does not tell this request's context id; rejecting instead of queueing")
-		return
-	}
-	r.ctxID = id
-	r.giveUpAt = room.tick + ticksFor(r.pc.rules.MaxQueueWaitMs)
 }
 
 // contextID returns the proxy-wasm id of a request's HTTP context, which the
@@ -130,15 +123,24 @@ func (r *request) queueKey() string {
 // lineAhead returns the line of requests already waiting for the request's
 // subjects, which it must wait behind, or nil.
 func (r *request) lineAhead() *waitLine {
-	if r.ctxID == 0 || r.queue != nil || len(r.pc.queues.lines) == 0 {
+	if r.httpCtx == nil || r.queue != nil || len(r.pc.queues.lines) == 0 {
 		return nil
 	}
 	return r.pc.queues.lines[r.queueKey()]
 }
 
 // join puts the request at the end of a line (a new one for its subjects
-// when line is nil).
+// when line is nil). It returns nil when the request cannot wait: its
+// context id is unknown.
 func (r *request) join(line *waitLine) *waitLine {
+	if r.ctxID == 0 {
+		id, ok := contextID(r.httpCtx)
+		if !ok {
+			log.Errorf("over_limit_action queue: the wrapper does not tell the request's context id; rejecting instead of queueing")
+			return nil
+		}
+		r.ctxID = id
+	}
 	room := r.pc.queues
 	if line == nil {
 		key := r.queueKey()
@@ -158,7 +160,7 @@ func (r *request) join(line *waitLine) *waitLine {
 // off, the room comes after the request's maximum wait, or never comes (a
 // reservation larger than a token window).
 func (r *request) wait(v scripts.Verdict) bool {
-	if r.ctxID == 0 || !r.fits() {
+	if r.httpCtx == nil || !r.fits() {
 		return false
 	}
 	room := r.pc.queues
@@ -168,7 +170,9 @@ func (r *request) wait(v scripts.Verdict) bool {
 	}
 	line := r.queue
 	if line == nil {
-		line = r.join(nil)
+		if line = r.join(nil); line == nil {
+			return false
+		}
 	}
 	line.verdict = v
 	if line.waiting[0] == r {

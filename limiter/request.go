@@ -50,10 +50,11 @@ type request struct {
 	verdict  scripts.Verdict  // the tightest open window, once admitted
 
 	// Queueing (over_limit_action: queue), see queue.go.
-	ctxID    uint32    // its HTTP context, to act on it from the tick (0: it cannot queue)
-	giveUpAt uint64    // the tick at which it stops waiting
-	queue    *waitLine // the line it waits in, if any
-	gone     bool      // its stream ended: nothing is to be done to it any more
+	httpCtx  wrapper.HttpContext // its HTTP context (nil: it cannot queue)
+	ctxID    uint32              // the host's id of it, to act on it from the tick, once it waits
+	giveUpAt uint64              // the tick at which it stops waiting
+	queue    *waitLine           // the line it waits in, if any
+	gone     bool                // its stream ended: nothing is to be done to it any more
 
 	admitted bool // passed every limit: its usage is to be charged
 	settled  bool // the usage was charged (or there was nothing to charge)
@@ -203,9 +204,8 @@ func describeItem(item *config.RuleItem) string {
 // pause until every group answers, or go on when it was decided at once.
 func (r *request) admit(cost int64) types.Action {
 	r.reserved = cost
-	if line := r.lineAhead(); line != nil {
-		r.join(line) // others wait for the same subjects: go behind them
-		return types.HeaderStopAllIterationAndWatermark
+	if line := r.lineAhead(); line != nil && r.join(line) != nil {
+		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
 	}
 	r.pending = len(r.groups)
 	r.inHook = true
