@@ -34,6 +34,8 @@ bench: $(WAZERO)
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChunkCuts$$' -fuzztime $(FUZZTIME) ./tokenusage/
 	$(GO) test -run '^$$' -fuzz '^FuzzSubjectKeys$$' -fuzztime $(FUZZTIME) ./cachekey/
+	$(GO) test -run '^$$' -fuzz '^FuzzReply$$' -fuzztime $(FUZZTIME) ./scripts/
+	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./estimate/
 	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./config/ || exit 1; done
 
