@@ -207,6 +207,7 @@ func (v *vm) tick(done <-chan struct{}) {
 				}
 			})
 			if ticked {
+				v.wake(proxytest.PluginContextID)
 				if next = next.Add(period); next.Before(now) {
 					next = now.Add(period)
 				}
@@ -273,11 +274,22 @@ func (v *vm) unwatch(contextID uint32) {
 	v.mu.Unlock()
 }
 
+// wake wakes whoever waits for a context. The plugin's own context (its
+// tick, and the Redis calls made from it) may resume or answer any paused
+// stream, as a queue's retries do: that wakes every waiter, each of which
+// looks at its own stream.
 func (v *vm) wake(contextID uint32) {
 	v.mu.Lock()
-	s := v.signals[contextID]
+	var woken []*signal
+	if contextID == proxytest.PluginContextID {
+		for _, s := range v.signals {
+			woken = append(woken, s)
+		}
+	} else if s := v.signals[contextID]; s != nil {
+		woken = append(woken, s)
+	}
 	v.mu.Unlock()
-	if s != nil {
+	for _, s := range woken {
 		s.broadcast()
 	}
 }
