@@ -37,7 +37,11 @@ for k = 1, #KEYS do
     if amount == 0 or (amount < 0 and redis.call('EXISTS', key) == 0) then -- nothing to add, or expired: nothing to give back
       totals[#totals + 1] = 0
     else
-      totals[#totals + 1] = redis.call('INCRBY', key, amount)
+      local total = redis.call('INCRBY', key, amount)
+      if total < 0 then                                         -- gave back more than the bucket holds (its reservation
+        total = redis.call('INCRBY', key, -total)               -- went with a Redis restart): back to zero, not below,
+      end                                                       -- or the window would admit more than its limit
+      totals[#totals + 1] = total
       if redis.call('TTL', key) < 0 then                        -- new bucket: it lives until its window ends,
         local ttl = math.max(math.ceil((bucket + 1) * w - now), 0) + 1 -- and one more when sliding reads it
         if sliding then ttl = ttl + w end

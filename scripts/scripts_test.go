@@ -228,6 +228,13 @@ func TestReconcileLandsInTheReservationsBucket(t *testing.T) {
 	assert.Equal(t, []int64{400}, chargeAt(r, admission, -1000, 60))
 	assert.Equal(t, []int64{0}, chargeAt(r, admission-600, -1000, 60))
 	assert.Empty(t, r.Keys(bucketKey(subject, 60, admission-600)))
+
+	// After a Redis restart, a reservation made before it is gone, but the
+	// bucket may exist again (new admissions): its refund stops at zero.
+	r.Do("SET", bucketKey(subject, 60, admission), "300", "EX", "100")
+	assert.Equal(t, []int64{0}, chargeAt(r, admission, -700, 60), "never below zero")
+	assert.Equal(t, int64(0), r.Int("GET", bucketKey(subject, 60, admission)))
+	assert.InDelta(t, 100, r.Int("TTL", bucketKey(subject, 60, admission)), 1, "the bucket keeps its expiry")
 }
 
 func TestOneCallCoversSeveralSubjects(t *testing.T) {
