@@ -38,16 +38,16 @@ func TestMain(m *testing.M) {
 }
 
 // plugin is one started plugin (in Go or WASM mode, as test.RunTest chose)
-// whose Redis calls go to a real redis-server.
+// whose Redis calls go to a real redis-server or Redis Cluster.
 type plugin struct {
 	t     *testing.T
 	host  test.TestHost
-	redis *redistest.Server
+	redis redistest.Backend
 }
 
 // startPlugin starts the plugin with a configuration; it stops at the end of
 // the (sub)test.
-func startPlugin(t *testing.T, redis *redistest.Server, config string) *plugin {
+func startPlugin(t *testing.T, redis redistest.Backend, config string) *plugin {
 	t.Helper()
 	require.True(t, json.Valid([]byte(config)), "test config is not JSON: %s", config)
 	host, status := test.NewTestHost(json.RawMessage(config))

@@ -1,10 +1,12 @@
-// Package redistest runs a private redis-server for tests and connects the
-// proxy-wasm host emulator's Redis callouts to it, so plugin tests run the
-// real Lua scripts on a real Redis.
+// Package redistest runs a private redis-server (Start) or a private Redis
+// Cluster (StartCluster) for tests and connects the proxy-wasm host
+// emulator's Redis callouts to it, so plugin tests run the real Lua scripts
+// on a real Redis.
 //
-// The server listens on a free loopback port chosen at run time, keeps no
-// data on disk and is stopped when the test ends. When redis-server is not
-// installed the test fails, saying how to install it: it never skips.
+// Servers listen on free loopback ports chosen at run time, keep no data on
+// disk and are stopped when the test ends. When redis-server (or, for a
+// cluster, redis-cli) is not installed the test fails, saying how to install
+// it: it never skips.
 package redistest
 
 import (
@@ -22,14 +24,45 @@ import (
 	"github.com/tidwall/resp"
 )
 
+// Backend is where a test sends the plugin's Redis calls: one Server or a
+// Cluster.
+type Backend interface {
+	// Answer forwards every Redis call pending for the HTTP context and hands
+	// the replies to the plugin; it returns how many it answered.
+	Answer(host proxytest.HostEmulator, contextID uint32) int
+	// Forward sends one query the plugin made and returns the raw reply.
+	Forward(query []byte) []byte
+	// Do sends one command of the test's own and returns the reply.
+	Do(args ...string) resp.Value
+	// Int sends one command whose reply is a number (nil: 0).
+	Int(args ...string) int64
+	// Keys lists the keys matching a pattern.
+	Keys(pattern string) []string
+	// SetClock sets the time the limiter's script calls run at (0: Redis's).
+	SetClock(seconds float64)
+	// Clock returns the time SetClock set.
+	Clock() float64
+	// Now returns Redis's clock, in seconds.
+	Now() int64
+	// AvoidWindowEdge waits past a window's end when it is near.
+	AvoidWindowEdge(window, margin int64)
+}
+
+var (
+	_ Backend = (*Server)(nil)
+	_ Backend = (*Cluster)(nil)
+)
+
 // Server is one running redis-server and a connection to it.
 type Server struct {
-	Addr  string
-	tb    testing.TB
-	cmd   *exec.Cmd
-	conn  net.Conn
-	rd    *resp.Reader
-	clock float64 // seconds; 0: Redis's own
+	Addr string
+	clock
+	n node
+}
+
+// clock is the time a backend puts into the limiter's script calls.
+type clock struct {
+	seconds float64 // 0: Redis's own
 }
 
 // SetClock makes the limiter's script calls that Forward passes on run at
@@ -37,166 +70,253 @@ type Server struct {
 // gives a time: Forward puts it in the script's time argument, which the
 // scripts read before Redis's TIME, so tests move through windows and lease
 // expiries without sleeping.
-func (s *Server) SetClock(seconds float64) { s.clock = seconds }
+func (c *clock) SetClock(seconds float64) { c.seconds = seconds }
 
 // Clock returns the time SetClock set.
-func (s *Server) Clock() float64 { return s.clock }
+func (c *clock) Clock() float64 { return c.seconds }
 
-// withClock returns the query with the test clock in its time argument, the
-// one after the operation, when it is a script call that leaves it empty.
-func (s *Server) withClock(query []byte) []byte {
-	if s.clock == 0 {
-		return query
-	}
-	v, _, err := resp.NewReader(bytes.NewReader(query)).ReadValue()
-	args := v.Array()
-	if err != nil || len(args) < 3 {
-		return query
+// setTime puts the test clock in a script call's time argument, the one
+// after the operation, when the call leaves it empty; it reports whether it
+// changed args.
+func (c *clock) setTime(args []resp.Value) bool {
+	if c.seconds == 0 || len(args) < 3 {
+		return false
 	}
 	if cmd := strings.ToUpper(args[0].String()); cmd != "EVALSHA" && cmd != "EVAL" {
-		return query
+		return false
 	}
 	at := 4 + args[2].Integer() // command, script, key count, keys, operation
 	if at >= len(args) || args[at].String() != "" {
+		return false
+	}
+	args[at] = resp.StringValue(strconv.FormatFloat(c.seconds, 'f', -1, 64))
+	return true
+}
+
+// withClock returns the query with the test clock in its time argument (see
+// setTime). The query is parsed only when a clock is set: most tests run
+// thousands of calls on Redis's own.
+func (c *clock) withClock(tb testing.TB, query []byte) []byte {
+	if c.seconds == 0 {
 		return query
 	}
-	args[at] = resp.StringValue(strconv.FormatFloat(s.clock, 'f', -1, 64))
+	args, ok := parseQuery(query)
+	if !ok || !c.setTime(args) {
+		return query
+	}
+	return encode(tb, args)
+}
+
+// parseQuery decodes a query into its arguments.
+func parseQuery(query []byte) ([]resp.Value, bool) {
+	v, _, err := resp.NewReader(bytes.NewReader(query)).ReadValue()
+	if err != nil || v.Type() != resp.Array {
+		return nil, false
+	}
+	return v.Array(), true
+}
+
+// encode encodes arguments as a RESP command.
+func encode(tb testing.TB, args []resp.Value) []byte {
 	out, err := resp.ArrayValue(args).MarshalRESP()
 	if err != nil {
-		s.tb.Fatalf("re-encoding a query: %v", err)
+		tb.Fatalf("encoding a query: %v", err)
 	}
 	return out
+}
+
+// command encodes a command given as strings.
+func command(tb testing.TB, args ...string) []byte {
+	vals := make([]resp.Value, len(args))
+	for i, a := range args {
+		vals[i] = resp.StringValue(a)
+	}
+	return encode(tb, vals)
 }
 
 // Start starts a redis-server on a free loopback port; it stops at the end
 // of the test.
 func Start(tb testing.TB) *Server {
 	tb.Helper()
+	bin := redisServer(tb)
+	s := &Server{n: node{tb: tb, bin: bin}}
+	tb.Cleanup(s.Stop) // before it starts: the process is killed even if it never answers
+	s.start(freePorts(tb, 1)[0])
+	return s
+}
+
+// redisServer returns the path of redis-server, or fails the test.
+func redisServer(tb testing.TB) string {
+	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		tb.Fatalf("redis-server is not installed; the tests run the real Lua scripts on a real Redis. " +
 			"Install it with `apt-get install -y redis-server` (Debian/Ubuntu) and run the tests again")
 	}
-	s := &Server{tb: tb}
-	s.start(bin, freePort(tb))
-	tb.Cleanup(s.Stop)
-	return s
+	return bin
 }
 
-func freePort(tb testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("finding a free port: %v", err)
+// freePorts finds n distinct free loopback ports, holding each until all are
+// found so that none is given twice.
+func freePorts(tb testing.TB, n int) []int {
+	ports := make([]int, n)
+	for i := range ports {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			tb.Fatalf("finding a free port: %v", err)
+		}
+		defer l.Close()
+		ports[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports
 }
 
-func (s *Server) start(bin string, port int) {
-	s.tb.Helper()
-	s.Addr = "127.0.0.1:" + strconv.Itoa(port)
-	s.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.tb.TempDir(), "--loglevel", "warning")
-	if err := s.cmd.Start(); err != nil {
-		s.tb.Fatalf("starting redis-server: %v", err)
+func (s *Server) start(port int) {
+	s.n.tb.Helper()
+	s.n.start(port, s.n.tb.TempDir())
+	s.Addr = s.n.addr
+}
+
+// node is one redis-server process and a connection to it.
+type node struct {
+	tb   testing.TB
+	bin  string
+	args []string // redis-server arguments besides the address, persistence and directory
+	addr string
+	cmd  *exec.Cmd
+	conn net.Conn
+	rd   *resp.Reader
+}
+
+// start runs redis-server on the port, with its files in dir, and connects
+// to it.
+func (n *node) start(port int, dir string) {
+	n.tb.Helper()
+	n.addr = "127.0.0.1:" + strconv.Itoa(port)
+	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--loglevel", "warning"}, n.args...)
+	n.cmd = exec.Command(n.bin, args...)
+	if err := n.cmd.Start(); err != nil {
+		n.tb.Fatalf("starting redis-server: %v", err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		conn, err := net.DialTimeout("tcp", s.Addr, time.Second)
+		conn, err := net.DialTimeout("tcp", n.addr, time.Second)
 		if err == nil {
-			s.conn, s.rd = conn, resp.NewReader(bufio.NewReader(conn))
-			if v := s.Do("PING"); v.String() == "PONG" {
+			n.conn, n.rd = conn, resp.NewReader(bufio.NewReader(conn))
+			if v := n.do("PING"); v.String() == "PONG" {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			s.tb.Fatalf("redis-server did not answer on %s within 5 s: %v", s.Addr, err)
+			n.tb.Fatalf("redis-server did not answer on %s within 5 s: %v", n.addr, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// Stop stops the server (idempotent).
-func (s *Server) Stop() {
-	if s.conn != nil {
-		s.conn.Close()
-		s.conn = nil
+// stop kills the process (idempotent).
+func (n *node) stop() {
+	if n.conn != nil {
+		n.conn.Close()
+		n.conn = nil
 	}
-	if s.cmd != nil && s.cmd.Process != nil {
-		s.cmd.Process.Kill()
-		s.cmd.Wait()
-		s.cmd = nil
+	if n.cmd != nil && n.cmd.Process != nil {
+		n.cmd.Process.Kill()
+		n.cmd.Wait()
+		n.cmd = nil
 	}
 }
+
+// do sends one command and returns the reply.
+func (n *node) do(args ...string) resp.Value {
+	n.tb.Helper()
+	return n.roundTrip(command(n.tb, args...))
+}
+
+// roundTrip sends raw RESP and reads one reply; Redis error replies are
+// values, transport errors fail the test.
+func (n *node) roundTrip(raw []byte) resp.Value {
+	n.tb.Helper()
+	if n.conn == nil {
+		n.tb.Fatalf("redis-server at %s is stopped", n.addr)
+	}
+	n.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := n.conn.Write(raw); err != nil {
+		n.tb.Fatalf("writing to redis: %v", err)
+	}
+	v, _, err := n.rd.ReadValue()
+	if err != nil {
+		n.tb.Fatalf("reading from redis: %v", err)
+	}
+	return v
+}
+
+// now reads the node's clock, in seconds.
+func (n *node) now() int64 {
+	n.tb.Helper()
+	t, err := strconv.ParseInt(n.do("TIME").Array()[0].String(), 10, 64)
+	if err != nil {
+		n.tb.Fatalf("TIME: %v", err)
+	}
+	return t
+}
+
+// Stop stops the server (idempotent).
+func (s *Server) Stop() { s.n.stop() }
 
 // Restart stops the server and starts a new, empty one on the same port, as a
 // Redis restart without persistence looks to the gateway: data and script
 // cache are gone.
 func (s *Server) Restart() {
-	s.tb.Helper()
+	s.n.tb.Helper()
 	port, _ := strconv.Atoi(s.Addr[strings.LastIndexByte(s.Addr, ':')+1:])
 	s.Stop()
-	bin, _ := exec.LookPath("redis-server")
-	s.start(bin, port)
+	s.start(port)
 }
 
 // Do sends one command and returns the reply; Redis error replies are
 // returned as values (Type() == resp.Error), transport errors fail the test.
 func (s *Server) Do(args ...string) resp.Value {
-	s.tb.Helper()
-	vals := make([]resp.Value, len(args))
-	for i, a := range args {
-		vals[i] = resp.StringValue(a)
-	}
-	raw, err := resp.ArrayValue(vals).MarshalRESP()
-	if err != nil {
-		s.tb.Fatalf("encoding %v: %v", args, err)
-	}
-	return s.roundTrip(raw)
+	s.n.tb.Helper()
+	return s.n.do(args...)
 }
 
 // Int sends one command whose reply is an integer (or a number in a bulk
 // string, or nil as 0), and returns it.
 func (s *Server) Int(args ...string) int64 {
-	s.tb.Helper()
-	v := s.Do(args...)
+	s.n.tb.Helper()
+	return toInt(s.n.tb, args, s.Do(args...))
+}
+
+// toInt reads a reply as a number (nil: 0), or fails the test.
+func toInt(tb testing.TB, args []string, v resp.Value) int64 {
+	tb.Helper()
 	if v.Type() == resp.Error {
-		s.tb.Fatalf("%v: %v", args, v.Error())
+		tb.Fatalf("%v: %v", args, v.Error())
 	}
 	if v.IsNull() {
 		return 0
 	}
 	n, err := strconv.ParseInt(v.String(), 10, 64)
 	if err != nil {
-		s.tb.Fatalf("%v: not a number: %q", args, v.String())
+		tb.Fatalf("%v: not a number: %q", args, v.String())
 	}
 	return n
-}
-
-// roundTrip sends raw RESP and reads one reply.
-func (s *Server) roundTrip(raw []byte) resp.Value {
-	s.tb.Helper()
-	if s.conn == nil {
-		s.tb.Fatalf("redis-server at %s is stopped", s.Addr)
-	}
-	s.conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := s.conn.Write(raw); err != nil {
-		s.tb.Fatalf("writing to redis: %v", err)
-	}
-	v, _, err := s.rd.ReadValue()
-	if err != nil {
-		s.tb.Fatalf("reading from redis: %v", err)
-	}
-	return v
 }
 
 // Forward sends one query the plugin made, as the gateway would, and returns
 // the raw reply to hand back to the plugin.
 func (s *Server) Forward(query []byte) []byte {
-	s.tb.Helper()
-	raw, err := s.roundTrip(s.withClock(query)).MarshalRESP()
+	s.n.tb.Helper()
+	return marshal(s.n.tb, s.n.roundTrip(s.withClock(s.n.tb, query)))
+}
+
+// marshal encodes a reply to hand back to the plugin.
+func marshal(tb testing.TB, v resp.Value) []byte {
+	raw, err := v.MarshalRESP()
 	if err != nil {
-		s.tb.Fatalf("encoding the reply: %v", err)
+		tb.Fatalf("encoding the reply: %v", err)
 	}
 	return raw
 }
@@ -206,7 +326,14 @@ func (s *Server) Forward(query []byte) []byte {
 // this server. It returns how many calls it answered. When the server is
 // stopped, calls are answered with a failed status, as the gateway does.
 func (s *Server) Answer(host proxytest.HostEmulator, contextID uint32) int {
-	s.tb.Helper()
+	s.n.tb.Helper()
+	return answer(s.n.tb, host, contextID, func() bool { return s.n.conn != nil }, s.Forward)
+}
+
+// answer answers the pending calls of a context one by one with forward, or
+// with a failed status when up says the backend is down, until none is left.
+func answer(tb testing.TB, host proxytest.HostEmulator, contextID uint32, up func() bool, forward func([]byte) []byte) int {
+	tb.Helper()
 	n := 0
 	for ; n < 100; n++ {
 		pending := host.GetRedisCalloutAttributesFromContext(contextID)
@@ -214,24 +341,29 @@ func (s *Server) Answer(host proxytest.HostEmulator, contextID uint32) int {
 			return n
 		}
 		call := pending[0]
-		if s.conn == nil {
+		if !up() {
 			host.CallOnRedisCallResponse(call.CalloutID, 1, nil)
 			continue
 		}
-		host.CallOnRedisCallResponse(call.CalloutID, 0, s.Forward(call.Query))
+		host.CallOnRedisCallResponse(call.CalloutID, 0, forward(call.Query))
 	}
-	s.tb.Fatalf("more than %d Redis calls pending for context %d: the plugin is looping", n, contextID)
+	tb.Fatalf("more than %d Redis calls pending for context %d: the plugin is looping", n, contextID)
 	return n
 }
 
 // Keys lists the keys matching a pattern, sorted by Redis's order.
 func (s *Server) Keys(pattern string) []string {
-	s.tb.Helper()
-	var keys []string
-	for _, v := range s.Do("KEYS", pattern).Array() {
-		keys = append(keys, v.String())
+	s.n.tb.Helper()
+	return strs(s.Do("KEYS", pattern))
+}
+
+// strs returns the elements of an array reply as strings.
+func strs(v resp.Value) []string {
+	var out []string
+	for _, e := range v.Array() {
+		out = append(out, e.String())
 	}
-	return keys
+	return out
 }
 
 // String renders the server for messages.
@@ -239,20 +371,20 @@ func (s *Server) String() string { return fmt.Sprintf("redis-server on %s", s.Ad
 
 // Now returns Redis's clock, in seconds.
 func (s *Server) Now() int64 {
-	s.tb.Helper()
-	n, err := strconv.ParseInt(s.Do("TIME").Array()[0].String(), 10, 64)
-	if err != nil {
-		s.tb.Fatalf("TIME: %v", err)
-	}
-	return n
+	s.n.tb.Helper()
+	return s.n.now()
 }
 
 // AvoidWindowEdge waits, when Redis's clock is within margin seconds of the
 // end of a window of the given length, until the next window has begun, so a
 // test that makes several calls sees them all land in one window.
 func (s *Server) AvoidWindowEdge(window, margin int64) {
-	s.tb.Helper()
-	if left := window - s.Now()%window; left <= margin {
+	s.n.tb.Helper()
+	avoidWindowEdge(s.Now(), window, margin)
+}
+
+func avoidWindowEdge(now, window, margin int64) {
+	if left := window - now%window; left <= margin {
 		time.Sleep(time.Duration(left)*time.Second + 100*time.Millisecond)
 	}
 }
