@@ -42,296 +42,285 @@ func (p *plugin) retriesPending() int {
 	return len(p.host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID))
 }
 
+// freshRedisAt empties Redis and sets its clock to a whole second an hour
+// ahead plus offset seconds, until the test ends; it returns that second.
+func freshRedisAt(t *testing.T, redis *redistest.Server, offset float64) float64 {
+	redis.Do("FLUSHALL")
+	second := float64(redis.Now() + 3600)
+	redis.SetClock(second + offset)
+	t.Cleanup(func() { redis.SetClock(0) })
+	return second
+}
+
 // queueConfig limits the one API key to 10 requests a second, queueing.
 func queueConfig(extra string) string {
 	return apiKeyConfig(`"over_limit_action": "queue", `+extra, `"query_per_second": 10`)
 }
 
-func TestQueueAdmitsOverLimitRequestsWhenTheWindowTurns(t *testing.T) {
+// TestQueue runs every queue test on one Redis and one compiled WASM module
+// (compiling one takes seconds).
+func TestQueue(t *testing.T) {
 	redis := redistest.Start(t)
 	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		second := float64(redis.Now() + 3600)
-		redis.SetClock(second + 0.05)
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, queueConfig(""))
-		key := [2]string{"x-api-key", "sk-1"}
-
-		// 20 requests against 10 a second: 10 go at once, 10 wait.
-		var all, waiting []*exchange
-		for i := 0; i < 20; i++ {
-			x := p.request(key)
-			all = append(all, x)
-			if !x.passed() {
-				require.Nil(t, x.local(), "request %d was rejected instead of queued", i+1)
-				waiting = append(waiting, x)
-			}
-		}
-		require.Len(t, waiting, 10, "the first 10 go at once")
-		bucket := func(s int64) int64 { return redis.Int("GET", apiKeySubject+":q1:"+strconv.FormatInt(s, 10)) }
-		assert.Equal(t, int64(10), bucket(int64(second)), "the waiting ones are not counted")
-
-		// The second ends 950 ms on: nothing goes before, all 10 then, in
-		// arrival order, none rejected.
-		order := map[uint32]int{}
-		for tick := 1; tick <= 12; tick++ {
-			p.tick(waiting)
-			for _, x := range waiting {
-				require.Nil(t, x.local(), "a queued request was rejected at tick %d", tick)
-				if _, seen := order[x.id]; x.passed() && !seen {
-					order[x.id] = tick*1000 + len(order)
-				}
-			}
-			if tick < 10 {
-				require.Empty(t, order, "admitted at tick %d, before the window turned", tick)
-			}
-		}
-		require.Len(t, order, 10, "every queued request admitted")
-		for i, x := range waiting {
-			assert.Equal(t, 10*1000+i, order[x.id], "request %d admitted at tick 10 (1 s on), in arrival order", i+11)
-		}
-		assert.Equal(t, int64(10), bucket(int64(second)+1), "counted in the next second")
-		for _, x := range all {
-			x.done()
-		}
+		t.Run("queueAdmitsOverLimitRequestsWhenTheWindowTurns", func(t *testing.T) { queueAdmitsOverLimitRequestsWhenTheWindowTurns(t, redis) })
+		t.Run("queueRejectsWhenRoomComesAfterTheMaximumWait", func(t *testing.T) { queueRejectsWhenRoomComesAfterTheMaximumWait(t, redis) })
+		t.Run("queueWaitsForAConcurrencySlotUntilItsMaximum", func(t *testing.T) { queueWaitsForAConcurrencySlotUntilItsMaximum(t, redis) })
+		t.Run("queuedRequestWhoseClientLeavesMakesWayForTheNext", func(t *testing.T) { queuedRequestWhoseClientLeavesMakesWayForTheNext(t, redis) })
+		t.Run("queueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow", func(t *testing.T) { queueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow(t, redis) })
+		t.Run("queueUndoesTheAdmissionOfAClientThatLeftMidRetry", func(t *testing.T) { queueUndoesTheAdmissionOfAClientThatLeftMidRetry(t, redis) })
+		t.Run("queueWaitsForTokensAndRejectsWhatCanNeverFit", func(t *testing.T) { queueWaitsForTokensAndRejectsWhatCanNeverFit(t, redis) })
 	})
 }
 
-func TestQueueRejectsWhenRoomComesAfterTheMaximumWait(t *testing.T) {
-	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		second := float64(redis.Now() + 3600)
-		redis.SetClock(second + 0.05)
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, queueConfig(`"max_queue_wait_ms": 200, `))
-		key := [2]string{"x-api-key", "sk-1"}
+func queueAdmitsOverLimitRequestsWhenTheWindowTurns(t *testing.T, redis *redistest.Server) {
+	second := freshRedisAt(t, redis, 0.05)
+	p := startPlugin(t, redis, queueConfig(""))
+	key := [2]string{"x-api-key", "sk-1"}
 
-		// Room comes 950 ms on, later than 200 ms: the late ten are
-		// rejected at once, told when the window turns.
-		passed := 0
-		for i := 0; i < 20; i++ {
-			x := p.request(key)
-			if x.passed() {
-				passed++
-			} else {
-				local := x.requireRejected(429)
-				assert.Equal(t, "1", header(local.Headers, "Retry-After"))
-			}
-			x.done()
+	// 20 requests against 10 a second: 10 go at once, 10 wait.
+	var all, waiting []*exchange
+	for i := 0; i < 20; i++ {
+		x := p.request(key)
+		all = append(all, x)
+		if !x.passed() {
+			require.Nil(t, x.local(), "request %d was rejected instead of queued", i+1)
+			waiting = append(waiting, x)
 		}
-		assert.Equal(t, 10, passed)
+	}
+	require.Len(t, waiting, 10, "the first 10 go at once")
+	bucket := func(s int64) int64 { return redis.Int("GET", apiKeySubject+":q1:"+strconv.FormatInt(s, 10)) }
+	assert.Equal(t, int64(10), bucket(int64(second)), "the waiting ones are not counted")
 
-		// 150 ms before the window turns, they wait, and go when it does.
-		redis.SetClock(second + 1.85)
-		var waiting []*exchange
-		for i := 0; i < 20; i++ {
-			x := p.request(key)
-			if !x.passed() {
-				require.Nil(t, x.local(), "request %d was rejected instead of queued", i+1)
-				waiting = append(waiting, x)
-			}
-		}
-		require.Len(t, waiting, 10)
+	// The second ends 950 ms on: nothing goes before, all 10 then, in
+	// arrival order, none rejected.
+	order := map[uint32]int{}
+	for tick := 1; tick <= 12; tick++ {
 		p.tick(waiting)
 		for _, x := range waiting {
-			assert.False(t, x.passed(), "admitted before the window turned")
-		}
-		p.tick(waiting)
-		for i, x := range waiting {
-			assert.True(t, x.passed(), "queued request %d admitted once the window turned", i+1)
-		}
-	})
-}
-
-func TestQueueWaitsForAConcurrencySlotUntilItsMaximum(t *testing.T) {
-	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(float64(redis.Now() + 3600))
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, apiKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 300, `, `"max_concurrent_requests": 1`))
-		key := [2]string{"x-api-key", "sk-1"}
-		held := func() int64 { return redis.Int("ZCARD", apiKeySubject+":c") }
-
-		first := p.request(key)
-		require.True(t, first.passed())
-		first.responseHeaders("text/event-stream")
-		second, third := p.request(key), p.request(key)
-		waiting := []*exchange{second, third}
-		require.Nil(t, second.local())
-		require.Nil(t, third.local())
-
-		// A slot frees when the first ends: the second, first in line, takes it
-		// at the next tick; the third waits on.
-		p.tick(waiting)
-		assert.False(t, second.passed())
-		first.done()
-		assert.Equal(t, int64(0), held())
-		p.tick(waiting)
-		require.True(t, second.passed(), "the first in line takes the freed slot")
-		assert.False(t, third.passed())
-		assert.Nil(t, third.local(), "200 ms waited of 300")
-		assert.Equal(t, int64(1), held())
-
-		// The third waits its 300 ms, then is told it is a concurrency limit.
-		p.tick(waiting)
-		local := third.requireRejected(429)
-		assert.Contains(t, string(local.Data), "limited to 1")
-		assert.Equal(t, "1", header(local.Headers, "Retry-After"))
-		assert.Equal(t, int64(1), held(), "the one given up on took no slot")
-		second.done()
-		third.done()
-		assert.Equal(t, int64(0), held())
-	})
-}
-
-func TestQueuedRequestWhoseClientLeavesMakesWayForTheNext(t *testing.T) {
-	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(float64(redis.Now() + 3600))
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, apiKeyConfig(`"over_limit_action": "queue", `, `"max_concurrent_requests": 1`))
-		key := [2]string{"x-api-key", "sk-1"}
-
-		first := p.request(key)
-		require.True(t, first.passed())
-		second, third := p.request(key), p.request(key)
-		waiting := []*exchange{second, third}
-		p.tick(waiting)
-
-		// The second's client leaves; when the slot frees, the third takes it.
-		second.done()
-		assert.Nil(t, second.local(), "a client that left is sent nothing")
-		first.done()
-		p.tick(waiting)
-		assert.True(t, third.passed(), "the next in line takes the slot")
-		assert.False(t, second.passed())
-		third.done()
-		assert.Equal(t, int64(0), redis.Int("ZCARD", apiKeySubject+":c"), "every lease released")
-	})
-}
-
-func TestQueueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow(t *testing.T) {
-	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(float64(redis.Now() + 3600))
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, apiKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 300, `, `"max_concurrent_requests": 1`))
-		key := [2]string{"x-api-key", "sk-1"}
-		pending := func(xs []*exchange) (n int) {
-			for _, x := range xs {
-				n += len(p.host.GetRedisCalloutAttributesFromContext(x.id))
+			require.Nil(t, x.local(), "a queued request was rejected at tick %d", tick)
+			if _, seen := order[x.id]; x.passed() && !seen {
+				order[x.id] = tick*1000 + len(order)
 			}
-			return n
 		}
+		if tick < 10 {
+			require.Empty(t, order, "admitted at tick %d, before the window turned", tick)
+		}
+	}
+	require.Len(t, order, 10, "every queued request admitted")
+	for i, x := range waiting {
+		assert.Equal(t, 10*1000+i, order[x.id], "request %d admitted at tick 10 (1 s on), in arrival order", i+11)
+	}
+	assert.Equal(t, int64(10), bucket(int64(second)+1), "counted in the next second")
+	for _, x := range all {
+		x.done()
+	}
+}
 
-		first := p.request(key)
-		require.True(t, first.passed())
-		var waiting []*exchange
-		for i := 0; i < 6; i++ {
-			waiting = append(waiting, p.request(key))
-		}
-		require.Equal(t, 0, pending(waiting), "the five behind the first in line did not ask Redis")
+func queueRejectsWhenRoomComesAfterTheMaximumWait(t *testing.T, redis *redistest.Server) {
+	second := freshRedisAt(t, redis, 0.05)
+	p := startPlugin(t, redis, queueConfig(`"max_queue_wait_ms": 200, `))
+	key := [2]string{"x-api-key", "sk-1"}
 
-		// Six waiting: one call a tick, the first in line's.
-		p.tick(waiting)
-		redis.SetClock(redis.Clock() + 0.1)
-		p.host.Tick()
-		require.Equal(t, 1, p.retriesPending(), "one retry for the whole line")
-		require.Equal(t, 0, pending(waiting))
+	// Room comes 950 ms on, later than 200 ms: the late ten are
+	// rejected at once, told when the window turns.
+	passed := 0
+	for i := 0; i < 20; i++ {
+		x := p.request(key)
+		if x.passed() {
+			passed++
+		} else {
+			local := x.requireRejected(429)
+			assert.Equal(t, "1", header(local.Headers, "Retry-After"))
+		}
+		x.done()
+	}
+	assert.Equal(t, 10, passed)
 
-		// Redis does not answer the retry for two ticks: the others' 300 ms
-		// end, and they are rejected on time; the first in line waits for
-		// its answer, which rejects it too.
-		redis.SetClock(redis.Clock() + 0.1)
-		p.host.Tick()
-		for _, x := range waiting {
-			require.Nil(t, x.local(), "300 ms have not passed")
+	// 150 ms before the window turns, they wait, and go when it does.
+	redis.SetClock(second + 1.85)
+	var waiting []*exchange
+	for i := 0; i < 20; i++ {
+		x := p.request(key)
+		if !x.passed() {
+			require.Nil(t, x.local(), "request %d was rejected instead of queued", i+1)
+			waiting = append(waiting, x)
 		}
-		redis.SetClock(redis.Clock() + 0.1)
-		p.host.Tick()
-		assert.Nil(t, waiting[0].local(), "Redis has not answered the first in line")
-		for _, x := range waiting[1:] {
-			x.requireRejected(429)
+	}
+	require.Len(t, waiting, 10)
+	p.tick(waiting)
+	for _, x := range waiting {
+		assert.False(t, x.passed(), "admitted before the window turned")
+	}
+	p.tick(waiting)
+	for i, x := range waiting {
+		assert.True(t, x.passed(), "queued request %d admitted once the window turned", i+1)
+	}
+}
+
+func queueWaitsForAConcurrencySlotUntilItsMaximum(t *testing.T, redis *redistest.Server) {
+	freshRedisAt(t, redis, 0)
+	p := startPlugin(t, redis, apiKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 300, `, `"max_concurrent_requests": 1`))
+	key := [2]string{"x-api-key", "sk-1"}
+	held := func() int64 { return redis.Int("ZCARD", apiKeySubject+":c") }
+
+	first := p.request(key)
+	require.True(t, first.passed())
+	first.responseHeaders("text/event-stream")
+	second, third := p.request(key), p.request(key)
+	waiting := []*exchange{second, third}
+	require.Nil(t, second.local())
+	require.Nil(t, third.local())
+
+	// A slot frees when the first ends: the second, first in line, takes it
+	// at the next tick; the third waits on.
+	p.tick(waiting)
+	assert.False(t, second.passed())
+	first.done()
+	assert.Equal(t, int64(0), held())
+	p.tick(waiting)
+	require.True(t, second.passed(), "the first in line takes the freed slot")
+	assert.False(t, third.passed())
+	assert.Nil(t, third.local(), "200 ms waited of 300")
+	assert.Equal(t, int64(1), held())
+
+	// The third waits its 300 ms, then is told it is a concurrency limit.
+	p.tick(waiting)
+	local := third.requireRejected(429)
+	assert.Contains(t, string(local.Data), "limited to 1")
+	assert.Equal(t, "1", header(local.Headers, "Retry-After"))
+	assert.Equal(t, int64(1), held(), "the one given up on took no slot")
+	second.done()
+	third.done()
+	assert.Equal(t, int64(0), held())
+}
+
+func queuedRequestWhoseClientLeavesMakesWayForTheNext(t *testing.T, redis *redistest.Server) {
+	freshRedisAt(t, redis, 0)
+	p := startPlugin(t, redis, apiKeyConfig(`"over_limit_action": "queue", `, `"max_concurrent_requests": 1`))
+	key := [2]string{"x-api-key", "sk-1"}
+
+	first := p.request(key)
+	require.True(t, first.passed())
+	second, third := p.request(key), p.request(key)
+	waiting := []*exchange{second, third}
+	p.tick(waiting)
+
+	// The second's client leaves; when the slot frees, the third takes it.
+	second.done()
+	assert.Nil(t, second.local(), "a client that left is sent nothing")
+	first.done()
+	p.tick(waiting)
+	assert.True(t, third.passed(), "the next in line takes the slot")
+	assert.False(t, second.passed())
+	third.done()
+	assert.Equal(t, int64(0), redis.Int("ZCARD", apiKeySubject+":c"), "every lease released")
+}
+
+func queueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow(t *testing.T, redis *redistest.Server) {
+	freshRedisAt(t, redis, 0)
+	p := startPlugin(t, redis, apiKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 300, `, `"max_concurrent_requests": 1`))
+	key := [2]string{"x-api-key", "sk-1"}
+	pending := func(xs []*exchange) (n int) {
+		for _, x := range xs {
+			n += len(p.host.GetRedisCalloutAttributesFromContext(x.id))
 		}
-		assert.Equal(t, 1, p.retriesPending(), "only the first in line asked Redis")
-		p.answerAll(waiting)
-		waiting[0].requireRejected(429)
-		first.done()
-		for _, x := range waiting {
-			x.done()
-		}
-		assert.Equal(t, int64(0), redis.Int("ZCARD", apiKeySubject+":c"))
-	})
+		return n
+	}
+
+	first := p.request(key)
+	require.True(t, first.passed())
+	var waiting []*exchange
+	for i := 0; i < 6; i++ {
+		waiting = append(waiting, p.request(key))
+	}
+	require.Equal(t, 0, pending(waiting), "the five behind the first in line did not ask Redis")
+
+	// Six waiting: one call a tick, the first in line's.
+	p.tick(waiting)
+	redis.SetClock(redis.Clock() + 0.1)
+	p.host.Tick()
+	require.Equal(t, 1, p.retriesPending(), "one retry for the whole line")
+	require.Equal(t, 0, pending(waiting))
+
+	// Redis does not answer the retry for two ticks: the others' 300 ms
+	// end, and they are rejected on time; the first in line waits for
+	// its answer, which rejects it too.
+	redis.SetClock(redis.Clock() + 0.1)
+	p.host.Tick()
+	for _, x := range waiting {
+		require.Nil(t, x.local(), "300 ms have not passed")
+	}
+	redis.SetClock(redis.Clock() + 0.1)
+	p.host.Tick()
+	assert.Nil(t, waiting[0].local(), "Redis has not answered the first in line")
+	for _, x := range waiting[1:] {
+		x.requireRejected(429)
+	}
+	assert.Equal(t, 1, p.retriesPending(), "only the first in line asked Redis")
+	p.answerAll(waiting)
+	waiting[0].requireRejected(429)
+	first.done()
+	for _, x := range waiting {
+		x.done()
+	}
+	assert.Equal(t, int64(0), redis.Int("ZCARD", apiKeySubject+":c"))
 }
 
 // A client that leaves while its retry is with Redis: the admission the
 // retry won is undone when its answer comes (a retry goes out on the
 // plugin's own context, whose answers are never dropped).
-func TestQueueUndoesTheAdmissionOfAClientThatLeftMidRetry(t *testing.T) {
-	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		second := float64(redis.Now() + 3600)
-		redis.SetClock(second + 0.95)
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, queueConfig(""))
-		key := [2]string{"x-api-key", "sk-1"}
-		for i := 0; i < 10; i++ {
-			require.True(t, p.request(key).passed())
-		}
-		leaving, next := p.request(key), p.request(key)
-		require.Nil(t, leaving.local())
+func queueUndoesTheAdmissionOfAClientThatLeftMidRetry(t *testing.T, redis *redistest.Server) {
+	second := freshRedisAt(t, redis, 0.95)
+	p := startPlugin(t, redis, queueConfig(""))
+	key := [2]string{"x-api-key", "sk-1"}
+	for i := 0; i < 10; i++ {
+		require.True(t, p.request(key).passed())
+	}
+	leaving, next := p.request(key), p.request(key)
+	require.Nil(t, leaving.local())
 
-		// The window turns; the first in line's retry goes out, and its
-		// client leaves before Redis answers.
-		redis.SetClock(redis.Clock() + 0.1)
-		p.host.Tick()
-		require.Equal(t, 1, p.retriesPending())
-		p.host.CompleteHttpContext(leaving.id)
-		assert.Equal(t, 2, redis.Answer(p.host, proxytest.PluginContextID), "the retry, then the rollback its answer sent")
-		p.tick([]*exchange{next})
+	// The window turns; the first in line's retry goes out, and its
+	// client leaves before Redis answers.
+	redis.SetClock(redis.Clock() + 0.1)
+	p.host.Tick()
+	require.Equal(t, 1, p.retriesPending())
+	p.host.CompleteHttpContext(leaving.id)
+	assert.Equal(t, 2, redis.Answer(p.host, proxytest.PluginContextID), "the retry, then the rollback its answer sent")
+	p.tick([]*exchange{next})
 
-		assert.True(t, next.passed(), "the next in line goes")
-		assert.Nil(t, leaving.local(), "nothing is sent to a client that left")
-		assert.Equal(t, int64(1), redis.Int("GET", apiKeySubject+":q1:"+strconv.FormatInt(int64(second)+1, 10)),
-			"only the next in line counts in the new second")
-	})
+	assert.True(t, next.passed(), "the next in line goes")
+	assert.Nil(t, leaving.local(), "nothing is sent to a client that left")
+	assert.Equal(t, int64(1), redis.Int("GET", apiKeySubject+":q1:"+strconv.FormatInt(int64(second)+1, 10)),
+		"only the next in line counts in the new second")
 }
 
 // Reservations queue too: a request waits for the tokens it reserves, and
 // one that could never fit (it reserves more than the window holds) is
 // rejected at once rather than after waiting in vain.
-func TestQueueWaitsForTokensAndRejectsWhatCanNeverFit(t *testing.T) {
-	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		minute := float64((redis.Now()/60 + 60) * 60)
-		redis.SetClock(minute + 59.85)
-		defer redis.SetClock(0)
-		p := startPlugin(t, redis, apiKeyConfig(reservationOn+`"over_limit_action": "queue", `, `"token_per_minute": 1000`))
-		key := [2]string{"x-api-key", "sk-1"}
+func queueWaitsForTokensAndRejectsWhatCanNeverFit(t *testing.T, redis *redistest.Server) {
+	redis.Do("FLUSHALL")
+	minute := float64((redis.Now()/60 + 60) * 60)
+	redis.SetClock(minute + 59.85)
+	defer redis.SetClock(0)
+	p := startPlugin(t, redis, apiKeyConfig(reservationOn+`"over_limit_action": "queue", `, `"token_per_minute": 1000`))
+	key := [2]string{"x-api-key", "sk-1"}
 
-		first := p.sendBody(chatBody(600), key).answer()
-		require.True(t, first.passed())
-		tooBig := p.sendBody(chatBody(1001), key).answer()
-		tooBig.requireRejected(429)
-		waiting := p.sendBody(chatBody(600), key).answer()
-		require.Nil(t, waiting.local(), "600 more do not fit this minute: it waits")
+	first := p.sendBody(chatBody(600), key).answer()
+	require.True(t, first.passed())
+	tooBig := p.sendBody(chatBody(1001), key).answer()
+	tooBig.requireRejected(429)
+	waiting := p.sendBody(chatBody(600), key).answer()
+	require.Nil(t, waiting.local(), "600 more do not fit this minute: it waits")
 
-		p.tick([]*exchange{waiting})
-		assert.False(t, waiting.passed())
-		p.tick([]*exchange{waiting})
-		assert.True(t, waiting.passed(), "the minute turned: it goes, reserving in the new one")
-		reserved := func(m float64) int64 {
-			return redis.Int("GET", apiKeySubject+":t60:"+strconv.FormatInt(int64(m)/60, 10))
-		}
-		assert.Greater(t, reserved(minute), int64(600))
-		assert.Equal(t, reserved(minute), reserved(minute+60), "the same reservation, in the new minute")
-		first.done()
-		waiting.done()
-	})
+	p.tick([]*exchange{waiting})
+	assert.False(t, waiting.passed())
+	p.tick([]*exchange{waiting})
+	assert.True(t, waiting.passed(), "the minute turned: it goes, reserving in the new one")
+	reserved := func(m float64) int64 {
+		return redis.Int("GET", apiKeySubject+":t60:"+strconv.FormatInt(int64(m)/60, 10))
+	}
+	assert.Greater(t, reserved(minute), int64(600))
+	assert.Equal(t, reserved(minute), reserved(minute+60), "the same reservation, in the new minute")
+	first.done()
+	waiting.done()
 }
