@@ -39,6 +39,14 @@ fuzz:
 	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./config/ || exit 1; done
 
+# The long suites: the soak test with 100,000 random requests through the
+# plugin in WASM mode against a real redis-server (exact charges per subject,
+# the module's memory at 10 % and 100 %), then each fuzz target for 10 minutes.
+.PHONY: proof
+proof:
+	SOAK_REQUESTS=100000 $(GO) test -count=1 -v -timeout 60m -run '^TestSoak$$' .
+	$(MAKE) fuzz FUZZTIME=10m
+
 clean:
 	rm -f main.wasm wasm-unit-test.wasm
 	rm -rf bin

@@ -117,6 +117,25 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 		}
 		assert.Equal(t, 2, admitted, "2 × 401 reserved; a third does not fit in 1,000")
 		assert.Equal(t, int64(802), p.minuteCounter(apiKeySubject), "the counter keeps both estimates")
+
+		// An Anthropic stream reports its input (and one output token) as it
+		// starts: cut short after that, it still pays its estimate, not the
+		// 101 tokens reported so far. Cut after more than the estimate, it
+		// pays what it reported.
+		redis.Do("FLUSHALL")
+		for _, c := range []struct {
+			input int
+			want  int64
+		}{{100, 401}, {600, 601}} {
+			x := p.sendBody(chatBody(400), [2]string{"x-api-key", "sk-1"}).answer()
+			require.True(t, x.passed())
+			x.responseHeaders("text/event-stream")
+			started := sseEvents(anthropicStream(c.input, 0, 0, 300))[0]
+			p.host.CallOnResponseBody(x.id, []byte(started), false)
+			before := p.minuteCounter(apiKeySubject)
+			x.done()
+			assert.Equal(t, c.want, p.minuteCounter(apiKeySubject)-before+401, "input %d", c.input)
+		}
 	})
 }
 

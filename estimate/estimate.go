@@ -71,6 +71,8 @@ package estimate
 import (
 	"strings"
 	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays, the top-level object
@@ -90,6 +92,10 @@ type Options struct {
 	BytesPerToken           int64 // > 0; a value ≤ 0 is taken as 1, the most cautious estimate
 	DefaultCompletionTokens int64 // used when the request names no output cap; a value < 0 is taken as 0
 	MaxBodyBytes            int64 // bodies larger than this are estimated by size without parsing; ≤ 0: no limit
+	// ModelOfLargeBodies: find the model of a body larger than MaxBodyBytes
+	// all the same (its top-level "model"; one scan that skips the values),
+	// for a cost that depends on the model.
+	ModelOfLargeBodies bool
 }
 
 // Request estimates a request from its body (nil or empty for a bodyless
@@ -102,7 +108,15 @@ type Options struct {
 func Request(body []byte, path string, o Options) Estimate {
 	// Unparsed (empty, too large, not JSON), a body is estimated by its size.
 	e := Size(int64(len(body)), path, o)
-	if len(body) == 0 || o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+	if len(body) == 0 {
+		return e
+	}
+	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+		if o.ModelOfLargeBodies && e.Model == "" {
+			if m := gjson.GetBytes(body, "model"); m.Type == gjson.String && m.Str != "" {
+				e.Model = strings.Clone(m.Str) // a copy: the body may be reused
+			}
+		}
 		return e
 	}
 	w := walker{s: unsafe.String(unsafe.SliceData(body), len(body))}

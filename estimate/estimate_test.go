@@ -326,6 +326,22 @@ func TestUnparsed(t *testing.T) {
 		want: Estimate{Prompt: 6, Completion: 100, Model: "m", Parsed: true},
 	}})
 
+	// With a cost that depends on the model, a body over the limit still
+	// names its model.
+	withModel := o
+	withModel.ModelOfLargeBodies = true
+	named := `{"messages":[{"content":"` + strings.Repeat("x", 64) + `"}],"model":"claude-opus-4"}`
+	unnamed := `{"messages":[{"content":"` + strings.Repeat("x", 64) + `"}]}`
+	runCases(t, withModel, []requestCase{{
+		name: "over the size limit, model wanted",
+		body: named,
+		want: Estimate{Prompt: bySize(named), Completion: 100, Model: "claude-opus-4"},
+	}, {
+		name: "over the size limit, no model",
+		body: unnamed,
+		want: Estimate{Prompt: bySize(unnamed), Completion: 100},
+	}})
+
 	o.MaxBodyBytes = 0
 	tooDeep := []string{
 		deep(MaxDepth + 1),

@@ -25,8 +25,14 @@ func reference(body []byte, path string, o Options) Estimate {
 	if int64(len(body))%bpt != 0 {
 		bySize++
 	}
-	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes ||
-		!gjson.ValidBytes(body) || nestingDepth(body) > MaxDepth {
+	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+		e.Prompt = bySize
+		if m := gjson.GetBytes(body, "model"); o.ModelOfLargeBodies && e.Model == "" && m.Type == gjson.String {
+			e.Model = m.Str
+		}
+		return e
+	}
+	if !gjson.ValidBytes(body) || nestingDepth(body) > MaxDepth {
 		e.Prompt = bySize
 		return e
 	}

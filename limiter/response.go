@@ -45,6 +45,7 @@ func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 	if r := admitted(ctx); r != nil {
 		r.usage.Write(chunk)
 		if last {
+			r.complete = true
 			r.settle()
 		} else {
 			r.renewLeases()
@@ -72,7 +73,9 @@ func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 // settle charges what the request cost, once: the usage the response
 // reported, in the configured cost, less what was reserved at admission.
 // Without usage, an upstream error gives the reservation back, and anything
-// else (an aborted stream) keeps it.
+// else (an aborted stream) keeps it. A successful stream cut short pays at
+// least its reservation, whatever usage it reported so far: that may be
+// partial (Anthropic reports the input, and one output token, as it starts).
 func (r *request) settle() {
 	if r.settled {
 		return
@@ -80,9 +83,13 @@ func (r *request) settle() {
 	r.settled = true
 	r.usage.Finish()
 	cost := r.reserved
+	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if u, ok := r.usage.Usage(); ok {
 		cost = r.pc.rules.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, r.model)
-	} else if r.status >= 300 || r.status != 0 && r.status < 200 {
+		if !r.complete && !failed {
+			cost = max(cost, r.reserved)
+		}
+	} else if failed {
 		cost = 0
 		if debugEnabled() {
 			log.Debugf("upstream answered %d without usage: giving back %d reserved tokens", r.status, r.reserved)
