@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -37,21 +38,22 @@ var (
 )
 
 // buildWasm compiles a plugin package to WASM once per benchmark run.
-func buildWasm(b *testing.B, pkg string) []byte {
-	b.Helper()
-	out := filepath.Join(b.TempDir(), "plugin.wasm")
+func buildWasm(tb testing.TB, pkg string) []byte {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), "plugin.wasm")
 	if err := wasmbuild.Build(".", pkg, out); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	wasm, err := os.ReadFile(out)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return wasm
 }
 
 // benchAllLimitsConfig adds a request window and a concurrency limit, in
-// sliding windows: the same two calls, a lease taken and released.
+// sliding windows: the same two calls, a lease taken and released (its
+// charge reply has three totals; TestBenchmarkReport measures it).
 const benchAllLimitsConfig = `{"rule_name": "chat", "window_type": "sliding", "rule_items": [{"limit_by_header": "x-api-key",
 	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000,
 	"query_per_minute": 100000, "max_concurrent_requests": 1000}]}],
@@ -131,7 +133,8 @@ func fullRequestWithBody(b *testing.B, host proxytest.HostEmulator, body []byte,
 
 func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
 	sent := 0
-	for _, call := range host.GetRedisCalloutAttributesFromContext(id) {
+	// A copy: answering a call removes it from the emulator's list in place.
+	for _, call := range slices.Clone(host.GetRedisCalloutAttributesFromContext(id)) {
 		sent += len(call.Query)
 		host.CallOnRedisCallResponse(call.CalloutID, 0, reply)
 	}
@@ -152,7 +155,6 @@ func BenchmarkRequestWASM(b *testing.B) {
 	for _, p := range []struct{ name, pkg, config string }{
 		{"noop", "./internal/noopplugin", benchConfig},
 		{"limiter", ".", benchConfig},
-		{"limiter-all-limits", ".", benchAllLimitsConfig},
 	} {
 		host, stop := wasmHost(b, buildWasm(b, p.pkg), p.config)
 		fullRequest(b, host, events) // warm up
