@@ -57,7 +57,6 @@ type request struct {
 	gone     bool                // its stream ended: nothing is to be done to it any more
 
 	admitted bool // passed every limit: its usage is to be charged
-	complete bool // its response body reached its end (not cut short)
 	settled  bool // the usage was charged (or there was nothing to charge)
 	status   int  // the upstream's response status, 0 before response headers
 	usage    tokenusage.Parser

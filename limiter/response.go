@@ -45,8 +45,7 @@ func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 	if r := admitted(ctx); r != nil {
 		r.usage.Write(chunk)
 		if last {
-			r.complete = true
-			r.settle()
+			r.settle(true)
 		} else {
 			r.renewLeases()
 		}
@@ -66,7 +65,7 @@ func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	r.gone = true
 	r.leaveQueue()
 	if r.admitted {
-		r.settle()
+		r.settle(false) // a no-op when the last chunk settled it
 	}
 }
 
@@ -76,7 +75,8 @@ func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 // else (an aborted stream) keeps it. A successful stream cut short pays at
 // least its reservation, whatever usage it reported so far: that may be
 // partial (Anthropic reports the input, and one output token, as it starts).
-func (r *request) settle() {
+// complete says whether the response body reached its end.
+func (r *request) settle(complete bool) {
 	if r.settled {
 		return
 	}
@@ -86,7 +86,7 @@ func (r *request) settle() {
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if u, ok := r.usage.Usage(); ok {
 		cost = r.pc.rules.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, r.model)
-		if !r.complete && !failed {
+		if !complete && !failed {
 			cost = max(cost, r.reserved)
 		}
 	} else if failed {
