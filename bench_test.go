@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 
@@ -72,9 +73,43 @@ const benchReservationConfig = `{"rule_name": "chat", "token_reservation": {"ena
 	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
 	"redis": {"service_name": "redis.static"}}`
 
-// wasmHost starts a compiled plugin in the host emulator, logging at info
+// goPluginVM is the plugin compiled natively: the VM context its init()
+// registered. Every emulator installs its VM as the process's VM context, so
+// it is kept from before any starts, and put back after each (pkg/test's Go
+// mode takes it from there).
+var goPluginVM types.VMContext
+
+// This runs after main.go's init(): the go command hands a package's files to
+// the compiler, whose init order they set, in name order, test files last.
+func init() { goPluginVM = proxywasm.GetVMContext() }
+
+// infoLevel answers get_log_level as a gateway logging at info does.
+func infoLevel([]byte) []byte { return binary.LittleEndian.AppendUint32(nil, 2) }
+
+// startEmulator starts a plugin on a VM with a configuration, logging at info
 // level as a gateway does in production. stop must be called before the
-// next host starts: the emulator is process-wide.
+// next emulator starts (the emulator is process-wide); it leaves the VM
+// open, so that one VM can serve many emulators in turn (each a plugin
+// reload) without compiling a module, seconds each, every time.
+func startEmulator(tb testing.TB, vm types.VMContext, config string) (host proxytest.HostEmulator, stop func()) {
+	tb.Helper()
+	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
+		WithPluginConfiguration([]byte(config)).WithVMContext(vm))
+	stop = func() {
+		reset()
+		proxywasm.SetVMContext(goPluginVM)
+	}
+	host.RegisterForeignFunction("get_log_level", infoLevel)
+	if status := host.StartPlugin(); status != types.OnPluginStartStatusOK {
+		logs := host.GetErrorLogs()
+		stop()
+		tb.Fatalf("plugin start: %v %q; configuration: %s", status, logs, config)
+	}
+	return host, stop
+}
+
+// wasmHost compiles a plugin to a VM of its own and starts it; stop closes
+// the VM too.
 func wasmHost(b *testing.B, wasm []byte, config string) (host proxytest.HostEmulator, stop func()) {
 	b.Helper()
 	log.SetOutput(io.Discard) // the emulator prints every callout
@@ -82,20 +117,12 @@ func wasmHost(b *testing.B, wasm []byte, config string) (host proxytest.HostEmul
 	if err != nil {
 		b.Fatal(err)
 	}
-	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
-		WithPluginConfiguration([]byte(config)).WithVMContext(vm))
-	stop = func() {
-		reset()
+	host, stopEmulator := startEmulator(b, vm, config)
+	return host, func() {
+		stopEmulator()
 		vm.Close()
 		log.SetOutput(os.Stderr)
 	}
-	host.RegisterForeignFunction("get_log_level", func([]byte) []byte {
-		return binary.LittleEndian.AppendUint32(nil, 2) // info
-	})
-	if status := host.StartPlugin(); status != types.OnPluginStartStatusOK {
-		b.Fatalf("plugin start: %v", status)
-	}
-	return host, stop
 }
 
 // fullRequest plays one request: headers, Redis's verdict, response headers,

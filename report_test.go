@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/binary"
 	"flag"
 	"fmt"
 	"image/color"
@@ -19,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/test"
@@ -288,39 +286,6 @@ func (h *cannedHost) CallOnRedisCallResponse(id uint32, status int32, reply []by
 // not fit, a failed charge. A measured request must have none.
 func (h *cannedHost) complaints() []string {
 	return slices.Concat(h.GetWarnLogs(), h.GetErrorLogs(), h.GetCriticalLogs())
-}
-
-// goPluginVM is the plugin compiled natively: the VM context its init()
-// registered. Every emulator installs its VM as the process's VM context, so
-// it is kept from before any starts, and put back after each (pkg/test's Go
-// mode takes it from there).
-var goPluginVM types.VMContext
-
-// This runs after main.go's init(): the go command hands a package's files to
-// the compiler, whose init order they set, in name order, test files last.
-func init() { goPluginVM = proxywasm.GetVMContext() }
-
-// infoLevel answers get_log_level as a gateway logging at info does.
-func infoLevel([]byte) []byte { return binary.LittleEndian.AppendUint32(nil, 2) }
-
-// startEmulator starts a plugin on a VM with a configuration. Unlike
-// bench_test.go's wasmHost it leaves the VM open when the emulator stops: one
-// VM serves many emulators in turn (each a plugin reload), so baseline and
-// plugin alternate without compiling a module, seconds each, at every switch.
-func startEmulator(t *testing.T, vm types.VMContext, config string) (host proxytest.HostEmulator, stop func()) {
-	t.Helper()
-	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
-		WithPluginConfiguration([]byte(config)).WithVMContext(vm))
-	stop = func() {
-		reset()
-		proxywasm.SetVMContext(goPluginVM)
-	}
-	host.RegisterForeignFunction("get_log_level", infoLevel)
-	if status := host.StartPlugin(); status != types.OnPluginStartStatusOK {
-		stop()
-		t.Fatalf("plugin start: %v; configuration: %s", status, config)
-	}
-	return host, stop
 }
 
 // timeRun starts an emulator with the case on a VM and times the case's

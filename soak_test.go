@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -21,7 +20,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/tetratelabs/wazero/api"
@@ -548,8 +546,7 @@ func startSoak(t *testing.T, redis *redistest.Server, seed uint64) *soakRun {
 	if err != nil {
 		t.Fatalf("reading the module TestMain built: %v", err)
 	}
-	goModeVM := proxywasm.GetVMContext() // the emulator resets it; the Go-mode tests need it back
-	log.SetOutput(io.Discard)            // the emulator prints every Redis call
+	log.SetOutput(io.Discard) // the emulator prints every Redis call
 	vm, err := proxytest.NewWasmVMContext(wasm)
 	if err != nil {
 		t.Fatal(err)
@@ -558,8 +555,7 @@ func startSoak(t *testing.T, redis *redistest.Server, seed uint64) *soakRun {
 	if err != nil {
 		t.Fatalf("finding the plugin's module in the emulator: %v", err)
 	}
-	host, reset := proxytest.NewHostEmulator(proxytest.NewEmulatorOption().
-		WithPluginConfiguration([]byte(soakConfig)).WithVMContext(vm))
+	host, stopEmulator := startEmulator(t, vm, soakConfig)
 	s := &soakRun{t: t, redis: redis, host: host, module: module, onLog: module.ExportedFunction("proxy_on_log"),
 		onDelete: module.ExportedFunction("proxy_on_delete"),
 		rng:      rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), want: map[string]int64{},
@@ -567,17 +563,9 @@ func startSoak(t *testing.T, redis *redistest.Server, seed uint64) *soakRun {
 		leased:      []string{soakSubject("soak-b", "limit_by_header", "x-tier", "pro")},
 		dropReplies: os.Getenv("SOAK_REPLIES") != "delivered"}
 	s.stop = func() {
-		reset()
+		stopEmulator()
 		vm.Close()
-		proxywasm.SetVMContext(goModeVM)
 		log.SetOutput(os.Stderr)
-	}
-	host.RegisterForeignFunction("get_log_level", func([]byte) []byte {
-		return binary.LittleEndian.AppendUint32(nil, 2) // info
-	})
-	if status := host.StartPlugin(); status != types.OnPluginStartStatusOK {
-		s.stop()
-		t.Fatalf("the plugin refused the configuration: %v", host.GetErrorLogs())
 	}
 	if err := host.SetProperty([]string{"source", "address"}, []byte(soakPeer+":40000")); err != nil {
 		s.stop()
