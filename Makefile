@@ -2,6 +2,8 @@
 GO ?= go
 SOURCES := $(shell git ls-files '*.go' '*.lua' 2>/dev/null | grep -v '_test.go$$') go.mod go.sum
 FUZZTIME ?= 60s
+# wazero's command runs code compiled to WASM (wasip1) outside the plugin.
+WAZERO := $(CURDIR)/bin/wazero
 
 .PHONY: build test vet bench fuzz clean
 
@@ -10,23 +12,26 @@ build: main.wasm
 main.wasm: $(SOURCES)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ .
 
-# Unit, script and plugin tests (Go and WASM mode) against a private redis-server.
-test: vet
+# Unit, script and plugin tests (Go and WASM mode) against a private
+# redis-server; then the estimate package again compiled to WASM (wasip1,
+# under wazero's command), where its hand-written WASM assembly runs.
+test: vet $(WAZERO)
 	$(GO) test -count=1 ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) test -count=1 -exec '$(WAZERO) run -mount /:/ -env-inherit' ./estimate/
 
 vet:
 	@test -z "$$(gofmt -l .)" || { gofmt -l .; echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	GOOS=wasip1 GOARCH=wasm $(GO) vet ./estimate/
+
+$(WAZERO): go.mod go.sum
+	$(GO) build -o $@ github.com/tetratelabs/wazero/cmd/wazero
 
 # BENCHMARKS.md and its plots (docs/bench/), regenerated: the cost of every
 # limiter kind and rule count against the do-nothing plugin (Go and WASM
 # mode), and the accuracy of each limiter with requests in flight.
 # wazero's command runs the estimate benchmark compiled to WASM (wasip1),
 # to show what reading a request body costs per KiB inside a gateway.
-WAZERO := $(CURDIR)/bin/wazero
-$(WAZERO): go.mod go.sum
-	$(GO) build -o $@ github.com/tetratelabs/wazero/cmd/wazero
-
 bench: $(WAZERO)
 	BENCH_REPORT=$(CURDIR) $(GO) test -run '^TestBenchmarkReport$$' -count=1 -timeout 60m -v .
 	GOOS=wasip1 GOARCH=wasm $(GO) test -exec '$(WAZERO) run' -run '^$$' -bench . -benchmem -count 5 ./estimate/

@@ -66,6 +66,12 @@
 // form of a key, a part type or a model name that contains escapes). The
 // tests hold it to a straightforward gjson implementation (ValidBytes, then
 // ForEach), which is about ten times slower and allocates per string.
+//
+// Compiled to WASM, Go spends about 100 ns on each JSON token, so the two
+// loops that read most of a body are written in WASM assembly as well as in
+// Go: the scan of a string's content (scan_wasm.s) and the reading of plain
+// messages (plain.go, plain_wasm.s). make test runs the tests of this
+// package both natively and compiled to WASM under wazero.
 package estimate
 
 import (

@@ -2,7 +2,6 @@ package estimate
 
 import (
 	"math"
-	"math/bits"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -24,7 +23,8 @@ const (
 // model and the output caps, and validates the JSON as it goes, with the
 // grammar gjson.ValidBytes accepts (RFC 8259; like ValidBytes it does not
 // check that strings are valid UTF-8). Strings, most of a body, are scanned
-// 8 bytes at a time.
+// 8 bytes at a time (scanString), and runs of plain messages, most of the
+// rest, in one call (plainTurns); both are WASM assembly in the plugin.
 //
 // It descends only into the fields that matter, a fixed number of levels, so
 // its recursion is bounded; everything else is validated and skipped by an
@@ -106,7 +106,14 @@ func (w *walker) turns() {
 		if !w.enter() {
 			return
 		}
-		for first := true; w.elem(first); first = false {
+		for first := true; ; first = false {
+			// Runs of plain messages are read in one call.
+			if end, n, text := plainTurns(w.s, w.i, first, &simpleEscape); n > 0 {
+				w.i, w.text, first = end, w.text+text, false
+			}
+			if !w.elem(first) {
+				break
+			}
 			v := w.i
 			switch w.peek() {
 			case '"':
@@ -467,13 +474,6 @@ func (w *walker) decodedStr() string {
 	return gjson.Parse(w.s[start:w.i]).Str
 }
 
-// Bytes with the high bit set, and with every bit of a byte set, for
-// comparing 8 bytes at a time.
-const (
-	highBits = 0x8080808080808080
-	lowBits  = 0x0101010101010101
-)
-
 // str reads and validates the string at w.i (at its opening quote). It
 // returns its raw content and its decoded length, which is the raw length
 // less what the escapes save. Decoding is gjson's: a \u escape of a
@@ -484,35 +484,21 @@ func (w *walker) str() (raw string, decoded int64) {
 	start := w.i + 1
 	var saved int64
 	for i := start; ; {
-		// Skip 8 bytes at a time while none of them is a quote, a
-		// backslash or a control character. In each of the three masks
-		// the lowest flagged byte is exact (a false positive only ever
-		// sits above a true one), so the lowest of them all is too.
-		for i+8 <= len(s) {
-			x := load8(s, i)
-			quote, backslash := x^('"'*lowBits), x^('\\'*lowBits)
-			m := (x-' '*lowBits)&^x | (quote-lowBits)&^quote | (backslash-lowBits)&^backslash
-			if m &= highBits; m != 0 {
-				i += bits.TrailingZeros64(m) / 8
-				break
-			}
-			i += 8
-		}
+		// scanString skips the plain bytes and the two-byte escapes
+		// (\n, \"), each of which saves a byte.
+		j, escapes := scanString(s, i, &simpleEscape)
+		i = j
+		saved += int64(escapes)
 		if i >= len(s) {
 			w.bad = true
 			w.i = len(s)
 			return "", 0
 		}
-		switch c := s[i]; {
-		case c == '"':
+		switch s[i] {
+		case '"':
 			w.i = i + 1
 			return s[start:i], int64(i-start) - saved
-		case c == '\\':
-			if i+1 < len(s) && simpleEscape[s[i+1]] {
-				i += 2 // the common case, \n or \", without a call
-				saved++
-				continue
-			}
+		case '\\':
 			n, less := w.escape(i)
 			if n == 0 {
 				w.i = i
@@ -520,12 +506,10 @@ func (w *walker) str() (raw string, decoded int64) {
 			}
 			i += n
 			saved += int64(less)
-		case c < ' ':
+		default: // a control character
 			w.bad = true
 			w.i = i
 			return "", 0
-		default:
-			i++
 		}
 	}
 }
@@ -573,14 +557,7 @@ func (w *walker) escape(i int) (n, less int) {
 
 // ws skips whitespace.
 func (w *walker) ws() {
-	for w.i < len(w.s) {
-		switch w.s[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
+	w.i = skipSpace(w.s, w.i)
 }
 
 // peek returns the byte at w.i, 0 at the end.
@@ -641,4 +618,13 @@ func positiveInt(s string) int64 {
 		n = n*10 + d
 	}
 	return n
+}
+
+// skipSpace returns the index of the first byte at or after s[i] that is
+// not JSON whitespace.
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
 }

@@ -1,0 +1,153 @@
+//go:build !wasm
+
+package estimate
+
+import (
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// plainTurns reads, from s[i:], the run of elements of a turns array that
+// have the plain form (plain.go), each with the ',' before it unless first
+// tells that no element of the array has been read yet. It returns the index
+// right after the last element read, the number n of elements read, and the
+// prompt text they hold; n = 0 and end = i when the element at i (after
+// whitespace and a comma) is not plain, or when the array ends there.
+func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, text int64) {
+	end = i
+	for {
+		j := skipSpace(s, end)
+		if !first {
+			if j >= len(s) || s[j] != ',' {
+				return
+			}
+			j = skipSpace(s, j+1)
+		}
+		j, t, ok := plainObject(s, j, simple)
+		if !ok {
+			return
+		}
+		end, n, text, first = j, n+1, text+t, false
+	}
+}
+
+// plainObject reads the plain message at s[i], returning the index after it
+// and its text, or ok = false if it is not plain.
+func plainObject(s string, i int, simple *[256]bool) (end int, text int64, ok bool) {
+	if i >= len(s) || s[i] != '{' {
+		return
+	}
+	i = skipSpace(s, i+1)
+	part := false    // reading a part, not the message
+	objStart := true // at an object's start, where '}' may come
+	for {
+		// A member: a key without escapes, a colon, a value.
+		if objStart && i < len(s) && s[i] == '}' {
+			i++
+			goto closed
+		}
+		if i >= len(s) || s[i] != '"' {
+			return
+		}
+		{
+			k, j, saved := plainString(s, i+1, simple)
+			if j < 0 || saved != 0 {
+				return
+			}
+			counted := false
+			if !part {
+				counted = k == "content" || k == "parts"
+			} else {
+				if k == "content" {
+					return
+				}
+				counted = k == "text"
+			}
+			i = skipSpace(s, j)
+			if i >= len(s) || s[i] != ':' {
+				return
+			}
+			i = skipSpace(s, i+1)
+			switch {
+			case i < len(s) && s[i] == '"':
+				v, j, saved := plainString(s, i+1, simple)
+				if j < 0 {
+					return
+				}
+				if counted {
+					text += int64(len(v) - saved)
+				}
+				i = j
+			case i < len(s) && s[i] == '[' && counted && !part:
+				i = skipSpace(s, i+1)
+				if i < len(s) && s[i] == ']' {
+					i++
+					break
+				}
+				if i >= len(s) || s[i] != '{' {
+					return
+				}
+				i = skipSpace(s, i+1)
+				part, objStart = true, true
+				continue
+			default:
+				return
+			}
+		}
+	afterValue:
+		i = skipSpace(s, i)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			objStart = false
+			continue
+		}
+		if i >= len(s) || s[i] != '}' {
+			return
+		}
+		i++
+	closed:
+		if !part {
+			return i, text, true
+		}
+		// A part closed: a comma and the next part, or the end of the parts.
+		i = skipSpace(s, i)
+		if i < len(s) && s[i] == ',' {
+			i = skipSpace(s, i+1)
+			if i >= len(s) || s[i] != '{' {
+				return
+			}
+			i = skipSpace(s, i+1)
+			objStart = true
+			continue
+		}
+		if i >= len(s) || s[i] != ']' {
+			return
+		}
+		i++
+		part = false
+		goto afterValue
+	}
+}
+
+// plainString reads the content of a string at s[i:] (after its opening
+// quote) that has no control character and no escape but the two-byte ones
+// and the \u escapes of characters that are not surrogates. It returns the
+// raw content, the index after the closing quote and how many bytes the
+// escapes save, or j = -1 if the string is not such a string.
+func plainString(s string, i int, simple *[256]bool) (raw string, j, saved int) {
+	for k := i; ; {
+		end, escapes := scanString(s, k, simple)
+		saved += escapes
+		if end+6 <= len(s) && s[end] == '\\' && s[end+1] == 'u' {
+			if r, ok := hex4(s, end+2); ok && !utf16.IsSurrogate(r) {
+				saved += 6 - utf8.RuneLen(r)
+				k = end + 6
+				continue
+			}
+		}
+		if end >= len(s) || s[end] != '"' {
+			return "", -1, 0
+		}
+		return s[i:end], end + 1, saved
+	}
+}

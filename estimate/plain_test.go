@@ -1,0 +1,154 @@
+package estimate
+
+import (
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// plainTurns reads runs of plain messages and leaves every other element to
+// the walker, in Go and in WASM assembly alike (make test runs this package
+// in both).
+func TestPlainTurns(t *testing.T) {
+	const (
+		msg   = `{"role":"user","content":"Hello"}`
+		parts = `{"role":"user","content":[{"type":"text","text":"Hi \"you\"\n"},{"text":"ab"}]}`
+	)
+	for _, tc := range []struct {
+		name, s string
+		first   bool
+		end, n  int
+		text    int64
+	}{
+		{"one message", msg + `]`, true, len(msg), 1, 5},
+		{"a comma first unless first", `,` + msg + `]`, false, len(msg) + 1, 1, 5},
+		{"no comma when first", `,` + msg, true, 0, 0, 0},
+		{"a run, stopping before the ']'", msg + `,` + parts + ` , ` + msg + ` ]`, true, 2*len(msg) + len(parts) + 4, 3, 5 + 9 + 2 + 5},
+		{"whitespace everywhere", " {\n\"content\" :\t\"ab\" , \"parts\" : [ { \"text\" : \"c\" } , { } ] } ", true, 60, 1, 3},
+		{"empty objects and parts", `{},{"content":[]},{"parts":[{}]}`, true, 32, 3, 0},
+		{"Gemini", `{"role":"user","parts":[{"text":"Hello"}]}`, true, 42, 1, 5},
+		{"keys of other lengths and cases", `{"contents":"x","part":"y","Content":"z","text":"w"}`, true, 52, 1, 0},
+		{"a part's other members", `{"content":[{"type":"input_text","text":"ab","cache":"c"}]}`, true, 59, 1, 2},
+		{"a stop at the first other element", msg + `,{"content":"a","n":1},` + msg, true, len(msg), 1, 5},
+		{"a string element", `"text",` + msg, true, 0, 0, 0},
+		{"a number member", `{"content":"a","n":1}`, true, 0, 0, 0},
+		{"an object member", `{"content":"a","tool_calls":[]}`, true, 0, 0, 0},
+		{"a nested object in a part", `{"content":[{"type":"image_url","image_url":{"url":"x"}}]}`, true, 0, 0, 0},
+		{"a tool result without content", `{"content":[{"type":"tool_result","text":"x"}]}`, true, 47, 1, 1},
+		{"a part's content", `{"content":[{"type":"text","content":"x"}]}`, true, 0, 0, 0},
+		{"parts in a part", `{"content":[{"text":[]}]}`, true, 0, 0, 0},
+		{"an escaped key", `{"con\u0074ent":"x"}`, true, 0, 0, 0},
+		{"a simple escape in a key", `{"a\nb":"x"}`, true, 0, 0, 0},
+		{"\\u escapes of 1, 2 and 3 bytes", `{"content":"caf\u00e9 \u0041\u20AC"}`, true, 36, 1, 10},
+		{"a \\u escape of a surrogate", `{"content":"\ud83d\ude00"}`, true, 0, 0, 0},
+		{"a \\u escape in a key", `{"\u0061":"x"}`, true, 0, 0, 0},
+		{"a \\u escape with a bad digit", `{"content":"\u00g9"}`, true, 0, 0, 0},
+		{"a \\u escape cut short", `{"content":"\u00e`, true, 0, 0, 0},
+		{"a control character", "{\"content\":\"a\tb\"}", true, 0, 0, 0},
+		{"a trailing comma", `{"content":"a",}`, true, 0, 0, 0},
+		{"a comma after '{'", `{,"content":"a"}`, true, 0, 0, 0},
+		{"a missing colon", `{"content" "a"}`, true, 0, 0, 0},
+		{"a missing '}'", `{"content":"a"`, true, 0, 0, 0},
+		{"a missing ']'", `{"content":[{"text":"a"}}`, true, 0, 0, 0},
+		{"an unterminated string", `{"content":"a`, true, 0, 0, 0},
+		{"a backslash at the end", `{"content":"a\`, true, 0, 0, 0},
+		{"the end of the array", `]`, true, 0, 0, 0},
+		{"nothing", ``, false, 0, 0, 0},
+		{"a long text", `{"content":"` + strings.Repeat(`0123456\n`, 100) + `"}`, true, 914, 1, 800},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			end, n, text := plainTurns(tc.s, 0, tc.first, &simpleEscape)
+			assert.Equal(t, []any{tc.end, tc.n, tc.text}, []any{end, n, text})
+			// From the middle of a body, too.
+			end, n, text = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape)
+			assert.Equal(t, []any{tc.end + 3, tc.n, tc.text}, []any{end, n, text})
+		})
+	}
+}
+
+// Random message arrays, plain and nearly plain, whole or cut or with a
+// byte changed, are estimated as the gjson-based reference estimates them:
+// in WASM this holds the assembly to the reference (native fuzzing,
+// FuzzRequest, holds the Go version).
+func TestPlainTurnsAgreeWithReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 11))
+	pick := func(options ...string) string { return options[r.IntN(len(options))] }
+	space := func() string { return pick("", "", "", " ", "\n  ", "\t", "\r\n") }
+	str := func() string {
+		var b strings.Builder
+		b.WriteByte('"')
+		for n := r.IntN(24); n > 0; n-- {
+			b.WriteString(pick("a", "b", "é", "text", " ", `\n`, `\"`, `\\`, `\/`, `\u0041`, `\u00e9`, `\u20ac`, `\uFFFF`, "0123456789abcdef"))
+		}
+		if r.IntN(20) == 0 { // what the walker reads instead
+			b.WriteString(pick(`\ud83d\ude00`, `\udc00`, `\u12`, `\x`, "\t"))
+		}
+		b.WriteByte('"')
+		return b.String()
+	}
+	var value func(depth int) string
+	part := func() string {
+		var members []string
+		for n := r.IntN(4); n > 0; n-- {
+			members = append(members, space()+`"`+pick("type", "text", "content", "image_url", "te\\u0078t")+`"`+space()+":"+space()+value(2))
+		}
+		return "{" + strings.Join(members, ",") + space() + "}"
+	}
+	value = func(depth int) string {
+		switch k := r.IntN(16); {
+		case k < 10 || depth > 2:
+			return str()
+		case k < 13:
+			var parts []string
+			for n := r.IntN(4); n > 0; n-- {
+				parts = append(parts, space()+part()+space())
+			}
+			return "[" + strings.Join(parts, ",") + "]"
+		case k == 13:
+			return pick("1", "-0.5e3", "true", "null", "01", "tru")
+		default:
+			return `{"url":` + str() + `}`
+		}
+	}
+	message := func() string {
+		var members []string
+		for n := r.IntN(5); n > 0; n-- {
+			members = append(members, space()+`"`+pick("role", "content", "parts", "name", "contents", "Content", "conten", "type", "text")+`"`+space()+":"+space()+value(1))
+		}
+		return "{" + strings.Join(members, ",") + space() + "}"
+	}
+	read, total := 0, 0
+	for i := range 5000 {
+		var msgs []string
+		for n := r.IntN(6); n > 0; n-- {
+			if r.IntN(10) == 0 {
+				msgs = append(msgs, space()+value(1)+space())
+			} else {
+				msgs = append(msgs, space()+message()+space())
+			}
+		}
+		body := []byte(`{"model":"m","` + pick("messages", "contents", "input") + `":[` + strings.Join(msgs, ",") + `],"max_tokens":7}`)
+		switch r.IntN(8) {
+		case 0:
+			body = body[:r.IntN(len(body))]
+		case 1:
+			body[r.IntN(len(body))] = pick(`"`, `,`, `}`, `]`, `\`, "\x01", `{`, `[`, ` `)[0]
+		}
+		if got, want := Request(body, "", opts), reference(body, "", opts); got != want {
+			t.Fatalf("body %d %s: Request = %+v, reference = %+v", i, body, got, want)
+		}
+		if start := strings.Index(string(body), `":[`) + 3; start > 2 {
+			_, n, _ := plainTurns(string(body), start, true, &simpleEscape)
+			read += n
+			total += len(msgs)
+		}
+	}
+	// Enough of the messages are plain, and come first in their array, for
+	// the test to hold plainTurns (about a fifth).
+	t.Logf("plainTurns read %d of %d messages", read, total)
+	if read < total/8 {
+		t.Fatalf("plainTurns read %d of %d messages", read, total)
+	}
+}

@@ -1,0 +1,7 @@
+package estimate
+
+// plainTurns is plain_generic.go's, written in WASM assembly
+// (plain_wasm.s).
+//
+//go:noescape
+func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, text int64)
