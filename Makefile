@@ -31,10 +31,14 @@ $(WAZERO): go.mod go.sum
 # limiter kind and rule count against the do-nothing plugin (Go and WASM
 # mode), and the accuracy of each limiter with requests in flight.
 # wazero's command runs the estimate benchmark compiled to WASM (wasip1),
-# to show what reading a request body costs per KiB inside a gateway.
+# to show what reading a request body costs per KiB inside a gateway; so
+# does Node's V8 (Envoy's default runtime), when node is installed.
 bench: $(WAZERO)
 	BENCH_REPORT=$(CURDIR) $(GO) test -run '^TestBenchmarkReport$$' -count=1 -timeout 60m -v .
 	GOOS=wasip1 GOARCH=wasm $(GO) test -exec '$(WAZERO) run' -run '^$$' -bench . -benchmem -count 5 ./estimate/
+	if command -v node >/dev/null; then \
+		GOOS=wasip1 GOARCH=wasm $(GO) test -c -o bin/estimate.test.wasm ./estimate/ && \
+		node --no-warnings mk/v8run.mjs bin/estimate.test.wasm -test.run '^$$' -test.bench . -test.benchmem -test.count 5; fi
 	$(GO) test -run '^$$' -bench . -benchmem ./tokenusage/ ./config/
 
 # Each fuzz target for FUZZTIME.

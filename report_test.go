@@ -147,6 +147,7 @@ func costCases(ruleCounts []int) []costCase {
 		{name: "the same + a concurrency limit (max_concurrent_requests)", config: keyConfig("", tokenWindows+`, "max_concurrent_requests": 1000`), windows: 2},
 		{name: "two sliding token windows (window_type: sliding)", config: keyConfig(`"window_type": "sliding",`, tokenWindows), windows: 2},
 		{name: "token_reservation, 1 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		{name: "token_reservation, 16 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: "everything at once (2 sliding token windows, a request window, a concurrency limit)", config: benchAllLimitsConfig, windows: 3},
 		{name: "over_limit_action: queue, admitted at once", config: benchQueueConfig, windows: 2},
 	}

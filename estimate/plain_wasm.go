@@ -1,3 +1,5 @@
+//go:build gc
+
 package estimate
 
 // plainTurns is plain_generic.go's, written in WASM assembly

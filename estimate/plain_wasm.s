@@ -1,3 +1,5 @@
+//go:build gc
+
 #include "go_asm.h"
 #include "textflag.h"
 #include "scan_wasm.h"

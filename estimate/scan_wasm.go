@@ -1,3 +1,5 @@
+//go:build gc
+
 package estimate
 
 // scanString is written in WASM assembly (scan_wasm.s): Go compiled to WASM
