@@ -17,9 +17,12 @@ func BenchmarkRequest(b *testing.B) {
 	shapes := []struct {
 		name  string
 		build func(int) string
-	}{{"conversation", requestbody.Conversation}, {"short-turns", requestbody.ShortTurns}, {"dense", requestbody.Dense}}
+	}{{"conversation", requestbody.Conversation}, {"short-turns", requestbody.ShortTurns}, {"dense", requestbody.Dense}, {"agent", requestbody.Agent}}
 	for _, shape := range shapes {
 		for _, kib := range []int{1, 16, 256} {
+			if shape.name == "agent" && kib == 1 {
+				continue // its tool definitions alone are 9 KiB
+			}
 			body := []byte(shape.build(kib << 10))
 			b.Run(fmt.Sprintf("%s/%dKiB", shape.name, kib), func(b *testing.B) {
 				if e := Request(body, "", opts); !e.Parsed || e.Prompt == 0 {

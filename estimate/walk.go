@@ -330,6 +330,12 @@ func (w *walker) skip() {
 	case '"':
 		w.str()
 	case '{', '[':
+		// Valid values, nearly all of them, in one call; the walker finds
+		// what is wrong with the others.
+		if end, ok := skipValue(w.s, w.i, MaxDepth-w.depth, &simpleEscape); ok {
+			w.i = end
+			return
+		}
 		w.skipNested()
 	default:
 		w.scalar()
@@ -402,7 +408,6 @@ func (w *walker) close(matches bool) {
 
 // scalar reads a number, true, false or null.
 func (w *walker) scalar() {
-	s, i := w.s, w.i
 	switch w.peek() {
 	case 't':
 		w.literal("true")
@@ -411,35 +416,39 @@ func (w *walker) scalar() {
 	case 'n':
 		w.literal("null")
 	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
-		if s[i] == '-' {
-			i++
-		}
-		if i < len(s) && s[i] == '0' {
-			i++
-		} else if i = digits(s, i); i < 0 {
+		if i := skipNumber(w.s, w.i); i >= 0 {
+			w.i = i
+		} else {
 			w.bad = true
-			return
 		}
-		if i < len(s) && s[i] == '.' {
-			if i = digits(s, i+1); i < 0 {
-				w.bad = true
-				return
-			}
-		}
-		if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
-			i++
-			if i < len(s) && (s[i] == '+' || s[i] == '-') {
-				i++
-			}
-			if i = digits(s, i); i < 0 {
-				w.bad = true
-				return
-			}
-		}
-		w.i = i
 	default:
 		w.bad = true
 	}
+}
+
+// skipNumber skips the number at s[i], returning -1 if there is none.
+func skipNumber(s string, i int) int {
+	if i < len(s) && s[i] == '-' {
+		i++
+	}
+	if i < len(s) && s[i] == '0' {
+		i++
+	} else if i = digits(s, i); i < 0 {
+		return -1
+	}
+	if i < len(s) && s[i] == '.' {
+		if i = digits(s, i+1); i < 0 {
+			return -1
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		return digits(s, i)
+	}
+	return i
 }
 
 // digits returns the end of the run of digits at s[i:], or -1 if there is

@@ -70,6 +70,41 @@ func Dense(size int) string {
 	return b.String()
 }
 
+// Agent is an agent's request: twenty tool definitions with JSON schemas
+// (about 9 KiB), then turns of a question, a tool call (an assistant
+// message with tool_calls, which is not a plain message), the tool's
+// result (about 1 KiB of text) and an answer. Its tools and tool calls are
+// JSON structure the estimate skips.
+func Agent(size int) string {
+	r := rand.New(rand.NewPCG(3, 4))
+	var b strings.Builder
+	b.WriteString(`{"model":"gpt-4o","stream":true,"max_tokens":4096,"tool_choice":"auto","tools":[`)
+	for i := range 20 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":"function","function":{"name":"tool_%d","description":"%s","parameters":{"type":"object",`+
+			`"properties":{"query":{"type":"string","description":"What to look for."},"limit":{"type":"integer","minimum":1,"maximum":100,"default":10},`+
+			`"filters":{"type":"array","items":{"type":"object","properties":{"field":{"type":"string","enum":["date","author","kind"]},"value":{"type":"string"}},"required":["field","value"]}},`+
+			`"exact":{"type":"boolean","default":false}},"required":["query"],"additionalProperties":false}}}`, i, prose(r, 80))
+	}
+	b.WriteString(`],"messages":[{"role":"system","content":"You are an agent. Use the tools."}`)
+	for i := 0; b.Len() < size-64; i++ {
+		switch i % 4 {
+		case 0:
+			fmt.Fprintf(&b, `,{"role":"user","content":"%s"}`, prose(r, 100+r.IntN(200)))
+		case 1:
+			fmt.Fprintf(&b, `,{"role":"assistant","content":null,"tool_calls":[{"id":"call_%d","type":"function","function":{"name":"tool_%d","arguments":"{\"query\":\"rate limits\",\"limit\":5,\"filters\":[{\"field\":\"kind\",\"value\":\"doc\"}]}"}}]}`, i, i%20)
+		case 2:
+			fmt.Fprintf(&b, `,{"role":"tool","tool_call_id":"call_%d","content":"%s"}`, i-1, prose(r, min(500+r.IntN(1000), max(size-b.Len()-64, 16))))
+		default:
+			fmt.Fprintf(&b, `,{"role":"assistant","content":"%s"}`, prose(r, min(200+r.IntN(400), max(size-b.Len()-64, 16))))
+		}
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}
+
 var words = strings.Fields(`the a token limit request response budget window minute gateway model
 	stream usage counter replica cluster reservation estimate prompt answer because however which
 	would could should every each across within before after while during naïve café résumé
