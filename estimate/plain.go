@@ -30,3 +30,14 @@ const (
 	wordArts = 0x73747261 // "arts", the end of "parts"
 	wordText = 0x74786574 // "text"
 )
+
+// Where plainObject is: at a member of an object (at its start, where '}'
+// may come, or after a comma), after a member's value, at an element of a
+// message's parts (after '[' or a comma), after a part.
+const (
+	atMember = iota
+	atObjectStart
+	afterValue
+	atPart
+	afterPart
+)

@@ -35,97 +35,98 @@ func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, tex
 // and its text, or ok = false if it is not plain.
 func plainObject(s string, i int, simple *[256]bool) (end int, text int64, ok bool) {
 	if i >= len(s) || s[i] != '{' {
-		return
+		return 0, 0, false
 	}
 	i = skipSpace(s, i+1)
-	part := false    // reading a part, not the message
-	objStart := true // at an object's start, where '}' may come
-	for {
-		// A member: a key without escapes, a colon, a value.
-		if objStart && i < len(s) && s[i] == '}' {
-			i++
-			goto closed
-		}
-		if i >= len(s) || s[i] != '"' {
-			return
-		}
-		{
+	inParts := false // in the message's parts, not at its own members
+	for state := atObjectStart; ; {
+		switch state {
+		case atMember, atObjectStart:
+			if state == atObjectStart && i < len(s) && s[i] == '}' {
+				i++
+				if !inParts {
+					return i, text, true
+				}
+				state = afterPart
+				continue
+			}
+			// A key without escapes, a colon.
+			if i >= len(s) || s[i] != '"' {
+				return 0, 0, false
+			}
 			k, j, saved := plainString(s, i+1, simple)
 			if j < 0 || saved != 0 {
-				return
+				return 0, 0, false
 			}
 			counted := false
-			if !part {
+			if !inParts {
 				counted = k == "content" || k == "parts"
 			} else {
-				if k == "content" {
-					return
+				if k == "content" { // counts only in a tool_result: the walker's
+					return 0, 0, false
 				}
 				counted = k == "text"
 			}
-			i = skipSpace(s, j)
-			if i >= len(s) || s[i] != ':' {
-				return
+			if i = skipSpace(s, j); i >= len(s) || s[i] != ':' {
+				return 0, 0, false
 			}
 			i = skipSpace(s, i+1)
+			// The value: text that counts, the message's parts, or
+			// anything else, skipped.
 			switch {
-			case i < len(s) && s[i] == '"':
+			case counted && i < len(s) && s[i] == '"':
 				v, j, saved := plainString(s, i+1, simple)
 				if j < 0 {
-					return
+					return 0, 0, false
 				}
-				if counted {
-					text += int64(len(v) - saved)
-				}
+				text += int64(len(v) - saved)
 				i = j
-			case i < len(s) && s[i] == '[' && counted && !part:
-				i = skipSpace(s, i+1)
-				if i < len(s) && s[i] == ']' {
+			case counted && !inParts && i < len(s) && s[i] == '[':
+				if i = skipSpace(s, i+1); i < len(s) && s[i] == ']' {
 					i++
 					break
 				}
-				if i >= len(s) || s[i] != '{' {
-					return
-				}
-				i = skipSpace(s, i+1)
-				part, objStart = true, true
+				inParts, state = true, atPart
 				continue
 			default:
-				return
+				if i, ok = skipValue(s, i, 63, simple); !ok {
+					return 0, 0, false
+				}
+			}
+			state = afterValue
+		case afterValue:
+			switch i = skipSpace(s, i); {
+			case i < len(s) && s[i] == ',':
+				i, state = skipSpace(s, i+1), atMember
+			case i < len(s) && s[i] == '}':
+				i++
+				if !inParts {
+					return i, text, true
+				}
+				state = afterPart
+			default:
+				return 0, 0, false
+			}
+		case atPart:
+			if i < len(s) && s[i] == '{' {
+				i, state = skipSpace(s, i+1), atObjectStart
+				continue
+			}
+			if i, ok = skipValue(s, i, 63, simple); !ok { // the walker skips what is not an object
+				return 0, 0, false
+			}
+			state = afterPart
+		case afterPart:
+			switch i = skipSpace(s, i); {
+			case i < len(s) && s[i] == ',':
+				i, state = skipSpace(s, i+1), atPart
+			case i < len(s) && s[i] == ']':
+				i++
+				inParts, state = false, afterValue
+			default:
+				return 0, 0, false
 			}
 		}
-	afterValue:
-		i = skipSpace(s, i)
-		if i < len(s) && s[i] == ',' {
-			i = skipSpace(s, i+1)
-			objStart = false
-			continue
-		}
-		if i >= len(s) || s[i] != '}' {
-			return
-		}
-		i++
-	closed:
-		if !part {
-			return i, text, true
-		}
-		// A part closed: a comma and the next part, or the end of the parts.
-		i = skipSpace(s, i)
-		if i < len(s) && s[i] == ',' {
-			i = skipSpace(s, i+1)
-			if i >= len(s) || s[i] != '{' {
-				return
-			}
-			i = skipSpace(s, i+1)
-			objStart = true
-			continue
-		}
-		if i >= len(s) || s[i] != ']' {
-			return
-		}
-		i++
-		part = false
-		goto afterValue
 	}
 }
 

@@ -5,18 +5,14 @@
 #include "scan_wasm.h"
 
 // plainTurns of plain_generic.go. Registers, besides those of scan_wasm.h:
-// R3 the bytes the escapes of a string save, R7 first, R8 end, R9 n, R10 text, R11 the
-// text of the message being read, R12 1 in a part (else 0, in the message),
-// R13 where the member loop is (1 at an object's start, 0 after a comma, 2
-// after a value), R14 the start of the string just read, R15 1 if the value
-// read is text that counts.
+// R3 the bytes the escapes of a string save, R7 to R10 SKIP_VALUE's, R8 63
+// (SKIP_VALUE's deepest nesting), R11 the text of the message being read,
+// R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
+// atMember and so on), R14 the start of the string being read, R15 1 if it
+// is text that counts. The results are kept in their slots of the frame,
+// and first in its own, so that EXIT only returns.
 
-// EXIT returns end, n and text: the messages read so far.
-#define EXIT \
-	Get SP; Get R8; I64Store end+40(FP); \
-	Get SP; Get R9; I64Store n+48(FP); \
-	Get SP; Get R10; I64Store text+56(FP); \
-	RET
+#define EXIT RET
 
 // EXPECT(c) returns unless s[i] is c, then moves past it and whitespace.
 #define EXPECT(c) \
@@ -27,28 +23,35 @@
 // LOAD32(off) pushes the 4 bytes at s[R14+off].
 #define LOAD32(off) Get R0; Get R14; I64Add; I32WrapI64; I64Load32U off
 
+
+// body, where the loop is 3 blocks out (4 inside an If).
+#define STATE(state) I64Const state; Set R13
+
 // func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, text int64)
 TEXT ·plainTurns(SB), NOSPLIT, $0-64
 	I64Load s_base+0(FP)
 	Set R0
 	I64Load s_len+8(FP)
 	Set R1
-	I64Load i+16(FP)
-	Set R8
-	I64Load8U first+24(FP)
-	Set R7
 	I64Load simple+32(FP)
 	Set R6
+	I64Const $63
+	Set R8
+	Get SP
+	I64Load i+16(FP)
+	I64Store end+40(FP)
+	Get SP
 	I64Const $0
-	Set R9
+	I64Store n+48(FP)
+	Get SP
 	I64Const $0
-	Set R10
+	I64Store text+56(FP)
 
 	Loop // one message per iteration
-		Get R8
+		I64Load end+40(FP)
 		Set R2
 		SKIP_SPACE
-		Get R7
+		I64Load8U first+24(FP)
 		I64Eqz
 		If
 			EXPECT($44) // ','
@@ -58,20 +61,30 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 		Set R11
 		I64Const $0
 		Set R12
-		I64Const $1
-		Set R13
+		STATE($const_atObjectStart)
 
 		Block // the message is read
-		Loop // one member per iteration
-			Block // an object is closed
-			Block // after a value
+		Loop // one step per iteration
+			Block // -> after a part
+			Block // -> at a part
+			Block // -> after a value
 				Get R13
-				I64Const $2
+				I64Const $const_afterValue
 				I64Eq
-				BrIf $0 // -> after a value
+				BrIf $0
+				Get R13
+				I64Const $const_atPart
+				I64Eq
+				BrIf $1
+				Get R13
+				I64Const $const_afterPart
+				I64Eq
+				BrIf $2
+
+				// At a member (at an object's start, '}' may come).
 				LOADC
 				Get R13
-				I64Const $1
+				I64Const $const_atObjectStart
 				I64Eq
 				Get R4
 				I64Const $125 // '}'
@@ -82,7 +95,11 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 					I64Const $1
 					I64Add
 					Set R2
-					Br $2 // -> an object is closed
+					Get R12
+					I64Eqz
+					BrIf $5 // -> the message is read
+					STATE($const_afterPart)
+					Br $4 // -> the next step
 				End
 
 				// The key: a string without escapes.
@@ -112,12 +129,12 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 					EXIT
 				End
 
-				// Its kind.
+				// Whether its string value counts.
 				I64Const $0
 				Set R15
 				Get R12
 				I64Eqz
-				If // in the message: "content" and "parts" count
+				If // a member of the message: "content" and "parts"
 					Get R2
 					Get R14
 					I64Sub
@@ -154,7 +171,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 							Set R15
 						End
 					End
-				Else // in a part: "text" counts, "content" is the walker's
+				Else // a member of a part: "text"; "content" is the walker's
 					Get R2
 					Get R14
 					I64Sub
@@ -194,11 +211,15 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				SKIP_SPACE
 				EXPECT($58) // ':'
 
-				// The value: a string ...
+				// The value: text that counts ...
 				LOADC
+				Get R15
+				I64Eqz
+				I32Eqz
 				Get R4
 				I64Const $34
 				I64Eq
+				I32And
 				If
 					Get R2
 					I64Const $1
@@ -285,19 +306,15 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 						Br $0
 					End
 					End
-					Get R15
-					I64Const $1
-					I64Eq
-					If // text: its decoded length
-						Get R11
-						Get R2
-						Get R14
-						I64Sub
-						Get R3
-						I64Sub
-						I64Add
-						Set R11
-					End
+					// Its decoded length.
+					Get R11
+					Get R2
+					Get R14
+					I64Sub
+					Get R3
+					I64Sub
+					I64Add
+					Set R11
 					Get R2
 					I64Const $1
 					I64Add
@@ -305,46 +322,46 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 					Br $1 // -> after a value
 				End
 
-				// ... or the message's array of parts.
+				// ... or the message's parts ...
+				Get R15
+				I64Eqz
+				I32Eqz
+				Get R12
+				I64Eqz
+				I32And
 				Get R4
 				I64Const $91 // '['
-				I64Ne
-				Get R15
-				I64Const $1
-				I64Ne
-				I32Or
-				Get R12
-				I64Const $0
-				I64Ne
-				I32Or
-				If
-					EXIT
-				End
-				Get R2
-				I64Const $1
-				I64Add
-				Set R2
-				SKIP_SPACE
-				LOADC
-				Get R4
-				I64Const $93 // ']'
 				I64Eq
-				If // no parts
+				I32And
+				If
 					Get R2
 					I64Const $1
 					I64Add
 					Set R2
-					Br $1 // -> after a value
+					SKIP_SPACE
+					LOADC
+					Get R4
+					I64Const $93 // ']'
+					I64Eq
+					If // none
+						Get R2
+						I64Const $1
+						I64Add
+						Set R2
+						Br $2 // -> after a value
+					End
+					I64Const $1
+					Set R12
+					STATE($const_atPart)
+					Br $4 // -> the next step
 				End
-				EXPECT($123) // '{'
-				I64Const $1
-				Set R12
-				I64Const $1
-				Set R13
-				Br $2 // -> the part's first member
+
+				// ... or anything else, skipped.
+				SKIP_VALUE
 			End
 
 			// After a value: a comma and a member, or the object's end.
+			STATE($const_afterValue)
 			SKIP_SPACE
 			LOADC
 			Get R4
@@ -356,11 +373,9 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				I64Add
 				Set R2
 				SKIP_SPACE
-				I64Const $0
-				Set R13
-				Br $2 // -> the next member
+				STATE($const_atMember)
+				Br $3 // -> the next step
 			End
-			LOADC
 			Get R4
 			I64Const $125 // '}'
 			I64Ne
@@ -371,61 +386,81 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 			I64Const $1
 			I64Add
 			Set R2
-		End
+			Get R12
+			I64Eqz
+			BrIf $3 // -> the message is read
+			STATE($const_afterPart)
+			Br $2 // -> the next step
+			End
 
-		// An object is closed: the message ...
-		Get R12
-		I64Eqz
-		BrIf $1 // -> the message is read
-		// ... or a part, then a comma and a part, or the parts' end.
-		SKIP_SPACE
-		LOADC
-		Get R4
-		I64Const $44
-		I64Eq
-		If
+			// At a part: an object, or anything else, skipped.
+			LOADC
+			Get R4
+			I64Const $123 // '{'
+			I64Eq
+			If
+				Get R2
+				I64Const $1
+				I64Add
+				Set R2
+				SKIP_SPACE
+				STATE($const_atObjectStart)
+				Br $2 // -> the next step
+			End
+			SKIP_VALUE
+			STATE($const_afterPart)
+			Br $1 // -> the next step
+			End
+
+			// After a part: a comma and a part, or the end of the parts.
+			SKIP_SPACE
+			LOADC
+			Get R4
+			I64Const $44
+			I64Eq
+			If
+				Get R2
+				I64Const $1
+				I64Add
+				Set R2
+				SKIP_SPACE
+				STATE($const_atPart)
+				Br $1 // -> the next step
+			End
+			Get R4
+			I64Const $93 // ']'
+			I64Ne
+			If
+				EXIT
+			End
 			Get R2
 			I64Const $1
 			I64Add
 			Set R2
-			SKIP_SPACE
-			EXPECT($123)
-			I64Const $1
-			Set R13
-			Br $1 // -> the part's first member
-		End
-		LOADC
-		Get R4
-		I64Const $93
-		I64Ne
-		If
-			EXIT
-		End
-		Get R2
-		I64Const $1
-		I64Add
-		Set R2
-		I64Const $0
-		Set R12
-		I64Const $2
-		Set R13
-		Br $0 // -> after the message's parts
+			I64Const $0
+			Set R12
+			STATE($const_afterValue)
+			Br $0 // -> the next step
 		End
 		End
 
 		// A plain message is read: count it.
+		Get SP
 		Get R2
-		Set R8
-		Get R9
+		I64Store end+40(FP)
+		Get SP
+		I64Load n+48(FP)
 		I64Const $1
 		I64Add
-		Set R9
-		Get R10
+		I64Store n+48(FP)
+		Get SP
+		I64Load text+56(FP)
 		Get R11
 		I64Add
-		Set R10
+		I64Store text+56(FP)
+		Get SP
 		I64Const $0
-		Set R7
+		I64Store8 first+24(FP)
 		Br $0 // the next message
 	End
-	EXIT
+	RET

@@ -2,9 +2,10 @@
 
 package estimate
 
-// skipValue skips the object or array at s[i] (at its '{' or '[') if it is
-// valid JSON, the grammar gjson.ValidBytes accepts, nested at most maxNest
-// deep, the value itself counting as 1 (and at most 63). It returns the
+// skipValue skips the value at s[i] (an object or an array, for the walker;
+// any value, for plainTurns) if it is valid JSON, the grammar
+// gjson.ValidBytes accepts, nested at most maxNest deep, the value itself
+// counting as 1 (and at most 63). It returns the
 // index right after the value, or ok = false when it is not such a value:
 // the walker then reads it itself and comes to the same verdict.
 //
