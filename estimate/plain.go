@@ -3,23 +3,24 @@ package estimate
 // The plain form of a turn
 //
 // Nearly every message of a request has the same plain shape: an object
-// whose keys have no escapes and whose members are strings, but for the
-// "content" (or "parts") that may be an array of parts, objects whose
-// members are strings too, as in
+// whose keys have no escapes, whose "content" (or "parts") is a string or an
+// array of parts, and whose other members, whatever they hold, do not
+// count, as in
 //
 //	{"role":"user","content":"Hello"}
-//	{"role":"user","content":[{"type":"text","text":"Hello"}]}
+//	{"role":"user","content":[{"type":"text","text":"Hello"},{"type":"image_url","image_url":{"url":"…"}}]}
 //	{"role":"user","parts":[{"text":"Hello"}]}
+//	{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{…}}]}
 //
 // plainTurns reads runs of such elements of a turns array in one call, in
 // WASM assembly (plain_wasm.s) where Go compiled to WASM spends about 100 ns
 // on each JSON token. It counts what the walker would count for them: the
-// decoded bytes of a string "content" or "parts", and of the "text" of each
-// part. It leaves to the walker any element of another shape: a member that
-// is a number, a literal, an object or an array (other than the parts), a
-// key with an escape, a string with a control character or with a \u escape
-// of a surrogate, a part with a "content" (which counts only in a
-// tool_result), and anything that is not valid JSON.
+// decoded bytes of a string "content" or "parts", and of the string "text"
+// of each part; it skips the rest as skipValue does. It leaves to the walker
+// any element of another shape: a key with an escape, counted text with a
+// control character or a \u escape of a surrogate, a part with a "content"
+// (which counts only in a tool_result), a member nested over 63 deep, and
+// anything that is not valid JSON.
 
 // Little-endian words of the keys plainTurns looks for, compared 4 bytes at
 // a time (overlapping for the odd lengths).

@@ -23,6 +23,17 @@
 // LOAD32(off) pushes the 4 bytes at s[R14+off].
 #define LOAD32(off) Get R0; Get R14; I64Add; I32WrapI64; I64Load32U off
 
+// KEY_IS(n, w0, off, w1) sets R5 to 1 if the key just read (R14 to i) is n
+// bytes long, its 4 bytes at 0 are w0 and its 4 bytes at off are w1, else
+// to 0.
+#define KEY_IS(n, w0, off, w1) \
+	I64Const $0; Set R5; \
+	Get R2; Get R14; I64Sub; I64Const n; I64Eq; \
+	If; \
+		LOAD32($0); I64Const w0; I64Eq; LOAD32(off); I64Const w1; I64Eq; I32And; \
+		If; I64Const $1; Set R5; End; \
+	End
+
 
 // body, where the loop is 3 blocks out (4 inside an If).
 #define STATE(state) I64Const state; Set R13
@@ -130,78 +141,26 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				End
 
 				// Whether its string value counts.
-				I64Const $0
-				Set R15
 				Get R12
 				I64Eqz
 				If // a member of the message: "content" and "parts"
-					Get R2
-					Get R14
-					I64Sub
-					I64Const $7
-					I64Eq
-					If
-						LOAD32($0)
-						I64Const $const_wordCont
-						I64Eq
-						LOAD32($3)
-						I64Const $const_wordTent
-						I64Eq
-						I32And
-						If
-							I64Const $1
-							Set R15
-						End
-					End
-					Get R2
-					Get R14
-					I64Sub
-					I64Const $5
-					I64Eq
-					If
-						LOAD32($0)
-						I64Const $const_wordPart
-						I64Eq
-						LOAD32($1)
-						I64Const $const_wordArts
-						I64Eq
-						I32And
-						If
-							I64Const $1
-							Set R15
-						End
-					End
+					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
+					Get R5
+					Set R15
+					KEY_IS($5, $const_wordPart, $1, $const_wordArts)
+					Get R15
+					Get R5
+					I64Or
+					Set R15
 				Else // a member of a part: "text"; "content" is the walker's
-					Get R2
-					Get R14
-					I64Sub
-					I64Const $4
-					I64Eq
+					KEY_IS($4, $const_wordText, $0, $const_wordText)
+					Get R5
+					Set R15
+					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
+					Get R5
+					I32WrapI64
 					If
-						LOAD32($0)
-						I64Const $const_wordText
-						I64Eq
-						If
-							I64Const $1
-							Set R15
-						End
-					End
-					Get R2
-					Get R14
-					I64Sub
-					I64Const $7
-					I64Eq
-					If
-						LOAD32($0)
-						I64Const $const_wordCont
-						I64Eq
-						LOAD32($3)
-						I64Const $const_wordTent
-						I64Eq
-						I32And
-						If
-							EXIT
-						End
+						EXIT
 					End
 				End
 				Get R2
