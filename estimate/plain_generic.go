@@ -43,11 +43,7 @@ func plainObject(s string, i int, simple *[256]bool) (end int, text int64, ok bo
 		switch state {
 		case atMember, atObjectStart:
 			if state == atObjectStart && i < len(s) && s[i] == '}' {
-				i++
-				if !inParts {
-					return i, text, true
-				}
-				state = afterPart
+				state = afterValue // which closes the object
 				continue
 			}
 			// A key without escapes, a colon.

@@ -102,15 +102,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				I64Eq
 				I32And
 				If
-					Get R2
-					I64Const $1
-					I64Add
-					Set R2
-					Get R12
-					I64Eqz
-					BrIf $5 // -> the message is read
-					STATE($const_afterPart)
-					Br $4 // -> the next step
+					Br $1 // -> after a value, which closes the object
 				End
 
 				// The key: a string without escapes.
