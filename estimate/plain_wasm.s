@@ -17,7 +17,7 @@
 // EXPECT(c) returns unless s[i] is c, then moves past it and whitespace.
 #define EXPECT(c) \
 	LOADC; Get R4; I64Const c; I64Ne; If; EXIT; End; \
-	Get R2; I64Const $1; I64Add; Set R2; \
+	ADVANCE; \
 	SKIP_SPACE
 
 // LOAD32(off) pushes the 4 bytes at s[R14+off].
@@ -155,10 +155,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 						EXIT
 					End
 				End
-				Get R2
-				I64Const $1
-				I64Add
-				Set R2
+				ADVANCE
 				SKIP_SPACE
 				EXPECT($58) // ':'
 
@@ -266,10 +263,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 					I64Sub
 					I64Add
 					Set R11
-					Get R2
-					I64Const $1
-					I64Add
-					Set R2
+					ADVANCE
 					Br $1 // -> after a value
 				End
 
@@ -285,20 +279,14 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				I64Eq
 				I32And
 				If
-					Get R2
-					I64Const $1
-					I64Add
-					Set R2
+					ADVANCE
 					SKIP_SPACE
 					LOADC
 					Get R4
 					I64Const $93 // ']'
 					I64Eq
 					If // none
-						Get R2
-						I64Const $1
-						I64Add
-						Set R2
+						ADVANCE
 						Br $2 // -> after a value
 					End
 					I64Const $1
@@ -319,10 +307,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 			I64Const $44 // ','
 			I64Eq
 			If
-				Get R2
-				I64Const $1
-				I64Add
-				Set R2
+				ADVANCE
 				SKIP_SPACE
 				STATE($const_atMember)
 				Br $3 // -> the next step
@@ -333,10 +318,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 			If
 				EXIT
 			End
-			Get R2
-			I64Const $1
-			I64Add
-			Set R2
+			ADVANCE
 			Get R12
 			I64Eqz
 			BrIf $3 // -> the message is read
@@ -350,10 +332,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 			I64Const $123 // '{'
 			I64Eq
 			If
-				Get R2
-				I64Const $1
-				I64Add
-				Set R2
+				ADVANCE
 				SKIP_SPACE
 				STATE($const_atObjectStart)
 				Br $2 // -> the next step
@@ -370,10 +349,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 			I64Const $44
 			I64Eq
 			If
-				Get R2
-				I64Const $1
-				I64Add
-				Set R2
+				ADVANCE
 				SKIP_SPACE
 				STATE($const_atPart)
 				Br $1 // -> the next step
@@ -384,10 +360,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 			If
 				EXIT
 			End
-			Get R2
-			I64Const $1
-			I64Add
-			Set R2
+			ADVANCE
 			I64Const $0
 			Set R12
 			STATE($const_afterValue)

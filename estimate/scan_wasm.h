@@ -2,6 +2,9 @@
 // the body s, R1 len(s), R2 the read position i; R4 and R5 are scratch; R6
 // the address of simpleEscape.
 
+// ADVANCE moves i past one byte.
+#define ADVANCE Get R2; I64Const $1; I64Add; Set R2
+
 // LOADC sets R4 to s[i], or to 0 at the end of s.
 #define LOADC \
 	I64Const $0; Set R4; \
@@ -19,7 +22,7 @@
 		Get R4; I64Const $10; I64Eq; I32Or; \
 		Get R4; I64Const $13; I64Eq; I32Or; \
 		I32Eqz; BrIf $1; \
-		Get R2; I64Const $1; I64Add; Set R2; \
+		ADVANCE; \
 		Br $0; \
 	End; End
 
@@ -49,7 +52,7 @@
 			I64Const $34; I64Eq; BrIf $1; \
 			Get R4; I64Const $92; I64Eq; BrIf $1; \
 			Get R4; I64Const $32; I64LtU; BrIf $1; \
-			Get R2; I64Const $1; I64Add; Set R2; \
+			ADVANCE; \
 			Br $0; \
 		End; End; \
 		Get R4; I64Const $92; I64Ne; BrIf $1; \
@@ -78,7 +81,7 @@
 #define STRING \
 	Block; Loop; \
 		SCAN; LOADC; \
-		Get R4; I64Const $34; I64Eq; If; Get R2; I64Const $1; I64Add; Set R2; Br $2; End; \
+		Get R4; I64Const $34; I64Eq; If; ADVANCE; Br $2; End; \
 		Get R4; I64Const $92; I64Ne; If; EXIT; End; \
 		Get R2; I64Const $6; I64Add; Get R1; I64GtU; If; EXIT; End; \
 		Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $1; I64Const $117; I64Ne; If; EXIT; End; \
@@ -90,17 +93,17 @@
 // KEY skips a key and the colon after it.
 #define KEY \
 	LOADC; Get R4; I64Const $34; I64Ne; If; EXIT; End; \
-	Get R2; I64Const $1; I64Add; Set R2; \
+	ADVANCE; \
 	STRING; \
 	SKIP_SPACE; \
 	LOADC; Get R4; I64Const $58; I64Ne; If; EXIT; End; \
-	Get R2; I64Const $1; I64Add; Set R2
+	ADVANCE
 
 // DIGITS skips one digit or more.
 #define DIGITS \
 	LOADC; Get R4; I64Const $48; I64Sub; I64Const $10; I64GeU; If; EXIT; End; \
 	Block; Loop; \
-		Get R2; I64Const $1; I64Add; Set R2; \
+		ADVANCE; \
 		LOADC; Get R4; I64Const $48; I64Sub; I64Const $10; I64LtU; BrIf $0; \
 	End; End
 
@@ -160,10 +163,7 @@
 				I64Shl; \
 				I64Or; \
 				Set R7; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 				SKIP_SPACE; \
 				LOADC; \
 				Get R4; \
@@ -172,10 +172,7 @@
 				I64Add; \
 				I64Eq; \
 				If; /* empty */ \
-					Get R2; \
-					I64Const $1; \
-					I64Add; \
-					Set R2; \
+					ADVANCE; \
 					Get R9; \
 					I64Const $1; \
 					I64Sub; \
@@ -195,10 +192,7 @@
 			I64Const $34; \
 			I64Eq; \
 			If; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 				STRING; \
 				Br $1; /* -> after a value */ \
 			End; \
@@ -247,20 +241,14 @@
 			I64Const $45; /* '-' */ \
 			I64Eq; \
 			If; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 			End; \
 			LOADC; \
 			Get R4; \
 			I64Const $48; /* '0' */ \
 			I64Eq; \
 			If; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 			Else; \
 				DIGITS; \
 			End; \
@@ -269,10 +257,7 @@
 			I64Const $46; /* '.' */ \
 			I64Eq; \
 			If; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 				DIGITS; \
 			End; \
 			LOADC; \
@@ -282,10 +267,7 @@
 			I64Const $101; /* 'e' or 'E' */ \
 			I64Eq; \
 			If; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 				LOADC; \
 				Get R4; \
 				I64Const $43; /* '+' */ \
@@ -295,10 +277,7 @@
 				I64Eq; \
 				I32Or; \
 				If; \
-					Get R2; \
-					I64Const $1; \
-					I64Add; \
-					Set R2; \
+					ADVANCE; \
 				End; \
 				DIGITS; \
 			End; \
@@ -323,10 +302,7 @@
 			I64Const $44; /* ',' */ \
 			I64Eq; \
 			If; \
-				Get R2; \
-				I64Const $1; \
-				I64Add; \
-				Set R2; \
+				ADVANCE; \
 				Get R10; \
 				I64Eqz; \
 				I32Eqz; \
@@ -347,10 +323,7 @@
 			If; \
 				EXIT; \
 			End; \
-			Get R2; \
-			I64Const $1; \
-			I64Add; \
-			Set R2; \
+			ADVANCE; \
 			Get R9; \
 			I64Const $1; \
 			I64Sub; \
