@@ -34,9 +34,12 @@
 		If; I64Const $1; Set R5; End; \
 	End
 
-
-// body, where the loop is 3 blocks out (4 inside an If).
+// STATE(state) sets the state the next step starts from.
 #define STATE(state) I64Const state; Set R13
+
+// OPEN_STRING moves past a string's opening quote, noting where its
+// content starts in R14, with no escapes counted yet in R3.
+#define OPEN_STRING ADVANCE; Get R2; Set R14; I64Const $0; Set R3
 
 // func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, text int64)
 TEXT ·plainTurns(SB), NOSPLIT, $0-64
@@ -112,13 +115,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				If
 					EXIT
 				End
-				Get R2
-				I64Const $1
-				I64Add
-				Tee R2
-				Set R14
-				I64Const $0
-				Set R3
+				OPEN_STRING
 				SCAN
 				LOADC
 				Get R4
@@ -169,13 +166,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				I64Eq
 				I32And
 				If
-					Get R2
-					I64Const $1
-					I64Add
-					Tee R2
-					Set R14
-					I64Const $0
-					Set R3
+					OPEN_STRING
 					Block // the string's end
 					Loop
 						SCAN
