@@ -7,11 +7,28 @@ package limiter
 
 import (
 	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
+
+// Register installs the plugin's hooks as the process's proxy-wasm VM
+// context: main.go's init calls it, and so do tests that run the plugin in
+// Go mode (compiled natively, in the host emulator).
+func Register() {
+	wrapper.SetCtx(
+		"ai-token-ratelimit",
+		wrapper.PrePluginStartOrReload[PluginConfig](onPluginStart),
+		wrapper.ParseConfig(parseConfig),
+		wrapper.ProcessRequestHeaders(onRequestHeaders),
+		wrapper.ProcessRequestBody(onRequestBody),
+		wrapper.ProcessResponseHeaders(onResponseHeaders),
+		wrapper.ProcessStreamingResponseBody(onResponseBody),
+		wrapper.ProcessStreamDone(onStreamDone),
+	)
+}
 
 // PluginConfig is one parsed configuration (the global one, or one per route
 // or domain) with the Redis client it talks through.
@@ -22,9 +39,9 @@ type PluginConfig struct {
 	queues  *waitingRoom // where over-limit requests wait (nil: they are rejected)
 }
 
-// ParseConfig parses and validates a configuration; any error refuses it, so
+// parseConfig parses and validates a configuration; any error refuses it, so
 // the plugin never starts half-configured.
-func ParseConfig(json gjson.Result, pc *PluginConfig) error {
+func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	rules, err := config.Parse(json)
 	if err != nil {
 		return err

@@ -57,9 +57,9 @@ type waitLine struct {
 // configuration parsed at one start shares it, and one tick function.
 var started *waitingRoom
 
-// OnPluginStart runs before the configurations of a (re)started plugin are
+// onPluginStart runs before the configurations of a (re)started plugin are
 // parsed: they get a new waiting room, ticked by the new plugin.
-func OnPluginStart(wrapper.PluginContext) error {
+func onPluginStart(wrapper.PluginContext) error {
 	started = nil
 	return nil
 }

@@ -72,10 +72,10 @@ type group struct {
 	leases   bool            // some subject limits concurrency: admission takes a lease
 }
 
-// OnRequestHeaders matches the request and, when rules apply, pauses it
+// onRequestHeaders matches the request and, when rules apply, pauses it
 // until Redis says whether every subject has budget left. With
 // token_reservation, it first waits for the body to estimate the cost.
-func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
+func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	matches := pc.rules.MatchAll(hostRequest{ctx}, nil)
 	if len(matches) == 0 {
 		ctx.DontReadRequestBody()
@@ -115,8 +115,8 @@ func OnRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	return types.HeaderStopIteration
 }
 
-// OnRequestBody estimates the request's cost from its body and admits it.
-func OnRequestBody(ctx wrapper.HttpContext, pc PluginConfig, body []byte) types.Action {
+// onRequestBody estimates the request's cost from its body and admits it.
+func onRequestBody(ctx wrapper.HttpContext, pc PluginConfig, body []byte) types.Action {
 	r, _ := ctx.GetContext(stateKey).(*request)
 	if r == nil {
 		return types.ActionContinue

@@ -20,9 +20,9 @@ func admitted(ctx wrapper.HttpContext) *request {
 	return r
 }
 
-// OnResponseHeaders notes the status and adds the quota headers when asked
+// onResponseHeaders notes the status and adds the quota headers when asked
 // to. Local replies (a rejection) pass here too: they are not admitted.
-func OnResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
+func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r := admitted(ctx)
 	if r == nil {
 		ctx.DontReadResponseBody()
@@ -39,9 +39,9 @@ func OnResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	return types.ActionContinue
 }
 
-// OnResponseBody reads the usage from each chunk as it streams; the chunk
+// onResponseBody reads the usage from each chunk as it streams; the chunk
 // itself goes on unchanged and undelayed.
-func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last bool) []byte {
+func onResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last bool) []byte {
 	if r := admitted(ctx); r != nil {
 		r.usage.Write(chunk)
 		if last {
@@ -53,11 +53,11 @@ func OnResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 	return chunk
 }
 
-// OnStreamDone settles a request that ended without a last body chunk: no
+// onStreamDone settles a request that ended without a last body chunk: no
 // body, or a stream reset by the client or the upstream. Its concurrency
 // leases are released either way. A request still waiting in a queue (its
 // client gave up) leaves it.
-func OnStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
+func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	r, _ := ctx.GetContext(stateKey).(*request)
 	if r == nil {
 		return

@@ -8,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -33,7 +32,7 @@ type Cluster struct {
 	// Addrs[0] serves slots 0-5460, Addrs[1] 5461-10922, Addrs[2] 10923-16383.
 	Addrs []string
 	clock
-	tb    testing.TB
+	tb    TB
 	nodes []*node
 	ids   map[*node]string // cluster node ids
 	// owner is the node each slot is believed to live on; nil: unknown, and
@@ -70,7 +69,7 @@ func (c Call) Op() string {
 // ports, with their cluster files in the test's temporary directory, and
 // waits until every node says the cluster is ok; the nodes stop at the end of
 // the test.
-func StartCluster(tb testing.TB) *Cluster {
+func StartCluster(tb TB) *Cluster {
 	tb.Helper()
 	bin := redisServer(tb)
 	cli, err := exec.LookPath("redis-cli")

@@ -17,12 +17,24 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/tidwall/resp"
 )
+
+// TB is what the fixtures need of their user: a *testing.T or *testing.B,
+// or the benchmark report (a program, tools/benchreport), which stops at
+// the first failure. It is testing.TB's methods the fixtures and testify's
+// require call.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	FailNow()
+	Cleanup(func())
+	TempDir() string
+}
 
 // Backend is where a test sends the plugin's Redis calls: one Server or a
 // Cluster.
@@ -96,7 +108,7 @@ func (c *clock) setTime(args []resp.Value) bool {
 // withClock returns the query with the test clock in its time argument (see
 // setTime). The query is parsed only when a clock is set: most tests run
 // thousands of calls on Redis's own.
-func (c *clock) withClock(tb testing.TB, query []byte) []byte {
+func (c *clock) withClock(tb TB, query []byte) []byte {
 	if c.seconds == 0 {
 		return query
 	}
@@ -117,7 +129,7 @@ func parseQuery(query []byte) ([]resp.Value, bool) {
 }
 
 // encode encodes arguments as a RESP command.
-func encode(tb testing.TB, args []resp.Value) []byte {
+func encode(tb TB, args []resp.Value) []byte {
 	out, err := resp.ArrayValue(args).MarshalRESP()
 	if err != nil {
 		tb.Fatalf("encoding a query: %v", err)
@@ -126,7 +138,7 @@ func encode(tb testing.TB, args []resp.Value) []byte {
 }
 
 // command encodes a command given as strings.
-func command(tb testing.TB, args ...string) []byte {
+func command(tb TB, args ...string) []byte {
 	vals := make([]resp.Value, len(args))
 	for i, a := range args {
 		vals[i] = resp.StringValue(a)
@@ -136,7 +148,7 @@ func command(tb testing.TB, args ...string) []byte {
 
 // Start starts a redis-server on a free loopback port; it stops at the end
 // of the test.
-func Start(tb testing.TB) *Server {
+func Start(tb TB) *Server {
 	tb.Helper()
 	bin := redisServer(tb)
 	s := &Server{n: node{tb: tb, bin: bin}}
@@ -146,7 +158,7 @@ func Start(tb testing.TB) *Server {
 }
 
 // redisServer returns the path of redis-server, or fails the test.
-func redisServer(tb testing.TB) string {
+func redisServer(tb TB) string {
 	tb.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -158,7 +170,7 @@ func redisServer(tb testing.TB) string {
 
 // freePorts finds n distinct free loopback ports, holding each until all are
 // found so that none is given twice.
-func freePorts(tb testing.TB, n int) []int {
+func freePorts(tb TB, n int) []int {
 	ports := make([]int, n)
 	for i := range ports {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -179,7 +191,7 @@ func (s *Server) start(port int) {
 
 // node is one redis-server process and a connection to it.
 type node struct {
-	tb   testing.TB
+	tb   TB
 	bin  string
 	args []string // redis-server arguments besides the address, persistence and directory
 	addr string
@@ -290,7 +302,7 @@ func (s *Server) Int(args ...string) int64 {
 }
 
 // toInt reads a reply as a number (nil: 0), or fails the test.
-func toInt(tb testing.TB, args []string, v resp.Value) int64 {
+func toInt(tb TB, args []string, v resp.Value) int64 {
 	tb.Helper()
 	if v.Type() == resp.Error {
 		tb.Fatalf("%v: %v", args, v.Error())
@@ -313,7 +325,7 @@ func (s *Server) Forward(query []byte) []byte {
 }
 
 // marshal encodes a reply to hand back to the plugin.
-func marshal(tb testing.TB, v resp.Value) []byte {
+func marshal(tb TB, v resp.Value) []byte {
 	raw, err := v.MarshalRESP()
 	if err != nil {
 		tb.Fatalf("encoding the reply: %v", err)
@@ -332,7 +344,7 @@ func (s *Server) Answer(host proxytest.HostEmulator, contextID uint32) int {
 
 // answer answers the pending calls of a context one by one with forward, or
 // with a failed status when up says the backend is down, until none is left.
-func answer(tb testing.TB, host proxytest.HostEmulator, contextID uint32, up func() bool, forward func([]byte) []byte) int {
+func answer(tb TB, host proxytest.HostEmulator, contextID uint32, up func() bool, forward func([]byte) []byte) int {
 	tb.Helper()
 	n := 0
 	for ; n < 100; n++ {

@@ -1,0 +1,32 @@
+package plugintest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+)
+
+// Main is a TestMain for the plugin's suites: it builds the plugin to WASM
+// once for the WASM-mode half of every test.RunTest, and fails when it
+// cannot (the framework would otherwise skip WASM mode quietly), then runs
+// the tests. Go mode runs whatever VM context the test binary registered
+// (main.go's init, or limiter.Register in the caller's TestMain).
+func Main(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ai-token-ratelimit-wasm")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	path := filepath.Join(dir, "main.wasm")
+	if err := wasmbuild.Build(wasmbuild.Plugin, path); err != nil {
+		fmt.Fprintf(os.Stderr, "building the plugin for the WASM-mode tests: %v\n", err)
+		os.Exit(1)
+	}
+	os.Setenv("WASM_FILE_PATH", path)
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -1,0 +1,187 @@
+// Package plugintest drives the plugin through the proxy-wasm host emulator
+// (github.com/higress-group/wasm-go/pkg/test), in Go mode and WASM mode, with
+// its Redis calls answered by a real redis-server or Redis Cluster: the
+// harness of the plugin's behaviour suites, its soak and its benchmarks.
+package plugintest
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// Plugin is one started plugin (in Go or WASM mode, as test.RunTest chose)
+// whose Redis calls go to a real redis-server or Redis Cluster.
+type Plugin struct {
+	T     redistest.TB
+	Host  proxytest.HostEmulator
+	Redis redistest.Backend
+}
+
+// Start starts the plugin with a configuration; it stops at the end of
+// the (sub)test.
+func Start(t redistest.TB, redis redistest.Backend, config string) *Plugin {
+	t.Helper()
+	require.True(t, json.Valid([]byte(config)), "test config is not JSON: %s", config)
+	host, status := test.NewTestHost(json.RawMessage(config))
+	t.Cleanup(host.Reset)
+	require.Equal(t, types.OnPluginStartStatusOK, status, "plugin refused the configuration")
+	return &Plugin{T: t, Host: host, Redis: redis}
+}
+
+// Exchange is one HTTP request going through the plugin.
+type Exchange struct {
+	P      *Plugin
+	ID     uint32
+	Action types.Action // what the request-headers hook returned
+}
+
+// Send sends a chat completion request's headers (plus extra ones) through
+// the plugin, without answering its Redis call yet.
+func (p *Plugin) Send(extra ...[2]string) *Exchange {
+	p.T.Helper()
+	return p.SendTo("/v1/chat/completions", extra...)
+}
+
+// Request sends a request and lets Redis answer.
+func (p *Plugin) Request(extra ...[2]string) *Exchange {
+	p.T.Helper()
+	return p.Send(extra...).Answer()
+}
+
+// Answer forwards the exchange's pending Redis calls to the real Redis.
+func (x *Exchange) Answer() *Exchange {
+	x.P.Redis.Answer(x.P.Host, x.ID)
+	return x
+}
+
+// Local is the response the plugin answered in the gateway's place, or nil.
+func (x *Exchange) Local() *proxytest.LocalHttpResponse {
+	return x.P.Host.GetSentLocalResponse(x.ID)
+}
+
+// Passed reports whether the request went on to the upstream.
+func (x *Exchange) Passed() bool {
+	return x.Local() == nil && x.P.Host.GetCurrentHttpStreamAction(x.ID) == types.ActionContinue
+}
+
+// RequireRejected asserts a local reply with the status and returns it.
+func (x *Exchange) RequireRejected(status uint32) *proxytest.LocalHttpResponse {
+	x.P.T.Helper()
+	local := x.Local()
+	require.NotNil(x.P.T, local, "the request was not answered locally")
+	require.Equal(x.P.T, status, local.StatusCode, "body: %s", local.Data)
+	return local
+}
+
+// Respond plays the upstream's response: headers, then the body in the given
+// chunks, then the end of the stream; Redis answers whatever the plugin asks.
+func (x *Exchange) Respond(contentType string, chunks ...string) *Exchange {
+	x.P.T.Helper()
+	x.ResponseHeaders(contentType)
+	for i, c := range chunks {
+		got := x.P.Host.CallOnResponseBody(x.ID, []byte(c), i == len(chunks)-1)
+		require.Equal(x.P.T, types.ActionContinue, got, "a response chunk was held back")
+		require.Equal(x.P.T, c, string(x.P.Host.GetCurrentResponseBody(x.ID)), "a response chunk was changed")
+	}
+	return x.Done()
+}
+
+// ResponseHeaders plays the upstream's response headers (status 200) and
+// returns the headers the client gets.
+func (x *Exchange) ResponseHeaders(contentType string) [][2]string {
+	x.P.T.Helper()
+	action := x.P.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "200"}, {"content-type", contentType}}, false)
+	require.Equal(x.P.T, types.ActionContinue, action)
+	return x.P.Host.GetCurrentResponseHeaders(x.ID)
+}
+
+// Done ends the stream (as after the last byte, or a reset) and lets Redis
+// answer the calls made at the end.
+func (x *Exchange) Done() *Exchange {
+	x.Answer()
+	x.P.Host.CompleteHttpContext(x.ID)
+	x.Answer()
+	return x
+}
+
+// Header returns a header's value from a header list ("" when absent).
+func Header(headers [][2]string, name string) string {
+	v, _ := test.GetHeaderValue(headers, name)
+	return v
+}
+
+// DayCounter reads the day counter of a subject (0 when absent).
+func (p *Plugin) DayCounter(subject string) int64 {
+	p.T.Helper()
+	return p.Redis.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, p.Redis.Now()/86400))
+}
+
+// SendBody sends a request with a JSON body through the plugin, without
+// answering its Redis calls yet.
+func (p *Plugin) SendBody(body string, extra ...[2]string) *Exchange {
+	p.T.Helper()
+	x := p.Send(extra...)
+	x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
+	return x
+}
+
+// MinuteCounter reads the current minute counter of a subject.
+func (p *Plugin) MinuteCounter(subject string) int64 {
+	p.T.Helper()
+	return p.Redis.Int("GET", fmt.Sprintf("%s:t60:%d", subject, p.Redis.Now()/60))
+}
+
+// SendTo sends a request's headers like Send, to another path (and query).
+func (p *Plugin) SendTo(path string, extra ...[2]string) *Exchange {
+	p.T.Helper()
+	headers := [][2]string{{":authority", "llm.example.com"}, {":method", "POST"},
+		{":path", path}, {"content-type", "application/json"}}
+	x := &Exchange{P: p, ID: p.Host.InitializeHttpContext()}
+	x.Action = p.Host.CallOnRequestHeaders(x.ID, append(headers, extra...), false)
+	return x
+}
+
+// Tick moves Redis's clock and the gateway's tick on by 100 ms, then answers
+// every Redis call the waiting requests made.
+func (p *Plugin) Tick(waiting []*Exchange) {
+	p.Redis.SetClock(p.Redis.Clock() + 0.1)
+	p.Host.Tick()
+	p.AnswerAll(waiting)
+}
+
+// AnswerAll answers the pending Redis calls of every exchange and of the
+// plugin's own context (where retries go out from the tick), including the
+// calls answering one makes (the next in a queue), until none is left.
+func (p *Plugin) AnswerAll(xs []*Exchange) {
+	for answered := true; answered; {
+		answered = p.Redis.Answer(p.Host, proxytest.PluginContextID) > 0
+		for _, x := range xs {
+			if p.Redis.Answer(p.Host, x.ID) > 0 {
+				answered = true
+			}
+		}
+	}
+}
+
+// RetriesPending counts the Redis calls the plugin sent from its own context.
+func (p *Plugin) RetriesPending() int {
+	return len(p.Host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID))
+}
+
+// StartOn starts the plugin of a given VM context (a Go-mode one, which a
+// Register function installed, or a WASM module's) with a configuration,
+// outside test.RunTest, logging at info level; it stops at the end of the
+// test.
+func StartOn(t redistest.TB, vm types.VMContext, redis redistest.Backend, config string) *Plugin {
+	t.Helper()
+	host, stop := StartEmulator(t, vm, config)
+	t.Cleanup(stop)
+	return &Plugin{T: t, Host: host, Redis: redis}
+}

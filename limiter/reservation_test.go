@@ -1,0 +1,298 @@
+package limiter_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// "Hi" is 2 bytes: ceil(2/4) = 1 prompt token, so chatBody(n) reserves n+1.
+
+func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	// 32 requests opened before any completes, each declaring and using 1,000
+	// tokens, against 10,000 per minute: how many tokens get through?
+	admittedTokens := func(t *testing.T, p *plugintest.Plugin) (admitted int, tokens int64) {
+		var open []*plugintest.Exchange
+		for i := 0; i < 32; i++ {
+			open = append(open, p.SendBody(plugintest.ChatBody(1000), key))
+		}
+		for _, x := range open {
+			x.Answer()
+		}
+		for _, x := range open {
+			if x.Passed() {
+				admitted++
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(3, 1, 999))...)
+			} else {
+				x.RequireRejected(429)
+				x.Done()
+			}
+		}
+		return admitted, p.MinuteCounter(plugintest.APIKeySubject)
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+
+		t.Run("reservation on: admitted tokens stay within the limit", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
+			admitted, tokens := admittedTokens(t, p)
+			assert.Equal(t, 9, admitted, "9 × 1,001 reserved fits in 10,000; a 10th does not")
+			assert.Equal(t, int64(9000), tokens, "reconciled to the 1,000 each really used")
+			assert.LessOrEqual(t, tokens, int64(10000))
+		})
+
+		t.Run("reservation off: every request in flight gets through, as in Higress", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 10000`))
+			admitted, tokens := admittedTokens(t, p)
+			assert.Equal(t, 32, admitted)
+			assert.Equal(t, int64(32000), tokens, "3.2× the limit")
+		})
+	})
+}
+
+func TestReservationStopsSequentialOvershoot(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	run := func(p *plugintest.Plugin) (admitted int) {
+		for i := 0; i < 10; i++ {
+			x := p.SendBody(plugintest.ChatBody(300), key).Answer()
+			if x.Passed() {
+				admitted++
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 299))...)
+			} else {
+				x.Done()
+			}
+		}
+		return admitted
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		t.Run("reservation on", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
+			assert.Equal(t, 3, run(p))
+			assert.Equal(t, int64(900), p.MinuteCounter(plugintest.APIKeySubject), "no overshoot")
+		})
+		t.Run("reservation off", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+			assert.Equal(t, 4, run(p), "without reservation the 4th starts at 900 < 1,000")
+			assert.Equal(t, int64(1200), p.MinuteCounter(plugintest.APIKeySubject))
+		})
+	})
+}
+
+func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
+		admitted := 0
+		for i := 0; i < 10; i++ {
+			x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
+			if !x.Passed() {
+				x.Done()
+				continue
+			}
+			admitted++
+			// Some content, then the client goes away before the usage event.
+			x.ResponseHeaders("text/event-stream")
+			p.Host.CallOnResponseBody(x.ID, []byte(plugintest.SSEEvents(plugintest.OpenAIStream(3, 1, 399))[0]), false)
+			x.Done()
+		}
+		assert.Equal(t, 2, admitted, "2 × 401 reserved; a third does not fit in 1,000")
+		assert.Equal(t, int64(802), p.MinuteCounter(plugintest.APIKeySubject), "the counter keeps both estimates")
+
+		// An Anthropic stream reports its input (and one output token) as it
+		// starts: cut short after that, it still pays its estimate, not the
+		// 101 tokens reported so far. Cut after more than the estimate, it
+		// pays what it reported.
+		redis.Do("FLUSHALL")
+		for _, c := range []struct {
+			input int
+			want  int64
+		}{{100, 401}, {600, 601}} {
+			x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
+			require.True(t, x.Passed())
+			x.ResponseHeaders("text/event-stream")
+			started := plugintest.SSEEvents(plugintest.AnthropicStream(c.input, 0, 0, 300))[0]
+			p.Host.CallOnResponseBody(x.ID, []byte(started), false)
+			before := p.MinuteCounter(plugintest.APIKeySubject)
+			x.Done()
+			assert.Equal(t, c.want, p.MinuteCounter(plugintest.APIKeySubject)-before+401, "input %d", c.input)
+		}
+	})
+}
+
+func TestReservationDetails(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+
+		t.Run("remaining counts this request's reservation", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 10000`))
+			x := p.SendBody(plugintest.ChatBody(1000), key).Answer()
+			headers := x.ResponseHeaders("text/event-stream")
+			assert.Equal(t, strconv.Itoa(10000-1001), plugintest.Header(headers, "X-TokenRateLimit-Remaining"))
+			x.Done()
+		})
+
+		t.Run("a bodyless request reserves default_completion_tokens", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 250},`, `"token_per_minute": 10000`))
+			id := p.Host.InitializeHttpContext()
+			action := p.Host.CallOnRequestHeaders(id, [][2]string{{":method", "GET"}, {":path", "/v1/models"}, {":authority", "x"}, key}, true)
+			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, action)
+			redis.Answer(p.Host, id)
+			assert.Equal(t, int64(250), p.MinuteCounter(plugintest.APIKeySubject))
+			p.Host.CompleteHttpContext(id)
+			redis.Answer(p.Host, id)
+			assert.Equal(t, int64(250), p.MinuteCounter(plugintest.APIKeySubject), "no usage: the reservation stays")
+		})
+
+		t.Run("a compressed body is reserved by its declared size, not let through", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100},`, `"token_per_minute": 10000`))
+			x := p.Send(key, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", "4000"})
+			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, x.Action, "decided at the headers: the body will not be shown")
+			x.Answer()
+			require.True(t, x.Passed())
+			assert.Equal(t, int64(1000+100), p.MinuteCounter(plugintest.APIKeySubject))
+			x.Done()
+		})
+
+		t.Run("an upstream error without usage gives the reservation back", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
+			x := p.SendBody(plugintest.ChatBody(1000), key).Answer()
+			require.True(t, x.Passed())
+			assert.Equal(t, int64(1001), p.MinuteCounter(plugintest.APIKeySubject))
+			p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "503"}, {"content-type", "application/json"}}, false)
+			p.Host.CallOnResponseBody(x.ID, []byte(`{"error":{"message":"overloaded"}}`), true)
+			x.Done()
+			assert.Equal(t, int64(0), p.MinuteCounter(plugintest.APIKeySubject))
+		})
+
+		t.Run("a request whose estimate exceeds the whole limit is rejected", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 500`))
+			p.SendBody(plugintest.ChatBody(4000), key).Answer().RequireRejected(429)
+			assert.Empty(t, redis.Keys("*"), "nothing reserved")
+		})
+	})
+}
+
+func TestReconcileLandsInTheReservationsWindow(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_second": 1000000`))
+		redis.AvoidWindowEdge(1, 1) // start just after a second begins
+		admittedAt := redis.Now()
+		x := p.SendBody(plugintest.ChatBody(1000), [2]string{"x-api-key", "sk-1"}).Answer()
+		require.True(t, x.Passed())
+		time.Sleep(1200 * time.Millisecond) // the stream ends in a later second
+		require.Greater(t, redis.Now(), admittedAt)
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 1499))...)
+		assert.Equal(t, int64(1500), redis.Int("GET", fmt.Sprintf("%s:t1:%d", plugintest.APIKeySubject, admittedAt)),
+			"reservation 1,001 + reconcile 499 in the admission's second")
+		assert.Len(t, redis.Keys(plugintest.APIKeySubject+":t1:*"), 1, "no charge in the second current at the end")
+	})
+}
+
+func TestLayeredRulesAllApply(t *testing.T) {
+	redis := redistest.Start(t)
+	layered := func(extra string) string {
+		return `{"rule_name": "layers", "rule_match_mode": "all", ` + extra + `"rule_items": [
+			{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
+			{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
+			{"limit_by_header": "x-tier", "limit_keys": [{"key": "free", "token_per_day": 50000}]}],
+			` + plugintest.RedisSection + `}`
+	}
+	consumer := "atrl:{layers|limit_by_per_consumer|x-mse-consumer|alice}"
+	ip := "atrl:{layers|limit_by_per_ip||192.0.2.1}"
+	tier := "atrl:{layers|limit_by_header|x-tier|free}"
+	counters := func(p *plugintest.Plugin) [3]int64 {
+		return [3]int64{p.DayCounter(consumer), p.MinuteCounter(ip), p.DayCounter(tier)}
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		for _, mode := range []string{"check", "reserve"} {
+			t.Run(mode, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				extra := ""
+				if mode == "reserve" {
+					extra = plugintest.ReservationOn
+				}
+				p := plugintest.Start(t, redis, layered(extra))
+				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.1:40000")))
+				alice := [][2]string{{"x-mse-consumer", "alice"}, {"x-tier", "free"}}
+
+				x := p.SendBody(plugintest.ChatBody(100), alice...)
+				assert.Len(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), 3, "three subjects, three slots: one call each")
+				x.Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 400, 600))...)
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "each rule is charged")
+
+				// The IP's minute is used up (by alice herself): alice is held
+				// back although her consumer and tier budgets are open.
+				y := p.SendBody(plugintest.ChatBody(100), alice...).Answer()
+				y.RequireRejected(429)
+				y.Done()
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
+
+				// Another client on another IP is unaffected by that IP's cap.
+				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.2:40000")))
+				z := p.SendBody(plugintest.ChatBody(100), [2]string{"x-mse-consumer", "bob"}).Answer()
+				assert.True(t, z.Passed())
+				z.Done()
+			})
+		}
+	})
+}
+
+func TestWeightedCost(t *testing.T) {
+	redis := redistest.Start(t)
+	weighted := `"token_count_strategy": "weighted", "token_weights": {"input": 1, "output": 5, "cache_read": 0.1, "cache_creation": 1.25,
+		"models": {"claude-opus-4": {"input": 3, "output": 15, "cache_read": 0.3, "cache_creation": 3.75}}},`
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for _, c := range []struct {
+			name, extra, body string
+			want              int64
+		}{
+			// 100 uncached ×1 + 2,000 written ×1.25 + 3,000 read ×0.1 + 45 out ×5 = 100 + 2,500 + 300 + 225
+			{"default weights", weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
+			{"the request's model's weights", weighted, `{"model":"claude-opus-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 300 + 7500 + 900 + 675},
+			{"weighted with reservation", plugintest.ReservationOn + weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
+			{"input tokens only", `"token_count_strategy": "input_tokens",`, `{}`, 5100},
+			{"output tokens only", `"token_count_strategy": "output_tokens",`, `{}`, 45},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(c.extra, `"token_per_day": 1000000`))
+				x := p.SendBody(c.body, [2]string{"x-api-key", "sk-1"}).Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 2000, 3000, 45))...)
+				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
+			})
+		}
+	})
+}

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+	"github.com/tokenlimit/ai-token-ratelimit/limiter"
+	"github.com/tokenlimit/ai-token-ratelimit/tools/noopplugin"
+)
+
+// Cost: one request through the plugin, Redis answered with canned replies.
+
+// costCase is one request shape and configuration whose cost is measured.
+type costCase struct {
+	group   string      // the table it goes in
+	name    string      // its row
+	config  string      // the plugin configuration
+	body    []byte      // the request body (nil: none)
+	headers [][2]string // request headers besides benchRequestHeaders
+	windows int         // windows a charge call settles: the length of charge.lua's reply
+	calls   int         // Redis calls a request makes (0: none is checked, as for one event)
+	play    workload
+	// large: a body of hundreds of KiB, timed on fresh WASM VMs each round
+	// for a fixed number of requests (see measureWASM).
+	large     bool
+	benchTime string // testing.Benchmark's run length, as -benchtime
+}
+
+const (
+	groupKinds  = "kinds"
+	groupRules  = "rules"
+	groupStream = "stream"
+)
+
+// tokenWindows are the two token windows of benchConfig, high enough that
+// nothing is ever rejected.
+const tokenWindows = `"token_per_minute": 100000000, "token_per_day": 1000000000`
+
+// keyConfig limits every "sk-" x-api-key like benchConfig, with other limits
+// and top-level fields.
+func keyConfig(topLevel, limits string) string {
+	return `{"rule_name": "chat", ` + topLevel + ` "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", ` + limits + `}]}], "redis": {"service_name": "redis.static"}}`
+}
+
+// costCases lists what the report times: each kind of limit, rule counts,
+// and one event of a stream. Cases that bench_test.go also runs use its
+// configurations, so the numbers compare.
+func costCases(s reportScale) []costCase {
+	kinds := []costCase{
+		{name: "two token windows (minute, day)", config: benchConfig, windows: 2},
+		{name: "the same + a request window (query_per_minute)", config: keyConfig("", tokenWindows+`, "query_per_minute": 100000`), windows: 3},
+		{name: "the same + a concurrency limit (max_concurrent_requests)", config: keyConfig("", tokenWindows+`, "max_concurrent_requests": 1000`), windows: 2},
+		{name: "two sliding token windows (window_type: sliding)", config: keyConfig(`"window_type": "sliding",`, tokenWindows), windows: 2},
+		{name: "token_reservation, 1 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		{name: "token_reservation, 16 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
+		{name: "token_reservation, 64 KiB agent body", config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true},
+		{name: "token_reservation, 256 KiB agent body", config: benchReservationConfig, body: []byte(requestbody.Agent(256 << 10)), windows: 2, large: true},
+		{name: "everything at once (2 sliding token windows, a request window, a concurrency limit)", config: benchAllLimitsConfig, windows: 3},
+		{name: "over_limit_action: queue, admitted at once", config: benchQueueConfig, windows: 2},
+	}
+	var cases []costCase
+	for _, c := range kinds {
+		c.group, c.calls, c.play = groupKinds, 2, wholeRequests
+		cases = append(cases, c)
+	}
+	for _, n := range s.ruleCounts {
+		cases = append(cases, firstMatchCase(n))
+	}
+	for _, n := range s.ruleCounts {
+		cases = append(cases, allMatchCase(n))
+	}
+	cases = append(cases, costCase{group: groupStream, name: "one SSE content event of an admitted stream",
+		config: benchConfig, windows: 2, play: contentEvents})
+	for i := range cases {
+		cases[i].benchTime = s.benchTime
+		if cases[i].large {
+			cases[i].benchTime = s.largeBenchTime
+		}
+	}
+	return cases
+}
+
+// firstMatchCase has n rule items on x-api-key, the first n-1 naming other
+// tenants' exact keys and the last every "sk-" key: the request is matched
+// against all n before one decides (rule_match_mode first).
+func firstMatchCase(n int) costCase {
+	items := make([]string, n)
+	for i := range n - 1 {
+		items[i] = fmt.Sprintf(`{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-tenant-%04d", %s}]}`, i, tokenWindows)
+	}
+	items[n-1] = `{"limit_by_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-", ` + tokenWindows + `}]}`
+	return costCase{group: groupRules, name: fmt.Sprintf("%s, the last matches (first)", ruleItems(n)),
+		config: rulesConfig("", items), windows: 2, calls: 2, play: wholeRequests}
+}
+
+// allMatchCase has n rule items, each on a header of its own that the
+// request carries, all applying (rule_match_mode all): n subjects. The
+// plugin sends one call per Redis Cluster slot, so the headers are chosen
+// with subjects in n different slots, as n subjects spread over a cluster
+// are: n calls at admission and n at the end (a canned reply also has to
+// fit the subjects of its call).
+func allMatchCase(n int) costCase {
+	const value = "tier-1"
+	var items []string
+	var headers [][2]string
+	slots := map[uint16]bool{}
+	for i := 0; len(headers) < n; i++ {
+		name := fmt.Sprintf("x-layer-%d", i)
+		slot := cachekey.Slot(cachekey.AppendSubject(nil, "chat", "limit_by_header", name, value))
+		if slots[slot] {
+			continue
+		}
+		slots[slot] = true
+		headers = append(headers, [2]string{name, value})
+		items = append(items, fmt.Sprintf(`{"limit_by_header": %q, "limit_keys": [{"key": "*", %s}]}`, name, tokenWindows))
+	}
+	return costCase{group: groupRules, name: fmt.Sprintf("%s, all match (all)", ruleItems(n)),
+		config: rulesConfig(`"rule_match_mode": "all",`, items), headers: headers, windows: 2, calls: 2 * n, play: wholeRequests}
+}
+
+func ruleItems(n int) string {
+	if n == 1 {
+		return "1 rule item"
+	}
+	return fmt.Sprintf("%d rule items", n)
+}
+
+func rulesConfig(topLevel string, items []string) string {
+	return `{"rule_name": "chat", ` + topLevel + ` "rule_items": [` + strings.Join(items, ",\n") +
+		`], "redis": {"service_name": "redis.static"}}`
+}
+
+// workload plays a case on a host: it prepares before the clock starts (and
+// reports what one request sends to Redis), and returns the operation timed.
+type workload func(b *testing.B, h *cannedHost, c costCase) (probe redisTraffic, step func())
+
+// redisTraffic is what one request sends to Redis.
+type redisTraffic struct {
+	calls int // round trips
+	bytes int // query bytes
+}
+
+// wholeRequests times bench_test.go's full request: headers (and body),
+// admission, a 50-event stream, the charge, the end.
+func wholeRequests(b *testing.B, h *cannedHost, c costCase) (redisTraffic, func()) {
+	events := streamEvents()
+	before := h.calls
+	sent := fullRequestWithBody(b, h, c.body, events) // also the warm-up
+	probe := redisTraffic{calls: h.calls - before, bytes: sent}
+	return probe, func() { fullRequestWithBody(b, h, c.body, events) }
+}
+
+// contentEvents opens an admitted stream, as BenchmarkContentEventWASM does,
+// and times one content event of it.
+func contentEvents(b *testing.B, h *cannedHost, _ costCase) (redisTraffic, func()) {
+	id := h.InitializeHttpContext()
+	h.CallOnRequestHeaders(id, benchRequestHeaders, false)
+	answerCanned(h, id, benchVerdict)
+	if h.GetCurrentHttpStreamAction(id) != types.ActionContinue {
+		b.Fatal("stream not admitted")
+	}
+	h.CallOnResponseHeaders(id, benchResponseHeaders, false)
+	return redisTraffic{}, func() { h.CallOnResponseBody(id, benchContentEvent, false) }
+}
+
+// cannedHost is the emulator as bench_test.go's helpers drive it, fitted to
+// a case: requests carry the case's extra headers, a charge gets a canned
+// reply with one total per window of the case (the helpers answer every
+// charge with benchCharged, which has two), Redis calls are counted, and
+// the pending calls of a context are listed in a copy (see
+// GetRedisCalloutAttributesFromContext).
+type cannedHost struct {
+	proxytest.HostEmulator
+	requestHeaders [][2]string // sent instead of benchRequestHeaders
+	chargeReply    []byte
+	calls          int
+}
+
+func newCannedHost(host proxytest.HostEmulator, c costCase) *cannedHost {
+	reply := fmt.Appendf(nil, "*%d\r\n", c.windows)
+	for range c.windows {
+		reply = append(reply, ":1801\r\n"...)
+	}
+	return &cannedHost{HostEmulator: host, chargeReply: reply,
+		requestHeaders: append(slices.Clip(benchRequestHeaders), c.headers...)}
+}
+
+func (h *cannedHost) CallOnRequestHeaders(id uint32, _ [][2]string, endOfStream bool) types.Action {
+	return h.HostEmulator.CallOnRequestHeaders(id, h.requestHeaders, endOfStream)
+}
+
+func (h *cannedHost) CallOnRedisCallResponse(id uint32, status int32, reply []byte) {
+	h.calls++
+	if bytes.Equal(reply, benchCharged) {
+		reply = h.chargeReply
+	}
+	h.HostEmulator.CallOnRedisCallResponse(id, status, reply)
+}
+
+// complaints are the plugin's warnings and errors: a canned reply that does
+// not fit, a failed charge. A measured request must have none.
+func (h *cannedHost) complaints() []string {
+	return slices.Concat(h.GetWarnLogs(), h.GetErrorLogs(), h.GetCriticalLogs())
+}
+
+// timeRun starts an emulator with the case on a VM and times the case's
+// operation with testing.Benchmark for the case's bench time; it returns the
+// time per operation and what one request sent to Redis.
+func timeRun(t tb, vm types.VMContext, c costCase) (nsPerOp float64, traffic redisTraffic) {
+	t.Helper()
+	if err := flag.Set("test.benchtime", c.benchTime); err != nil {
+		t.Fatalf("bench time %q: %v", c.benchTime, err)
+	}
+	host, stop := plugintest.StartEmulator(t, vm, c.config)
+	defer stop()
+	h := newCannedHost(host, c)
+	result := testing.Benchmark(func(b *testing.B) {
+		var step func()
+		traffic, step = c.play(b, h, c)
+		b.ResetTimer()
+		for range b.N {
+			step()
+		}
+	})
+	if result.N == 0 { // testing.Benchmark discards the failure's message
+		t.Fatalf("%s: the request failed inside the benchmark (not resumed, or admitted without a charge); the plugin logged %q",
+			c.name, h.complaints())
+	}
+	if complaints := h.complaints(); len(complaints) > 0 {
+		t.Fatalf("%s: the plugin complained (a canned reply that does not fit?): %q", c.name, complaints)
+	}
+	return float64(result.T.Nanoseconds()) / float64(result.N), traffic
+}
+
+// costSamples are the timed runs of one case in one mode, in ns/op.
+type costSamples struct {
+	baseline []float64 // the do-nothing plugin
+	plugin   []float64
+}
+
+// vmPair is the do-nothing plugin's VM and the plugin's, for one round.
+type vmPair struct{ baseline, plugin types.VMContext }
+
+// measureRuns times a case rounds times on the plugin and on the baseline,
+// alternating (ABBA: which goes first swaps every round) so that the
+// machine's drift hits both alike; vmsFor gives the VMs of each round.
+func measureRuns(t tb, rounds int, c costCase, vmsFor func(round int) vmPair) (costSamples, redisTraffic) {
+	t.Helper()
+	var s costSamples
+	var traffic redisTraffic
+	for round := range rounds {
+		vms := vmsFor(round)
+		timeBaseline := func() {
+			ns, _ := timeRun(t, vms.baseline, c)
+			s.baseline = append(s.baseline, ns)
+		}
+		pluginFirst := round%2 == 1
+		if !pluginFirst {
+			timeBaseline()
+		}
+		ns, probe := timeRun(t, vms.plugin, c)
+		s.plugin, traffic = append(s.plugin, ns), probe
+		if pluginFirst {
+			timeBaseline()
+		}
+	}
+	if c.calls > 0 && traffic.calls != c.calls {
+		t.Fatalf("%s: %d Redis calls per request, want %d", c.name, traffic.calls, c.calls)
+	}
+	return s, traffic
+}
+
+// costRow is one case's results.
+type costRow struct {
+	c       costCase
+	wasm    costSamples
+	native  costSamples
+	traffic redisTraffic
+}
+
+// measureCosts times every case in WASM mode, then in Go mode, each plugin
+// against the do-nothing plugin compiled the same way.
+func measureCosts(t tb, s reportScale, native goVMs) []costRow {
+	if _, ok := native.plugin.(*wrapper.CommonVmCtx[limiter.PluginConfig]); !ok {
+		t.Fatalf("the Go-mode VM context is a %T, not the plugin's: Go mode would time something else", native.plugin)
+	}
+	cases := costCases(s)
+	rows := make([]costRow, len(cases))
+	for i, c := range cases {
+		rows[i].c = c
+	}
+	measureWASM(t, s, rows)
+	for i := range rows {
+		var traffic redisTraffic
+		rows[i].native, traffic = measureRuns(t, s.rounds, rows[i].c, func(int) vmPair { return vmPair{native.noop, native.plugin} })
+		// The bytes may differ by a character or so a call: concurrency lease
+		// ids end in a counter of the requests a VM has made.
+		if wasm := rows[i].traffic; traffic.calls != wasm.calls || abs(traffic.bytes-wasm.bytes) > 2*wasm.calls {
+			t.Errorf("%s: Go mode sends %+v to Redis, WASM mode %+v", rows[i].c.name, traffic, wasm)
+		}
+	}
+	return rows
+}
+
+// measureWASM times every case with the plugin and the do-nothing plugin
+// compiled to WASM. A WASM VM in the emulator never frees an HTTP context
+// (the emulator never calls the module's proxy_on_delete), so what a request
+// leaves behind piles up, and the garbage collector of a module whose memory
+// keeps growing would be timed too: at full scale each case gets fresh VMs,
+// and a case with large bodies fresh VMs for each round, and a fixed number
+// of requests per run.
+func measureWASM(t tb, s reportScale, rows []costRow) {
+	noopModule := buildWasm(t, noopplugin.WASM)
+	pluginModule := buildWasm(t, wasmbuild.Plugin)
+	var vms []proxytest.WasmVMContext
+	closeVMs := func() {
+		for _, vm := range vms {
+			vm.Close()
+		}
+		vms = nil
+	}
+	defer closeVMs()
+	fresh := func() vmPair {
+		closeVMs()
+		vms = compileVMs(t, noopModule, pluginModule)
+		return vmPair{vms[0], vms[1]}
+	}
+	for i := range rows {
+		c := rows[i].c
+		var current vmPair
+		if vms == nil || s.vmPerCase {
+			current = fresh()
+		} else {
+			current = vmPair{vms[0], vms[1]}
+		}
+		rows[i].wasm, rows[i].traffic = measureRuns(t, s.rounds, c, func(round int) vmPair {
+			if c.large && round > 0 {
+				current = fresh()
+			}
+			return current
+		})
+		t.Logf("WASM, %s: %s, do-nothing %s", c.name, micros(median(rows[i].wasm.plugin)), micros(median(rows[i].wasm.baseline)))
+	}
+}
+
+// compileVMs compiles modules side by side: each takes seconds on one core.
+func compileVMs(t tb, modules ...[]byte) []proxytest.WasmVMContext {
+	vms := make([]proxytest.WasmVMContext, len(modules))
+	errs := make([]error, len(modules))
+	var wg sync.WaitGroup
+	for i, m := range modules {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			vms[i], errs[i] = proxytest.NewWasmVMContext(m)
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("compiling a WASM module: %v", err)
+		}
+	}
+	return vms
+}

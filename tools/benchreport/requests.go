@@ -1,0 +1,122 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+)
+
+// The requests the report and the benchmarks time: the plugin in the host
+// emulator, next to tools/noopplugin (the same hooks through the same
+// wrapper, doing nothing); what the limiter costs is the difference. Redis is
+// answered with canned replies of the right shape, so the numbers are the
+// plugin's own CPU time, not a network round trip.
+
+const benchConfig = `{"rule_name": "chat", "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
+var (
+	benchRequestHeaders = [][2]string{{":authority", "llm.example.com"}, {":method", "POST"},
+		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"x-api-key", "sk-bench-0001"},
+		{"user-agent", "bench/1.0"}, {"x-request-id", "9a1b2c3d"}}
+	benchResponseHeaders = [][2]string{{":status", "200"}, {"content-type", "text/event-stream"}}
+	benchVerdict         = []byte("*7\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n:1763726400\r\n:0\r\n:0\r\n")
+	benchCharged         = []byte("*2\r\n:1801\r\n:1801\r\n")
+	benchContentEvent    = []byte(plugintest.SSEEvents(plugintest.OpenAIStream(1, 1, 1))[0])
+)
+
+// buildWasm compiles a plugin's main package (wasmbuild.Plugin, or
+// noopplugin.WASM) to WASM.
+func buildWasm(tb redistest.TB, pkg string) []byte {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), "plugin.wasm")
+	if err := wasmbuild.Build(pkg, out); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	wasm, err := os.ReadFile(out)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	return wasm
+}
+
+// benchAllLimitsConfig adds a request window and a concurrency limit, in
+// sliding windows: the same two calls, a lease taken and released (its
+// charge reply has three totals; the report measures it).
+const benchAllLimitsConfig = `{"rule_name": "chat", "window_type": "sliding", "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000,
+	"query_per_minute": 100000, "max_concurrent_requests": 1000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
+// benchQueueConfig queues over-limit requests instead of rejecting them.
+const benchQueueConfig = `{"rule_name": "chat", "over_limit_action": "queue", "rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
+// benchRejection is a verdict of a used-up window with room 50 ms on.
+var benchRejection = []byte("*7\r\n:0\r\n:100000000\r\n:0\r\n:1\r\n:1763726400\r\n:0\r\n:50\r\n")
+
+const benchReservationConfig = `{"rule_name": "chat", "token_reservation": {"enabled": true},
+	"rule_items": [{"limit_by_header": "x-api-key",
+	"limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000000, "token_per_day": 1000000000}]}],
+	"redis": {"service_name": "redis.static"}}`
+
+// fullRequest plays one request: headers, Redis's verdict, response headers,
+// a 50-event stream with usage at the end, the charge reply, the end.
+// It returns the bytes the plugin sent to Redis.
+func fullRequest(b *testing.B, host proxytest.HostEmulator, events [][]byte) int {
+	return fullRequestWithBody(b, host, nil, events)
+}
+
+// fullRequestWithBody is fullRequest with a request body (nil: none). The
+// limiter must make exactly its two calls (admit, charge): a benchmark of a
+// request that failed over to failure_mode would measure the wrong path.
+func fullRequestWithBody(b *testing.B, host proxytest.HostEmulator, body []byte, events [][]byte) int {
+	id := host.InitializeHttpContext()
+	host.CallOnRequestHeaders(id, benchRequestHeaders, body == nil)
+	if body != nil {
+		host.CallOnRequestBody(id, body, true)
+	}
+	sent := answerCanned(host, id, benchVerdict)
+	admitCalls := len(host.GetRedisCalloutAttributesFromContext(id))
+	if host.GetCurrentHttpStreamAction(id) != types.ActionContinue || admitCalls != 0 {
+		b.Fatal("request not resumed")
+	}
+	host.CallOnResponseHeaders(id, benchResponseHeaders, false)
+	for i, e := range events {
+		host.CallOnResponseBody(id, e, i == len(events)-1)
+	}
+	charged := answerCanned(host, id, benchCharged)
+	if (sent == 0) != (charged == 0) {
+		b.Fatalf("admitted without a charge (%d, %d bytes): the reply was not taken as a verdict", sent, charged)
+	}
+	host.CompleteHttpContext(id)
+	return sent + charged
+}
+
+func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
+	sent := 0
+	// A copy: answering a call removes it from the emulator's list in place.
+	for _, call := range slices.Clone(host.GetRedisCalloutAttributesFromContext(id)) {
+		sent += len(call.Query)
+		host.CallOnRedisCallResponse(call.CalloutID, 0, reply)
+	}
+	return sent
+}
+
+func streamEvents() [][]byte {
+	var events [][]byte
+	for _, e := range plugintest.SSEEvents(plugintest.OpenAIStream(50, 1234, 567)) {
+		events = append(events, []byte(e))
+	}
+	return events
+}

@@ -1,0 +1,13 @@
+// Package deploy holds the deployment pieces of the plugin that are not Go
+// code, and the tests that keep them valid:
+//
+//   - ../../envoy.yaml and ../../docker-compose.yml: a local Higress gateway (its
+//     Envoy, on a static bootstrap) with the plugin, Redis and a mock LLM;
+//   - mockllm.Dockerfile: the mock LLM's image for docker compose;
+//   - plugin.Dockerfile: the plugin as an OCI image for Higress (make image);
+//   - wasmplugin.yaml: a Higress WasmPlugin resource using that image.
+//
+// The tests check these files against the Envoy API's validation, the Compose
+// specification, the plugin's own configuration parser and each other, so a
+// typo fails `go test ./...` instead of a deployment.
+package deploy

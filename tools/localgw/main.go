@@ -1,0 +1,92 @@
+// Command localgw is a local gateway for machines without Docker or Envoy:
+// an HTTP reverse proxy that runs the plugin (main.wasm) in the proxy-wasm
+// host emulator, forwards to an upstream LLM, and sends the plugin's Redis
+// calls to a real Redis. See package gateway for what it does per request.
+//
+//	localgw -config cmd/localgw/example.yaml -upstream http://127.0.0.1:8081 \
+//	        -redis 127.0.0.1:6379 [-wasm main.wasm] [-listen 127.0.0.1:0] [-log-level debug]
+//
+// It prints "localgw listening on http://<address>" on stdout once it
+// accepts connections; the plugin's logs, its own and one line per request
+// go to stderr. SIGINT or SIGTERM stop it.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"time"
+
+	"github.com/tokenlimit/ai-token-ratelimit/tools/internal/serve"
+	"github.com/tokenlimit/ai-token-ratelimit/tools/localgw/gateway"
+)
+
+func main() {
+	var o options
+	flag.StringVar(&o.listen, "listen", "127.0.0.1:0", "address to listen on (`host:port`; port 0 picks a free port)")
+	flag.StringVar(&o.upstream, "upstream", "", "base `URL` of the LLM requests go to, e.g. http://127.0.0.1:8081 (required)")
+	flag.StringVar(&o.redis, "redis", "127.0.0.1:6379", "Redis the plugin's calls go to (`host:port`)")
+	flag.StringVar(&o.config, "config", "", "plugin configuration, YAML or JSON (`file`, required)")
+	flag.StringVar(&o.wasm, "wasm", "main.wasm", "the plugin compiled to WASM (`file`; make build)")
+	flag.StringVar(&o.logLevel, "log-level", "info", "the plugin's log level: trace, debug, info, warn, error, critical")
+	flag.BoolVar(&o.quiet, "quiet", false, "do not log one line per request")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: localgw -config file -upstream URL [-redis host:port] [-wasm file] [-listen host:port] [-log-level level] [-quiet]\n\n"+
+			"Runs the plugin in the proxy-wasm host emulator as a local gateway in front of an LLM.\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if err := o.check(); err != nil {
+		fmt.Fprintf(os.Stderr, "localgw: %v\n\n", err)
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "localgw: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	listen, upstream, redis, config, wasm, logLevel string
+	quiet                                           bool
+}
+
+// check reports flags that cannot work before anything starts.
+func (o options) check() error {
+	switch {
+	case flag.NArg() > 0:
+		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
+	case o.config == "":
+		return errors.New("-config is required: the plugin's configuration, YAML or JSON (e.g. cmd/localgw/example.yaml)")
+	case o.upstream == "":
+		return errors.New("-upstream is required: the LLM's base URL (e.g. http://127.0.0.1:8081; go run ./cmd/mockllm starts a mock)")
+	}
+	return nil
+}
+
+func run(o options) error {
+	wasm, err := os.ReadFile(o.wasm)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("the plugin %s does not exist: build it with `make build`, or point -wasm at it", o.wasm)
+	} else if err != nil {
+		return fmt.Errorf("reading the plugin: %w", err)
+	}
+	config, err := gateway.LoadConfig(o.config)
+	if err != nil {
+		return err
+	}
+	gw, err := gateway.New(gateway.Options{Wasm: wasm, Config: config, Upstream: o.upstream, Redis: o.redis,
+		LogLevel: o.logLevel, AccessLog: !o.quiet})
+	if err != nil {
+		return err
+	}
+	defer gw.Close()
+	if err := gw.PingRedis(); err != nil {
+		fmt.Fprintf(os.Stderr, "localgw: warning: Redis at %s does not answer (%v); the plugin's failure_mode applies until it does\n", o.redis, err)
+	}
+
+	return serve.Run("localgw", o.listen, gw, 5*time.Second)
+}
