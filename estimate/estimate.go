@@ -67,11 +67,16 @@
 // tests hold it to a straightforward gjson implementation (ValidBytes, then
 // ForEach), which is about ten times slower and allocates per string.
 //
-// Compiled to WASM, Go spends about 100 ns on each JSON token, so the two
-// loops that read most of a body are written in WASM assembly as well as in
-// Go: the scan of a string's content (scan_wasm.s) and the reading of plain
-// messages (plain.go, plain_wasm.s). make test runs the tests of this
-// package both natively and compiled to WASM under wazero.
+// Compiled to WASM, Go spends about 100 ns on each JSON token, so the loops
+// that read most of a body are written in WASM assembly as well as in Go:
+// the scan of a string's content (scan_wasm.s), the skipping of a value the
+// estimate does not count (skip_wasm.s) and the reading of plain messages
+// (plain.go, plain_wasm.s). The assembly builds with the standard toolchain
+// (gc) unless the build tag noasm is set; the Go versions are the
+// specification, run natively and fuzzed. make test runs the tests of this
+// package both natively and compiled to WASM under wazero, and make bench
+// times a whole request with and without the assembly (BENCHMARKS.md): it
+// stays while it cuts more than 15 % of a request with a 256 KiB body.
 package estimate
 
 import (

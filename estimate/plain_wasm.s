@@ -1,4 +1,4 @@
-//go:build gc
+//go:build gc && !noasm
 
 #include "go_asm.h"
 #include "textflag.h"

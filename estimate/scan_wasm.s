@@ -1,4 +1,4 @@
-//go:build gc
+//go:build gc && !noasm
 
 #include "textflag.h"
 #include "scan_wasm.h"

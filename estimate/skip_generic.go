@@ -1,4 +1,4 @@
-//go:build !wasm || !gc
+//go:build !wasm || !gc || noasm
 
 package estimate
 

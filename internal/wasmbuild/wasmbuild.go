@@ -6,20 +6,26 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 )
 
 // Plugin is the plugin's main package, which make build compiles.
 const Plugin = "github.com/tokenlimit/ai-token-ratelimit"
 
 // Build compiles the main package pkg, named by its import path (e.g.
-// "github.com/tokenlimit/ai-token-ratelimit"), to a WASM module at out. It
-// resolves pkg from the current directory's module, so it works from any
-// package of the plugin's module or of a module that requires it.
-func Build(pkg, out string) error {
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", out, pkg)
+// "github.com/tokenlimit/ai-token-ratelimit"), to a WASM module at out, with
+// the build tags given (e.g. "noasm"). It resolves pkg from the current
+// directory's module, so it works from any package of the plugin's module
+// or of a module that requires it.
+func Build(pkg, out string, tags ...string) error {
+	args := []string{"build", "-buildmode=c-shared", "-o", out}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared %s failed: %v\n%s", pkg, err, msg)
+		return fmt.Errorf("GOOS=wasip1 GOARCH=wasm go %s failed: %v\n%s", strings.Join(cmd.Args[1:], " "), err, msg)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ type costCase struct {
 	// large: a body of hundreds of KiB, timed on fresh WASM VMs each round
 	// for a fixed number of requests (see measureWASM).
 	large     bool
+	noasm     bool   // the plugin built with -tags noasm: the estimate without its WASM assembly
 	benchTime string // testing.Benchmark's run length, as -benchtime
 }
 
@@ -67,8 +68,10 @@ func costCases(s reportScale) []costCase {
 		{name: "two sliding token windows (window_type: sliding)", config: keyConfig(`"window_type": "sliding",`, tokenWindows), windows: 2},
 		{name: "token_reservation, 1 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
 		{name: "token_reservation, 16 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
-		{name: "token_reservation, 64 KiB agent body", config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true},
-		{name: "token_reservation, 256 KiB agent body", config: benchReservationConfig, body: []byte(requestbody.Agent(256 << 10)), windows: 2, large: true},
+		{name: agentBodyCase(64, false), config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true},
+		{name: agentBodyCase(64, true), config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true, noasm: true},
+		{name: agentBodyCase(256, false), config: benchReservationConfig, body: []byte(requestbody.Agent(256 << 10)), windows: 2, large: true},
+		{name: agentBodyCase(256, true), config: benchReservationConfig, body: []byte(requestbody.Agent(256 << 10)), windows: 2, large: true, noasm: true},
 		{name: "everything at once (2 sliding token windows, a request window, a concurrency limit)", config: benchAllLimitsConfig, windows: 3},
 		{name: "over_limit_action: queue, admitted at once", config: benchQueueConfig, windows: 2},
 	}
@@ -92,6 +95,15 @@ func costCases(s reportScale) []costCase {
 		}
 	}
 	return cases
+}
+
+// agentBodyCase names a row of a reservation with an agent's body of kib
+// KiB, the estimate with or without its WASM assembly.
+func agentBodyCase(kib int, noasm bool) string {
+	if noasm {
+		return fmt.Sprintf("token_reservation, %d KiB agent body, estimate without its assembly (-tags noasm)", kib)
+	}
+	return fmt.Sprintf("token_reservation, %d KiB agent body", kib)
 }
 
 // firstMatchCase has n rule items on x-api-key, the first n-1 naming other
@@ -326,6 +338,7 @@ func measureCosts(t tb, s reportScale, native goVMs) []costRow {
 func measureWASM(t tb, s reportScale, rows []costRow) {
 	noopModule := buildWasm(t, noopplugin.WASM)
 	pluginModule := buildWasm(t, wasmbuild.Plugin)
+	noasmModule := buildWasm(t, wasmbuild.Plugin, "noasm")
 	var vms []proxytest.WasmVMContext
 	closeVMs := func() {
 		for _, vm := range vms {
@@ -334,22 +347,28 @@ func measureWASM(t tb, s reportScale, rows []costRow) {
 		vms = nil
 	}
 	defer closeVMs()
-	fresh := func() vmPair {
+	fresh := func(c costCase) vmPair {
 		closeVMs()
-		vms = compileVMs(t, noopModule, pluginModule)
+		if c.noasm {
+			vms = compileVMs(t, noopModule, noasmModule)
+		} else {
+			vms = compileVMs(t, noopModule, pluginModule)
+		}
 		return vmPair{vms[0], vms[1]}
 	}
+	stale := true // no VMs yet, or those of a large case
 	for i := range rows {
 		c := rows[i].c
 		var current vmPair
-		if vms == nil || s.vmPerCase {
-			current = fresh()
+		if stale || s.vmPerCase || c.large {
+			current = fresh(c)
 		} else {
 			current = vmPair{vms[0], vms[1]}
 		}
+		stale = c.large
 		rows[i].wasm, rows[i].traffic = measureRuns(t, s.rounds, c, func(round int) vmPair {
-			if c.large && round > 0 {
-				current = fresh()
+			if c.large && round > 0 && s.vmPerCase {
+				current = fresh(c)
 			}
 			return current
 		})

@@ -74,6 +74,7 @@ func (r benchReport) markdown() string {
 	r.writeCostTable(&b, groupStream, "Cost of one streamed event",
 		"One SSE content event of an admitted stream (`usage: null`), as the response passes through: the price of "+
 			"reading usage from streams, paid per event.")
+	r.writeAssembly(&b)
 	r.writeAccuracy(&b)
 	r.writePlots(&b)
 	return b.String()
@@ -136,6 +137,53 @@ func (r benchReport) writeCostTable(b *strings.Builder, group, title, explanatio
 	b.WriteString("\n")
 }
 
+// assemblyKiB are the body sizes at which the estimate's assembly is judged.
+var assemblyKiB = []int{64, 256}
+
+// assemblyKeepsAbove is the cut of a whole request with a 256 KiB body above
+// which the estimate's WASM assembly earns its keep.
+const assemblyKeepsAbove = 0.15
+
+// assemblyCut is how much of a whole request (WASM mode) the estimate's
+// assembly saves with an agent body of kib KiB: 1 - with / without.
+func (r benchReport) assemblyCut(kib int) (with, without, cut float64) {
+	with = median(r.costRow(agentBodyCase(kib, false)).wasm.plugin)
+	without = median(r.costRow(agentBodyCase(kib, true)).wasm.plugin)
+	return with, without, 1 - with/without
+}
+
+func (r benchReport) costRow(name string) costRow {
+	for _, row := range r.costs {
+		if row.c.name == name {
+			return row
+		}
+	}
+	panic("no cost row " + name)
+}
+
+// writeAssembly writes what the estimate's WASM assembly saves of a whole
+// request, and whether that keeps it.
+func (r benchReport) writeAssembly(b *strings.Builder) {
+	b.WriteString("## The estimate's WASM assembly\n\n")
+	b.WriteString("With `token_reservation` (or per-model weights) the plugin reads the request body; the loops that " +
+		"read most of it are written in WASM assembly as well as in Go (`estimate/*_wasm.s`). Assembly few people can " +
+		"read is a cost every change pays, so it stays only while it cuts a whole request (WASM mode, the rows above) " +
+		fmt.Sprintf("by more than %.0f %% with a 256 KiB agent body. Without it (`-tags noasm`) the estimate runs "+
+			"its Go version, which is also what native builds and other compilers run.\n\n", 100*assemblyKeepsAbove))
+	b.WriteString("| agent body | whole request, with the assembly | without | the assembly cuts |\n|--:|--:|--:|--:|\n")
+	for _, kib := range assemblyKiB {
+		with, without, cut := r.assemblyCut(kib)
+		fmt.Fprintf(b, "| %d KiB | %s | %s | **%.0f %%** |\n", kib, micros(with), micros(without), 100*cut)
+	}
+	if _, _, cut := r.assemblyCut(256); cut > assemblyKeepsAbove {
+		fmt.Fprintf(b, "\nAt 256 KiB it cuts %.0f %%: the assembly stays.\n\n", 100*cut)
+	} else {
+		fmt.Fprintf(b, "\nAt 256 KiB it cuts only %.0f %%, not more than %.0f %%: **the assembly should go** "+
+			"(delete `estimate/*_wasm.s`, their `*_wasm.go` declarations and the `noasm` build tag).\n\n",
+			100*cut, 100*assemblyKeepsAbove)
+	}
+}
+
 func (r benchReport) writeAccuracy(b *strings.Builder) {
 	b.WriteString("## Accuracy under concurrency\n\n")
 	fmt.Fprintf(b, "One key limited to %s tokens a minute. Every simulated second, *k* requests are opened, each "+
@@ -195,7 +243,7 @@ func (r benchReport) writePlots(b *strings.Builder) {
 // limiter behaves as documented: reservation never admits more than the
 // limit in a minute, and without it requests in flight overshoot it.
 func checkReport(t tb, r benchReport, markdown string) {
-	for _, want := range []string{"make bench", "## Method", "## Accuracy under concurrency", "## Admitted tokens over time"} {
+	for _, want := range []string{"make bench", "## Method", "## The estimate's WASM assembly", "## Accuracy under concurrency", "## Admitted tokens over time"} {
 		if !strings.Contains(markdown, want) {
 			t.Errorf("the report lacks %q", want)
 		}

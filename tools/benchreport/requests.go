@@ -35,11 +35,11 @@ var (
 )
 
 // buildWasm compiles a plugin's main package (wasmbuild.Plugin, or
-// noopplugin.WASM) to WASM.
-func buildWasm(tb redistest.TB, pkg string) []byte {
+// noopplugin.WASM) to WASM, with build tags.
+func buildWasm(tb redistest.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "plugin.wasm")
-	if err := wasmbuild.Build(pkg, out); err != nil {
+	if err := wasmbuild.Build(pkg, out, tags...); err != nil {
 		tb.Fatalf("%v", err)
 	}
 	wasm, err := os.ReadFile(out)
