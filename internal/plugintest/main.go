@@ -3,7 +3,6 @@ package plugintest
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
@@ -15,18 +14,13 @@ import (
 // the tests. Go mode runs whatever VM context the test binary registered
 // (main.go's init, or limiter.Register in the caller's TestMain).
 func Main(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ai-token-ratelimit-wasm")
+	path, remove, err := wasmbuild.BuildTemp()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	path := filepath.Join(dir, "main.wasm")
-	if err := wasmbuild.Build(wasmbuild.Plugin, path); err != nil {
 		fmt.Fprintf(os.Stderr, "building the plugin for the WASM-mode tests: %v\n", err)
 		os.Exit(1)
 	}
 	os.Setenv("WASM_FILE_PATH", path)
 	code := m.Run()
-	os.RemoveAll(dir)
+	remove()
 	os.Exit(code)
 }

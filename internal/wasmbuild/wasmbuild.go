@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 )
 
@@ -28,4 +29,21 @@ func Build(pkg, out string, tags ...string) error {
 		return fmt.Errorf("GOOS=wasip1 GOARCH=wasm go %s failed: %v\n%s", strings.Join(cmd.Args[1:], " "), err, msg)
 	}
 	return nil
+}
+
+// BuildTemp builds the plugin (Plugin) into a temporary directory for a test
+// binary's TestMain; remove deletes it. It never returns a path without a
+// module: a suite that would run without the plugin proves nothing.
+func BuildTemp() (path string, remove func(), err error) {
+	dir, err := os.MkdirTemp("", "ai-token-ratelimit-wasm")
+	if err != nil {
+		return "", nil, err
+	}
+	remove = func() { os.RemoveAll(dir) }
+	path = filepath.Join(dir, "main.wasm")
+	if err := Build(Plugin, path); err != nil {
+		remove()
+		return "", nil, err
+	}
+	return path, remove, nil
 }
