@@ -29,7 +29,6 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
-	"strings"
 )
 
 // Defaults and well-known names.
@@ -322,24 +321,4 @@ var windowKinds = [...]windowKind{
 	{"query_per_minute", UnitRequests, 60},
 	{"query_per_hour", UnitRequests, 3600},
 	{"query_per_day", UnitRequests, 86400},
-}
-
-func windowKindByField(field string) (windowKind, bool) {
-	for _, w := range windowKinds {
-		if w.field == field {
-			return w, true
-		}
-	}
-	return windowKind{}, false
-}
-
-func windowFieldList() string {
-	var b strings.Builder
-	for i, w := range windowKinds {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(w.field)
-	}
-	return b.String()
 }

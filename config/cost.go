@@ -3,8 +3,6 @@ package config
 import (
 	"math"
 	"strconv"
-
-	"github.com/tidwall/gjson"
 )
 
 // MatchMode says how many rule items apply to one request.
@@ -32,9 +30,6 @@ const (
 	DefaultMaxBodyBytes             = 1 << 20
 	maxReservationBodyBytes         = 64 << 20
 	maxWeight                       = 1e6
-	reservationField                = "token_reservation"
-	weightsField                    = "token_weights"
-	modelWeightsField               = "models"
 	defaultWeight           float64 = 1
 )
 
@@ -101,139 +96,4 @@ func (c *Cost) weightsFor(model string) Weights {
 		return w
 	}
 	return c.Weights
-}
-
-func parseMatchMode(path string, v gjson.Result) (MatchMode, error) {
-	m, err := enumField(path, v, "first", "all") // MatchFirst, MatchAll
-	return MatchMode(m), err
-}
-
-var reservationFields = []string{"enabled", "bytes_per_token", "default_completion_tokens", "max_body_bytes"}
-
-func parseReservation(path string, v gjson.Result) (Reservation, error) {
-	r := Reservation{BytesPerToken: DefaultBytesPerToken, DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes}
-	if !v.IsObject() {
-		return r, fieldErr(path, "must be an object, got ", describe(v))
-	}
-	err := walkObject(path, v, reservationFields, func(key string, fv gjson.Result) (err error) {
-		if !isSet(fv) {
-			return nil
-		}
-		p := child(path, key)
-		switch key {
-		case "enabled":
-			r.Enabled, err = boolField(p, fv)
-		case "bytes_per_token":
-			r.BytesPerToken, err = intField(p, fv, 1, 1<<20)
-		case "default_completion_tokens":
-			r.DefaultCompletionTokens, err = intField(p, fv, 0, 1<<40)
-		case "max_body_bytes":
-			r.MaxBodyBytes, err = intField(p, fv, 1, maxReservationBodyBytes)
-		default:
-			return errUnknownField
-		}
-		return err
-	}, nil)
-	return r, err
-}
-
-func parseCountStrategy(path string, v gjson.Result) (CountStrategy, error) {
-	s, err := enumField(path, v, countStrategies[:]...)
-	return CountStrategy(s), err
-}
-
-var weightFields = []string{"input", "output", "cache_read", "cache_creation"}
-
-// parseWeights reads one weights object over base; allowModels says whether
-// a "models" map of overrides may appear in it.
-func parseWeights(path string, v gjson.Result, base Weights, allowModels bool) (Weights, map[string]Weights, error) {
-	w := base
-	var models map[string]Weights
-	if !v.IsObject() {
-		return w, nil, fieldErr(path, "must be an object, got ", describe(v))
-	}
-	known := weightFields
-	if allowModels {
-		known = append(append([]string{}, weightFields...), modelWeightsField)
-	}
-	var modelsVal gjson.Result
-	err := walkObject(path, v, known, func(key string, fv gjson.Result) error {
-		if !isSet(fv) {
-			return nil
-		}
-		var dst *float64
-		switch key {
-		case "input":
-			dst = &w.Input
-		case "output":
-			dst = &w.Output
-		case "cache_read":
-			dst = &w.CacheRead
-		case "cache_creation":
-			dst = &w.CacheCreation
-		case modelWeightsField:
-			if !allowModels {
-				return errUnknownField
-			}
-			modelsVal = fv
-			return nil
-		default:
-			return errUnknownField
-		}
-		if fv.Type != gjson.Number || fv.Num < 0 || fv.Num > maxWeight || math.IsNaN(fv.Num) {
-			return fieldErr(child(path, key), "must be a number between 0 and 1000000, got ", describe(fv))
-		}
-		*dst = fv.Num
-		return nil
-	}, nil)
-	if err != nil || !isSet(modelsVal) {
-		return w, nil, err
-	}
-	mp := child(path, modelWeightsField)
-	if !modelsVal.IsObject() {
-		return w, nil, fieldErr(mp, "must be an object keyed by model name, got ", describe(modelsVal))
-	}
-	models = map[string]Weights{}
-	modelsVal.ForEach(func(k, mv gjson.Result) bool {
-		name := k.String()
-		if name == "" {
-			err = fieldErr(mp, "model names must not be empty")
-			return false
-		}
-		if _, dup := models[name]; dup {
-			err = fieldErr(child(mp, name), "duplicate field")
-			return false
-		}
-		// A model's weights start from the defaults above: set only what differs.
-		models[name], _, err = parseWeights(child(mp, name), mv, w, false)
-		return err == nil
-	})
-	return w, models, err
-}
-
-// parseCostOptions reads rule_match_mode, token_reservation,
-// token_count_strategy and token_weights.
-func (c *Config) parseCostOptions(matchMode, reservation, strategy, weights gjson.Result) (err error) {
-	if isSet(matchMode) {
-		if c.MatchMode, err = parseMatchMode("rule_match_mode", matchMode); err != nil {
-			return err
-		}
-	}
-	if isSet(reservation) {
-		if c.Reservation, err = parseReservation(reservationField, reservation); err != nil {
-			return err
-		}
-	}
-	if isSet(strategy) {
-		if c.Cost.Strategy, err = parseCountStrategy("token_count_strategy", strategy); err != nil {
-			return err
-		}
-	}
-	if isSet(weights) {
-		if c.Cost.Strategy != CountWeighted {
-			return fieldErr(weightsField, `only used with token_count_strategy "weighted", which is not set`)
-		}
-		c.Cost.Weights, c.Cost.ModelWeights, err = parseWeights(weightsField, weights, c.Cost.Weights, true)
-	}
-	return err
 }
