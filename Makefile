@@ -66,10 +66,5 @@ clean:
 	rm -f main.wasm wasm-unit-test.wasm
 	rm -rf bin
 
-# redis-server must be on the PATH: the tests run the real Lua scripts on it.
-.PHONY: redis-server
-redis-server:
-	@command -v redis-server >/dev/null || { echo "redis-server is missing: apt-get install -y redis-server"; exit 1; }
-
 # Targets of the workshop (make run, make e2e, images, redis-server) live in tools/mk/.
 -include tools/mk/*.mk

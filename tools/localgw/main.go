@@ -3,7 +3,7 @@
 // host emulator, forwards to an upstream LLM, and sends the plugin's Redis
 // calls to a real Redis. See package gateway for what it does per request.
 //
-//	localgw -config cmd/localgw/example.yaml -upstream http://127.0.0.1:8081 \
+//	localgw -config tools/localgw/example.yaml -upstream http://127.0.0.1:8081 \
 //	        -redis 127.0.0.1:6379 [-wasm main.wasm] [-listen 127.0.0.1:0] [-log-level debug]
 //
 // It prints "localgw listening on http://<address>" on stdout once it
@@ -60,9 +60,9 @@ func (o options) check() error {
 	case flag.NArg() > 0:
 		return fmt.Errorf("unexpected argument %q", flag.Arg(0))
 	case o.config == "":
-		return errors.New("-config is required: the plugin's configuration, YAML or JSON (e.g. cmd/localgw/example.yaml)")
+		return errors.New("-config is required: the plugin's configuration, YAML or JSON (e.g. tools/localgw/example.yaml)")
 	case o.upstream == "":
-		return errors.New("-upstream is required: the LLM's base URL (e.g. http://127.0.0.1:8081; go run ./cmd/mockllm starts a mock)")
+		return errors.New("-upstream is required: the LLM's base URL (e.g. http://127.0.0.1:8081; cd tools && go run ./mockllm starts a mock)")
 	}
 	return nil
 }

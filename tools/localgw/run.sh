@@ -1,27 +1,66 @@
 #!/usr/bin/env bash
 # `make run`: the plugin end to end on this machine, without Docker or Envoy.
 # Starts a redis-server on a free loopback port (unless REDIS_ADDR is set),
-# the mock LLM and the local gateway with main.wasm, prints curl lines to
-# try, and stops everything it started on Ctrl-C.
+# the mock LLM on another, and the local gateway with main.wasm on LISTEN
+# (127.0.0.1:10000, the port docker-compose.yml publishes, so that an SDK's
+# base URL can be written down once); prints curl lines to try, and stops
+# everything it started on Ctrl-C.
 #
-# Environment: REDIS_ADDR (use this Redis), LOCALGW_CONFIG (plugin
-# configuration, default cmd/localgw/example.yaml), LOCALGW_LOG_LEVEL
-# (the plugin's log level, default info), WASM (default main.wasm), GO.
+# Environment: LISTEN (the gateway's host:port; port 0 picks a free one),
+# REDIS_ADDR (use this Redis), LOCALGW_CONFIG (plugin configuration, default
+# tools/localgw/example.yaml), LOCALGW_LOG_LEVEL (the plugin's log level,
+# default info), WASM (default main.wasm), GO.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 GO=${GO:-go}
 WASM=${WASM:-main.wasm}
-CONFIG=${LOCALGW_CONFIG:-cmd/localgw/example.yaml}
+CONFIG=${LOCALGW_CONFIG:-tools/localgw/example.yaml}
 LOG_LEVEL=${LOCALGW_LOG_LEVEL:-info}
+LISTEN=${LISTEN:-127.0.0.1:10000}
 
 fail() { echo "run: $*" >&2; exit 1; }
 
 [ -f "$WASM" ] || fail "$WASM is missing: run \`make build\` first"
 [ -f "$CONFIG" ] || fail "the plugin configuration $CONFIG does not exist"
 
+listen_host=${LISTEN%:*}
+listen_port=${LISTEN##*:}
+case $listen_port in
+'' | *[!0-9]*) fail "LISTEN=$LISTEN is not host:port (e.g. LISTEN=127.0.0.1:10000)" ;;
+esac
+
+# listen_taken: whether something already accepts connections on LISTEN
+# (bash's /dev/tcp connects; on a local address, the only kind the gateway
+# can listen on, the answer is immediate). A wildcard host is checked on
+# loopback, which a server on the wildcard address also answers.
+listen_taken() {
+  local host=${listen_host#[}
+  host=${host%]}
+  case $host in
+  '' | 0.0.0.0) host=127.0.0.1 ;;
+  ::) host=::1 ;;
+  esac
+  [ "$listen_port" != 0 ] && (: <>"/dev/tcp/$host/$listen_port") 2>/dev/null
+}
+
+# The gateway never moves to another port by itself: a base URL written down
+# in an SDK's configuration would silently point at nothing.
+fail_listen_taken() {
+  local other=18000
+  [ "$listen_port" = 18000 ] && other=18001
+  fail "$LISTEN is already in use (another \`make run\`? \`docker compose up\` publishes port 10000 too).
+     Stop what listens on port $listen_port, or choose another address: make run LISTEN=$listen_host:$other
+     (LISTEN=$listen_host:0 picks a free port)"
+}
+
+# Before building anything: the port is the one thing the user must fix.
+if listen_taken; then fail_listen_taken; fi
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/localgw-run.XXXXXX")
+case $tmp in /*) ;; *) tmp=$PWD/$tmp ;; esac # the tools are built from tools/
 pids=()
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() {
   trap '' INT TERM # finish cleaning up whatever else arrives
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -50,7 +89,7 @@ address_of() {
 # port; another port is tried when that one is taken.
 start_redis() {
   command -v redis-server >/dev/null ||
-    fail "redis-server is not installed (apt-get install -y redis-server), or set REDIS_ADDR=host:port"
+    fail "redis-server is not installed: \`bash tools/mk/redis.sh\` installs it (make run does), or set REDIS_ADDR=host:port"
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     local port=$((20000 + RANDOM % 40000))
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
@@ -73,8 +112,9 @@ start_redis() {
 }
 
 echo "building the mock LLM and the local gateway"
-"$GO" build -o "$tmp/mockllm" ./cmd/mockllm
-"$GO" build -o "$tmp/localgw" ./cmd/localgw
+# Both are in the tools module (tools/go.mod); -o a directory builds each
+# into it under its own name.
+(cd tools && "$GO" build -o "$tmp/" ./mockllm ./localgw)
 
 if [ -n "${REDIS_ADDR:-}" ]; then
   redis_addr=$REDIS_ADDR
@@ -86,11 +126,15 @@ fi
 pids+=($!)
 mock=$(address_of "$tmp/mockllm.out" "$!" mockllm)
 
-"$tmp/localgw" -listen 127.0.0.1:0 -wasm "$WASM" -config "$CONFIG" -upstream "$mock" \
+"$tmp/localgw" -listen "$LISTEN" -wasm "$WASM" -config "$CONFIG" -upstream "$mock" \
   -redis "$redis_addr" -log-level "$LOG_LEVEL" >"$tmp/localgw.out" &
 gw_pid=$!
 pids+=("$gw_pid")
-gw=$(address_of "$tmp/localgw.out" "$gw_pid" localgw)
+if ! gw=$(address_of "$tmp/localgw.out" "$gw_pid" localgw); then
+  # Taken while the tools were building, or not an address of this machine.
+  if listen_taken; then fail_listen_taken; fi
+  fail "the local gateway could not start on $LISTEN (its error is above); another address: make run LISTEN=127.0.0.1:18000"
+fi
 
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
@@ -108,6 +152,12 @@ x-api-key 100 tokens a minute: 200, 200, then 429 until the minute ends.
 A stream, one event every 200 ms, its usage (here 16 + 16 tokens) in the last event:
 
   curl -N $gw/v1/chat/completions -H 'x-api-key: demo-2' -H 'content-type: application/json' -H 'x-mock-usage: 16,16' -H 'x-mock-delay-ms: 200' -d '$stream'
+
+An SDK: point its base URL at the gateway, and send the key the example
+limits by as x-api-key through the SDK's default headers:
+
+  export OPENAI_BASE_URL=$gw/v1 OPENAI_API_KEY=unused   # the mock LLM checks no key
+  # Python: OpenAI(default_headers={"x-api-key": "demo-3"}); Node: new OpenAI({defaultHeaders: {"x-api-key": "demo-3"}})
 
 The gateway logs each request and the plugin's logs below (LOCALGW_LOG_LEVEL=debug for more).
 Ctrl-C stops everything.

@@ -1,18 +1,32 @@
 # The plugin end to end on this machine, without Docker or Envoy
-# (cmd/localgw: main.wasm in the proxy-wasm host emulator; cmd/mockllm: a mock LLM).
-#   make run                                  # Redis + mock LLM + local gateway, prints curl lines; Ctrl-C stops
+# (tools/localgw: main.wasm in the proxy-wasm host emulator; tools/mockllm: a mock LLM).
+#   make run                                  # Redis + mock LLM + local gateway on 127.0.0.1:10000, prints curl lines; Ctrl-C stops
+#   make run LISTEN=127.0.0.1:18000           # the gateway on another address (port 0: any free port)
 #   make run REDIS_ADDR=127.0.0.1:6379 LOCALGW_CONFIG=my.yaml LOCALGW_LOG_LEVEL=debug
 #   make e2e                                  # the end-to-end tests (also part of make test)
+#   make redis-server                         # installs redis-server when it is missing
+# The gateway's address stays the same from run to run (the port
+# docker-compose.yml publishes), so that an SDK's base URL is written down
+# once; when it is taken, make run stops and says so.
+LISTEN ?= 127.0.0.1:10000
 REDIS_ADDR ?=
 LOCALGW_CONFIG ?= tools/localgw/example.yaml
 LOCALGW_LOG_LEVEL ?= info
 
-.PHONY: run e2e
+.PHONY: run e2e redis-server
 
-run:
+# Without REDIS_ADDR, run starts a redis-server of its own.
+run: $(if $(REDIS_ADDR),,redis-server)
 	$(MAKE) build
-	GO="$(GO)" REDIS_ADDR="$(REDIS_ADDR)" LOCALGW_CONFIG="$(LOCALGW_CONFIG)" \
+	GO="$(GO)" LISTEN="$(LISTEN)" REDIS_ADDR="$(REDIS_ADDR)" LOCALGW_CONFIG="$(LOCALGW_CONFIG)" \
 		LOCALGW_LOG_LEVEL="$(LOCALGW_LOG_LEVEL)" bash tools/localgw/run.sh
 
-e2e:
+e2e: redis-server
 	cd tools && $(GO) test -count=1 ./e2e/...
+
+# redis-server on the PATH, installed when it is missing (apt-get, Homebrew,
+# dnf, yum, apk, pacman or zypper; otherwise it prints the command to run):
+# the tests and make run use a real Redis, and a fresh machine should need
+# only Go and make.
+redis-server:
+	@bash tools/mk/redis.sh

@@ -1,0 +1,213 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+)
+
+// run.sh is make run: these tests run it as make does, with LISTEN, and
+// everything it starts on 127.0.0.1.
+
+// runSh is run.sh started in a process group of its own, so that a failed
+// test can stop whatever it started.
+type runSh struct {
+	cmd    *exec.Cmd
+	stdout *lines
+	stderr *syncBuilder
+}
+
+func startRunSh(t *testing.T, env ...string) *runSh {
+	t.Helper()
+	r := &runSh{stdout: newLines(), stderr: &syncBuilder{}}
+	r.cmd = exec.Command("bash", "run.sh")
+	r.cmd.Env = append(os.Environ(), env...)
+	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
+	r.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	r.cmd.WaitDelay = 10 * time.Second // a child left holding stdout or stderr
+	require.NoError(t, r.cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL) })
+	return r
+}
+
+// wait waits up to limit for run.sh to exit.
+func (r *runSh) wait(t *testing.T, limit time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- r.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		t.Fatalf("run.sh still running after %v\nstdout:\n%s\nstderr:\n%s", limit, r.stdout, r.stderr)
+		return nil
+	}
+}
+
+func TestRunFailsWhenListenIsTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+
+	start := time.Now()
+	r := startRunSh(t, "LISTEN="+l.Addr().String(), "TMPDIR="+t.TempDir())
+	err = r.wait(t, 30*time.Second)
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit)
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Less(t, time.Since(start), 10*time.Second, "it fails before building anything")
+	assert.Contains(t, r.stderr.String(), "run: "+l.Addr().String()+" is already in use")
+	assert.Contains(t, r.stderr.String(), "or choose another address: make run LISTEN=127.0.0.1:18000")
+	assert.NotContains(t, r.stdout.String(), "building", "no other port is picked instead")
+}
+
+func TestRunRejectsAListenWithoutPort(t *testing.T) {
+	r := startRunSh(t, "LISTEN=127.0.0.1", "TMPDIR="+t.TempDir())
+	require.Error(t, r.wait(t, 30*time.Second))
+	assert.Contains(t, r.stderr.String(), "LISTEN=127.0.0.1 is not host:port")
+}
+
+// TestRun is make run from start to Ctrl-C: the gateway on LISTEN, the curl
+// lines it prints, 200, 200 then 429 for one key, and nothing left running.
+func TestRun(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is missing: make redis-server installs it")
+	}
+	wasm := filepath.Join(t.TempDir(), "main.wasm")
+	require.NoError(t, wasmbuild.Build(wasmbuild.Plugin, wasm))
+	listen := freeAddr(t)
+	tmp := t.TempDir()
+
+	r := startRunSh(t, "LISTEN="+listen, "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=")
+	// Building the tools takes most of it, from a cold cache.
+	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute),
+		"run.sh did not start\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+
+	out := r.stdout.String()
+	gw := "http://" + listen
+	assert.Contains(t, out, "local gateway  "+gw+" ")
+	assert.Contains(t, out, "  curl -i "+gw+"/v1/chat/completions -H 'x-api-key: demo-1'")
+	assert.Contains(t, out, "export OPENAI_BASE_URL="+gw+"/v1 ")
+	mock := regexp.MustCompile(`mock LLM +http://(\S+)`).FindStringSubmatch(out)
+	redis := regexp.MustCompile(`Redis +(\S+)`).FindStringSubmatch(out)
+	require.Len(t, mock, 2, out)
+	require.Len(t, redis, 2, out)
+
+	// The printed curl line, three times.
+	client := &http.Client{Timeout: 10 * time.Second}
+	var codes []int
+	for range 3 {
+		req, err := http.NewRequest("POST", gw+"/v1/chat/completions",
+			strings.NewReader(`{"model":"mock","messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", "demo-1")
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("x-mock-usage", "30,20")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+	}
+	assert.Equal(t, []int{200, 200, 429}, codes)
+
+	// Ctrl-C, as make run's terminal sends it to run.sh.
+	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, r.wait(t, 30*time.Second), "stderr:\n%s", r.stderr)
+	assert.Contains(t, r.stdout.String(), "\nstopping\n")
+	for _, addr := range []string{listen, mock[1], redis[1]} {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		assert.Error(t, err, "%s still answers after Ctrl-C", addr)
+	}
+	left, err := os.ReadDir(tmp)
+	require.NoError(t, err)
+	assert.Empty(t, left, "run.sh's temporary directory is removed")
+}
+
+// freeAddr is a loopback address no one listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// lines is an io.Writer that tells when something has been written.
+type lines struct {
+	mu      sync.Mutex
+	b       strings.Builder
+	changed chan struct{}
+}
+
+func newLines() *lines { return &lines{changed: make(chan struct{}, 1)} }
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.b.Write(p)
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+	return len(p), nil
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitFor waits up to limit for s to be written.
+func (l *lines) waitFor(s string, limit time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	for {
+		if strings.Contains(l.String(), s) {
+			return true
+		}
+		select {
+		case <-l.changed:
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+type syncBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuilder) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuilder) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
