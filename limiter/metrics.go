@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"strings"
+
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 )
 
@@ -19,6 +21,48 @@ const (
 	metricQueued = "token_ratelimit_queued_count"
 )
 
+// The <model> segment of a counter name is the model the request names, as
+// the plugin found it while estimating the request (request.model: the
+// body's "model", or a Gemini path's), which it does only where it reads
+// requests anyway: token_reservation, or per-model weights. The body is
+// never read for metrics alone, since reading it delays admission to the
+// body's end: without either option, a request is admitted or rejected at
+// its headers, before any body is read, and its rejection (or admission
+// failure, or wait in a queue) counts under model.none. So does a request
+// whose model the estimate did not find (no "model" member, or a body over
+// max_body_bytes without per-model weights). A charge failure counts under
+// the request's model too: the usage parser (tokenusage) does not read the
+// response's "model", so there is no other source for it.
+//
+// The model comes from the client, so it is bounded before it names a
+// counter: sanitized (see metricModel), and at most maxMetricModels
+// distinct names get counters of their own.
+const (
+	// modelUnknown is the model segment when the request's model is not known.
+	modelUnknown = "none"
+	// modelOverflow is the model segment of every model met after
+	// maxMetricModels others had counters of their own.
+	modelOverflow = "other"
+	// maxMetricModels caps how many distinct model names get counters of
+	// their own in one plugin VM: the first ones met, for every counter,
+	// route, upstream and consumer alike; further ones count under
+	// model.other. A client naming a new model in every request thus adds
+	// at most maxMetricModels + 2 (other, none) model segments. Envoy runs a
+	// VM per worker thread, each with its own set, so a gateway reports at
+	// most workers × maxMetricModels distinct model names.
+	maxMetricModels = 32
+	// maxMetricModelBytes caps the length of the model segment; longer
+	// names are cut to it, so two names differing only past the cut share
+	// counters.
+	maxMetricModelBytes = 64
+)
+
+// metricModels is the sanitized model names that have counters of their own
+// in this VM (at most maxMetricModels): shared by every configuration, and
+// not reset when the plugin is reconfigured, since the counters it defined
+// stay.
+var metricModels = map[string]struct{}{}
+
 // metrics defines counters on first use and keeps them; only rejections,
 // failures and queueing touch it, never the path of an admitted request.
 type metrics struct {
@@ -29,16 +73,69 @@ func newMetrics() *metrics {
 	return &metrics{counters: map[string]proxywasm.MetricCounter{}}
 }
 
-// count adds one to the named counter for the request's route, upstream and consumer.
-func (m *metrics) count(name, consumer string) {
+// count adds one to the named counter for the request's route, upstream,
+// model ("": not known) and consumer.
+func (m *metrics) count(name, consumer, model string) {
 	full := "route." + property("route_name") + ".upstream." + property("cluster_name") +
-		".model.none.consumer." + orNone(consumer) + ".metric." + name
+		".model." + metricModel(model) + ".consumer." + orNone(consumer) + ".metric." + name
 	counter, ok := m.counters[full]
 	if !ok {
 		counter = proxywasm.DefineCounterMetric(full)
 		m.counters[full] = counter
 	}
 	counter.Increment(1)
+}
+
+// metricModel returns the model segment of a counter name for a model the
+// request named ("": none): modelUnknown, the model sanitized, or
+// modelOverflow once maxMetricModels others have counters. Sanitizing keeps
+// the first maxMetricModelBytes bytes and replaces each byte outside
+// [A-Za-z0-9_:/+-] with '_': a '.' would split the segment, and anything
+// else (spaces, quotes, non-ASCII, control bytes) has no place in a metric
+// name. Common names stay readable: gpt-4o-mini as it is, gemini-2.5-flash
+// as gemini-2_5-flash.
+func metricModel(model string) string {
+	if model == "" {
+		return modelUnknown
+	}
+	name := sanitizeMetricModel(model)
+	if _, ok := metricModels[name]; ok {
+		return name
+	}
+	if len(metricModels) >= maxMetricModels {
+		return modelOverflow
+	}
+	name = strings.Clone(name) // not a slice of a request's (possibly large) model string
+	metricModels[name] = struct{}{}
+	return name
+}
+
+// sanitizeMetricModel cuts model to maxMetricModelBytes and replaces the
+// bytes not allowed in a metric name segment with '_'; it returns model
+// itself (or a prefix of it) when nothing needs replacing.
+func sanitizeMetricModel(model string) string {
+	model = model[:min(len(model), maxMetricModelBytes)]
+	for i := 0; i < len(model); i++ {
+		if !metricNameByte(model[i]) {
+			b := []byte(model)
+			for j := i; j < len(b); j++ {
+				if !metricNameByte(b[j]) {
+					b[j] = '_'
+				}
+			}
+			return string(b)
+		}
+	}
+	return model
+}
+
+// metricNameByte says whether c may appear in a model segment as it is.
+func metricNameByte(c byte) bool {
+	switch {
+	case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		return true
+	}
+	return c == '_' || c == ':' || c == '/' || c == '+' || c == '-'
 }
 
 func property(name string) string {

@@ -151,7 +151,7 @@ func (r *request) join(line *waitLine) *waitLine {
 	}
 	line.waiting = append(line.waiting, r)
 	r.queue = line
-	r.pc.metrics.count(metricQueued, requestHeader(consumerHeader))
+	r.pc.metrics.count(metricQueued, requestHeader(consumerHeader), r.model)
 	return line
 }
 

@@ -38,7 +38,7 @@ type request struct {
 	pc     PluginConfig
 	path   string
 	groups []group // the matched subjects, by Redis Cluster slot: one call each
-	model  string  // the model the request names, for per-model weights
+	model  string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
 	reserved int64            // tokens reserved in every window at admission (0: none)
 	leaseID  string           // the concurrency lease it takes ("": no subject limits concurrency)
@@ -293,7 +293,7 @@ func (r *request) rollBack() {
 	for i := range r.groups {
 		g := &r.groups[i]
 		if g.answered && g.verdict.Allowed && (r.reserved != 0 || g.requests || g.leases) {
-			r.pc.charge(g.subjects, -r.reserved, -1, g.verdict.At, r.leaseID)
+			r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
 		}
 	}
 }
@@ -302,7 +302,7 @@ func (r *request) rollBack() {
 // or answer 503.
 func (r *request) fail(err error) {
 	log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
-	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader))
+	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.model)
 	if r.pc.rules.FailureMode == config.FailDeny {
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",
 			[][2]string{{"content-type", "text/plain; charset=utf-8"}}, []byte(unavailableBody), -1)
@@ -320,7 +320,7 @@ func (r *request) fail(err error) {
 func (r *request) reject(v scripts.Verdict) {
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d), rejected for %d s", rules.RuleName, v.Kind, v.Limit, v.Reset)
-	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader))
+	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader), r.model)
 	reset := strconv.FormatInt(max(v.Reset, 1), 10)
 	headers := [][2]string{{HeaderReset, reset}, {HeaderRetryAfter, reset}, {"content-type", "text/plain; charset=utf-8"}}
 	if rules.ShowLimitQuotaHeader {

@@ -107,23 +107,24 @@ func (r *request) settle(complete bool) {
 		if r.reserved > 0 {
 			at = g.verdict.At // reconcile in the buckets of the reservation
 		}
-		r.pc.charge(g.subjects, delta, 0, at, r.leaseID)
+		r.charge(g.subjects, delta, 0, at)
 	}
 }
 
 // charge adds tokens (negative: gives back) to every token window of
 // subjects and requests to every request window, in the buckets of time at
-// (0: now), and releases the lease leaseID ("": none). A failure is logged
-// and counted; nothing waits for it.
-func (pc PluginConfig) charge(subjects []scripts.Subject, tokens, requests, at int64, leaseID string) {
-	metrics := pc.metrics
+// (0: now), and releases the request's lease, if any. A failure is logged
+// and counted under the request's model (see metrics.go); nothing waits for
+// it. The callback keeps r rather than the metrics and the model, so that it
+// is no larger than it was without the model.
+func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
 	failed := func(err error) {
 		if err != nil {
 			log.Warnf("charging %d tokens to %s failed: %v", tokens, subjects[0].Key, err)
-			metrics.count(metricChargeFailure, "")
+			r.pc.metrics.count(metricChargeFailure, "", r.model)
 		}
 	}
-	if err := pc.redis.Charge(subjects, tokens, requests, at, leaseID, failed); err != nil {
+	if err := r.pc.redis.Charge(subjects, tokens, requests, at, r.leaseID, failed); err != nil {
 		failed(err)
 	}
 }

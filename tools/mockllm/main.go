@@ -2,7 +2,7 @@
 // completions and Responses, Anthropic Messages and Gemini generateContent,
 // each reporting a token usage the caller can choose with x-mock-usage.
 //
-//	go run ./cmd/mockllm -listen 127.0.0.1:0
+//	cd tools && go run ./mockllm -listen 127.0.0.1:0
 //
 // It prints "mockllm listening on http://<address>" on stdout once it
 // accepts connections (with port 0 the system picks a free port), and one
