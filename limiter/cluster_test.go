@@ -248,7 +248,7 @@ func clusterEveryConfigurationKeepsItsKeysInOneSlot(t *testing.T, cluster *redis
 				assert.Equal(t, int64(1), clusterCounter(cluster, c.lease, "c"), "a lease is held while it streams")
 				y := send()
 				y.RequireRejected(429)
-				y.Done()
+				y.DoneAndTick()
 			}
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 100, 50))...)
 			for subject, want := range c.want {
@@ -332,7 +332,7 @@ func clusterLayeredRulesFanOutAndRollBack(t *testing.T, cluster *redistest.Clust
 	mark = len(cluster.Calls())
 	y := p.SendBody(plugintest.ChatBody(100), bob...).Answer()
 	y.RequireRejected(429)
-	y.Done()
+	y.DoneAndTick() // the rollbacks go out from the plugin's tick
 	calls := cluster.Calls()[mark:]
 	byOp := ops(calls)
 	assert.Len(t, byOp["admit"], 3)

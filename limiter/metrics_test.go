@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -138,6 +139,10 @@ func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 			require.Len(t, calls, 1, "the charge")
 			p.Host.CallOnRedisCallResponse(calls[0].CalloutID, 0, []byte("-ERR Error running script: out of memory\r\n"))
 			p.Host.CompleteHttpContext(x.ID)
+			p.Host.Tick()
+			calls = p.Host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID)
+			require.Len(t, calls, 1, "its retry")
+			p.Host.CallOnRedisCallResponse(calls[0].CalloutID, 0, []byte("-ERR Error running script: out of memory\r\n"))
 			assert.Equal(t, uint64(1), counted(p, "claude-sonnet-4_5", chargeFailure))
 			assert.Zero(t, counted(p, "none", chargeFailure))
 			assert.Zero(t, p.DayCounter(plugintest.APIKeySubject), "nothing charged")

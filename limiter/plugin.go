@@ -6,6 +6,7 @@
 package limiter
 
 import (
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 	"github.com/tidwall/gjson"
@@ -15,10 +16,11 @@ import (
 )
 
 // Register installs the plugin's hooks as the process's proxy-wasm VM
-// context: main.go's init calls it, and so do tests that run the plugin in
-// Go mode (compiled natively, in the host emulator).
+// context (the wrapper's, wrapped as host.go explains): main.go's init calls
+// it, and so do tests that run the plugin in Go mode (compiled natively, in
+// the host emulator).
 func Register() {
-	wrapper.SetCtx(
+	proxywasm.SetVMContext(vmContext{wrapper.NewCommonVmCtx(
 		"ai-token-ratelimit",
 		wrapper.PrePluginStartOrReload[PluginConfig](onPluginStart),
 		wrapper.ParseConfig(parseConfig),
@@ -27,7 +29,7 @@ func Register() {
 		wrapper.ProcessResponseHeaders(onResponseHeaders),
 		wrapper.ProcessStreamingResponseBody(onResponseBody),
 		wrapper.ProcessStreamDone(onStreamDone),
-	)
+	)})
 }
 
 // PluginConfig is one parsed configuration (the global one, or one per route
@@ -36,6 +38,7 @@ type PluginConfig struct {
 	rules   *config.Config
 	redis   *scripts.Client
 	metrics *metrics
+	start   *startState  // what the configurations of this start share: the tick, postponed charges
 	queues  *waitingRoom // where over-limit requests wait (nil: they are rejected)
 }
 
@@ -61,8 +64,9 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		log.Warnf("%v; will retry on the first request", err)
 	}
 	pc.metrics = newMetrics()
+	pc.start = thisStart()
 	if rules.OverLimit == config.Queue {
-		pc.queues = waitingRoomOfThisStart()
+		pc.queues = pc.start.waitingRoom()
 	}
 	return nil
 }

@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"reflect"
 	"slices"
 	"strings"
 
@@ -53,30 +52,6 @@ type waitLine struct {
 	verdict scripts.Verdict // the latest rejection: what those who give up are told
 }
 
-// started is the waiting room of the plugin started last: every
-// configuration parsed at one start shares it, and one tick function.
-var started *waitingRoom
-
-// onPluginStart runs before the configurations of a (re)started plugin are
-// parsed: they get a new waiting room, ticked by the new plugin.
-func onPluginStart(wrapper.PluginContext) error {
-	started = nil
-	return nil
-}
-
-// waitingRoomOfThisStart returns the waiting room of the plugin being started,
-// registering its tick function on first use.
-func waitingRoomOfThisStart() *waitingRoom {
-	if started == nil {
-		started = &waitingRoom{lines: map[string]*waitLine{}}
-		// Period 0: every host tick. The wrapper compares wall-clock
-		// readings against the period, and a tick that comes 1 ms early
-		// would be skipped.
-		wrapper.RegisterTickFunc(0, started.onTick)
-	}
-	return started
-}
-
 // ticksFor converts a wait in milliseconds to ticks, rounding up.
 func ticksFor(ms int64) uint64 {
 	return uint64((max(ms, 0) + tickMs - 1) / tickMs)
@@ -90,22 +65,6 @@ func (r *request) enterQueueing(ctx wrapper.HttpContext) {
 		r.httpCtx = ctx
 		r.giveUpAt = room.tick + ticksFor(r.pc.rules.MaxQueueWaitMs)
 	}
-}
-
-// contextID returns the proxy-wasm id of a request's HTTP context, which the
-// wrapper keeps unexported: acting on a request from the tick (resuming or
-// rejecting it) needs it. Reading a field by reflection is the one way short
-// of forking the wrapper; a wrapper without it makes queueing reject instead.
-func contextID(ctx wrapper.HttpContext) (uint32, bool) {
-	v := reflect.ValueOf(ctx)
-	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
-		return 0, false
-	}
-	f := v.Elem().FieldByName("contextID")
-	if !f.IsValid() || f.Kind() != reflect.Uint32 || f.Uint() == 0 {
-		return 0, false
-	}
-	return uint32(f.Uint()), true
 }
 
 // queueKey names the set of subjects a request waits for.
@@ -134,12 +93,8 @@ func (r *request) lineAhead() *waitLine {
 // context id is unknown.
 func (r *request) join(line *waitLine) *waitLine {
 	if r.ctxID == 0 {
-		id, ok := contextID(r.httpCtx)
-		if !ok {
-			log.Errorf("over_limit_action queue: the wrapper does not tell the request's context id; rejecting instead of queueing")
-			return nil
-		}
-		r.ctxID = id
+		log.Errorf("over_limit_action queue: the request's context id is unknown; rejecting instead of queueing")
+		return nil
 	}
 	room := r.pc.queues
 	if line == nil {

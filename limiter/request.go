@@ -51,15 +51,17 @@ type request struct {
 
 	// Queueing (over_limit_action: queue), see queue.go.
 	httpCtx  wrapper.HttpContext // its HTTP context (nil: it cannot queue)
-	ctxID    uint32              // the host's id of it, to act on it from the tick, once it waits
+	ctxID    uint32              // the host's id of its HTTP context, to act on it from the tick or a call's answer
 	giveUpAt uint64              // the tick at which it stops waiting
 	queue    *waitLine           // the line it waits in, if any
 	gone     bool                // its stream ended: nothing is to be done to it any more
 
-	admitted bool // passed every limit: its usage is to be charged
-	settled  bool // the usage was charged (or there was nothing to charge)
-	status   int  // the upstream's response status, 0 before response headers
-	usage    tokenusage.Parser
+	admitted  bool // passed every limit: its usage is to be charged
+	settled   bool // the usage was charged (or there was nothing to charge)
+	lastChunk bool // the hook of the response's last chunk runs: charges can hold it (charges.go)
+	holding   int  // charges the last chunk waits for
+	status    int  // the upstream's response status, 0 before response headers
+	usage     tokenusage.Parser
 }
 
 // group is the subjects of one Redis Cluster slot, admitted in one call.
@@ -82,7 +84,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		ctx.DontReadResponseBody()
 		return types.ActionContinue
 	}
-	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches)}
+	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches), ctxID: currentContextID()}
 	if slices.ContainsFunc(r.groups, func(g group) bool { return g.leases }) {
 		r.leaseID = newLeaseID()
 	}

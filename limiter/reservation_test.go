@@ -132,7 +132,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 			started := plugintest.SSEEvents(plugintest.AnthropicStream(c.input, 0, 0, 300))[0]
 			p.Host.CallOnResponseBody(x.ID, []byte(started), false)
 			before := p.MinuteCounter(plugintest.APIKeySubject)
-			x.Done()
+			x.DoneAndTick()
 			assert.Equal(t, c.want, p.MinuteCounter(plugintest.APIKeySubject)-before+401, "input %d", c.input)
 		}
 	})
@@ -255,7 +255,7 @@ func TestLayeredRulesAllApply(t *testing.T) {
 				// back although her consumer and tier budgets are open.
 				y := p.SendBody(plugintest.ChatBody(100), alice...).Answer()
 				y.RequireRejected(429)
-				y.Done()
+				y.DoneAndTick()
 				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
 
 				// Another client on another IP is unaffected by that IP's cap.

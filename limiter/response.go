@@ -7,8 +7,6 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
-
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // admitted returns the state of a request whose usage is to be charged, or nil.
@@ -45,7 +43,9 @@ func onResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 	if r := admitted(ctx); r != nil {
 		r.usage.Write(chunk)
 		if last {
+			r.lastChunk = true
 			r.settle(true)
+			r.lastChunk = false
 		} else {
 			r.renewLeases()
 		}
@@ -108,23 +108,5 @@ func (r *request) settle(complete bool) {
 			at = g.verdict.At // reconcile in the buckets of the reservation
 		}
 		r.charge(g.subjects, delta, 0, at)
-	}
-}
-
-// charge adds tokens (negative: gives back) to every token window of
-// subjects and requests to every request window, in the buckets of time at
-// (0: now), and releases the request's lease, if any. A failure is logged
-// and counted under the request's model (see metrics.go); nothing waits for
-// it. The callback keeps r rather than the metrics and the model, so that it
-// is no larger than it was without the model.
-func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
-	failed := func(err error) {
-		if err != nil {
-			log.Warnf("charging %d tokens to %s failed: %v", tokens, subjects[0].Key, err)
-			r.pc.metrics.count(metricChargeFailure, "", r.model)
-		}
-	}
-	if err := r.pc.redis.Charge(subjects, tokens, requests, at, r.leaseID, failed); err != nil {
-		failed(err)
 	}
 }

@@ -633,6 +633,11 @@ func (s *soakRun) play(i int) {
 	}
 	s.host.CompleteHttpContext(id)
 	s.redis.Answer(s.host, id)
+	// A stream that ended without its last chunk is charged from the next
+	// tick, from the plugin's own context.
+	s.host.Tick()
+	for s.redis.Answer(s.host, proxytest.PluginContextID) > 0 {
+	}
 
 	// What it cost, by the README. Whatever usage arrived counts, also
 	// from a stream cut short, which pays at least its reservation: an
@@ -761,13 +766,22 @@ func cutRandomly(r *rand.Rand, s string, maxChunks int) []int {
 	return ends
 }
 
-var soakKeyPattern = regexp.MustCompile(`^(atrl:\{[^}]*\}):(t\d+|q\d+|c)(?::(\d+))?$`)
+var (
+	soakKeyPattern    = regexp.MustCompile(`^(atrl:\{[^}]*\}):(t\d+|q\d+|c)(?::(\d+))?$`)
+	soakMarkerPattern = regexp.MustCompile(`^atrl:\{[^}]*\}:x:[A-Za-z0-9_.-]+$`) // charge markers (charge.lua)
+)
 
 // checkEveryCounter compares every counter in Redis with the expected sums:
 // day and hour token buckets, day request buckets, and empty lease sets.
 func (s *soakRun) checkEveryCounter() {
 	t := s.t
 	for _, key := range s.redis.Keys("*") {
+		if soakMarkerPattern.MatchString(key) {
+			if ttl := s.redis.Int("TTL", key); ttl <= 0 {
+				t.Fatalf("charge marker %s does not expire (TTL %d)", key, ttl)
+			}
+			continue
+		}
 		p := soakKeyPattern.FindStringSubmatch(key)
 		if p == nil {
 			t.Fatalf("unexpected key in Redis: %s", key)

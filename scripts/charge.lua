@@ -11,16 +11,24 @@
 -- ARGV[2]    the time whose buckets are charged: the admission's when
 --            reconciling or rolling back; empty for now
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
---            request holds leases, ':<lease id>' to release
+--            request holds leases, ':<lease id>' to release, then, when the
+--            charge may be sent twice, '/<seconds>/<charge id>': its marker
+--            lives that long, so a retry whose first try did go through is
+--            not counted twice
 -- ARGV[4]    tokens to add to token windows (negative: give back)
 -- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
 -- ARGV[6..]  per subject, in KEYS order: its window count n, followed by 'c'
 --            when it holds a lease; then its n windows, e.g. 't60' (see admit.lua)
--- Reply: the new total of each window, in the order given (0 when untouched).
+-- Reply: the new total of each window, in the order given (0 when untouched);
+-- empty when the charge id's marker was there: it had been applied already.
 
+local marker_seconds, charge = string.match(ARGV[3], '/(%d+)/(.+)$')
+if charge and not redis.call('SET', KEYS[1] .. ':x:' .. charge, '1', 'NX', 'EX', marker_seconds) then
+  return {}                                                     -- a retry of a charge that went through: done already
+end
 local at = tonumber(ARGV[2]) or now
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local id = string.match(ARGV[3], '^.:(.+)$')                    -- the lease to release, if any
+local id = string.match(ARGV[3], '^.:([^/]+)')                  -- the lease to release, if any
 local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
 local totals = {}
 local a = 6

@@ -137,15 +137,17 @@ func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID string, byS
 // Charge settles a request in the subjects (all in one slot): it adds tokens
 // (negative: gives back) to every token window and requests to every request
 // window, in the buckets of time at (a Verdict's At; 0: now), and releases the
-// lease leaseID ("": none) where the subjects have a concurrency limit. done,
-// if not nil, gets nil or the error; when Charge itself returns an error,
-// done is never called.
-func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID string, done func(error)) error {
+// lease leaseID ("": none) where the subjects have a concurrency limit.
+// chargeID ("": none) names the charge so that sending it again applies it
+// once (see ChargeMarkerSeconds). done, if not nil, gets nil or the error;
+// when Charge itself returns an error, done is never called.
+func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID string, done func(error)) error {
 	encode := func(bySource bool) []byte {
-		return c.encodeCharge(subjects, tokens, requests, at, leaseID, bySource)
+		return c.encodeCharge(subjects, tokens, requests, at, leaseID, chargeID, bySource)
 	}
 	return c.dispatch(encode, func(v resp.Value, err error) {
-		if err == nil && len(v.Array()) != windowArgs(subjects, 1)-len(subjects) {
+		// An empty reply is also a charge applied before (its marker was there).
+		if n := len(v.Array()); err == nil && n != windowArgs(subjects, 1)-len(subjects) && (chargeID == "" || n != 0) {
 			err = fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
 		}
 		if done != nil {
@@ -155,15 +157,15 @@ func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID 
 }
 
 // encodeCharge encodes one call of charge.lua.
-func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)), bySource, opCharge, subjects, 5+windowArgs(subjects, 1))
+func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+12), bySource, opCharge, subjects, 5+windowArgs(subjects, 1))
 	q = appendBulkString(q, "") // now, by Redis's clock
 	if at > 0 {
 		q = appendBulkInt(q, at)
 	} else {
 		q = appendBulkString(q, "") // the buckets of now
 	}
-	q = c.appendOptions(q, true, leaseID, false)
+	q = c.appendChargeOptions(q, leaseID, chargeID)
 	q = appendBulkInt(q, tokens)
 	q = appendBulkInt(q, requests)
 	for _, s := range subjects {
@@ -215,6 +217,33 @@ func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, 
 		arg = append(append(arg, ':'), leaseID...)
 	}
 	return appendBulk(dst, arg)
+}
+
+// appendChargeOptions appends the options argument of a charge (see
+// charge.lua): the window type, ":<lease id>" to release a lease, and
+// "/<seconds>/<charge id>" to mark the charge applied, without allocating.
+func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID string) []byte {
+	var buf [128]byte
+	arg := append(buf[:0], 'f')
+	if c.options.Sliding {
+		arg[0] = 's'
+	}
+	if leaseID != "" {
+		arg = append(append(arg, ':'), leaseID...)
+	}
+	if chargeID != "" {
+		arg = strconv.AppendInt(append(arg, '/'), c.ChargeMarkerSeconds(), 10)
+		arg = append(append(arg, '/'), chargeID...)
+	}
+	return appendBulk(dst, arg)
+}
+
+// ChargeMarkerSeconds is how long Redis remembers a charge id: a retry is
+// sent at most one timeout after the first try was (its failure is known by
+// then), and Redis runs each within a timeout of its sending; a minute more
+// covers the plugin's tick and clocks.
+func (c *Client) ChargeMarkerSeconds() int64 {
+	return 2*(int64(c.endpoint.TimeoutMs)+999)/1000 + 60
 }
 
 // appendSubjectHead appends a subject's window count and, when it has a

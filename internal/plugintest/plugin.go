@@ -86,7 +86,14 @@ func (x *Exchange) Respond(contentType string, chunks ...string) *Exchange {
 	x.P.T.Helper()
 	x.ResponseHeaders(contentType)
 	for i, c := range chunks {
-		got := x.P.Host.CallOnResponseBody(x.ID, []byte(c), i == len(chunks)-1)
+		last := i == len(chunks)-1
+		got := x.P.Host.CallOnResponseBody(x.ID, []byte(c), last)
+		if last && got == types.ActionPause {
+			// The end is held until the charges are answered.
+			x.Answer()
+			got = x.P.Host.GetCurrentHttpStreamAction(x.ID)
+			require.Equal(x.P.T, types.ActionContinue, got, "the end of the response stayed held after Redis answered")
+		}
 		require.Equal(x.P.T, types.ActionContinue, got, "a response chunk was held back")
 		require.Equal(x.P.T, c, string(x.P.Host.GetCurrentResponseBody(x.ID)), "a response chunk was changed")
 	}
@@ -103,12 +110,32 @@ func (x *Exchange) ResponseHeaders(contentType string) [][2]string {
 }
 
 // Done ends the stream (as after the last byte, or a reset) and lets Redis
-// answer the calls made at the end.
+// answer the calls made at the end. A stream that ended without its last
+// chunk is charged from the plugin's next tick (see SendPostponed).
 func (x *Exchange) Done() *Exchange {
 	x.Answer()
 	x.P.Host.CompleteHttpContext(x.ID)
 	x.Answer()
 	return x
+}
+
+// DoneAndTick ends the stream like Done, then ticks the plugin like
+// SendPostponed: what a stream that ended without its last chunk (reset by
+// the client, or answered by the plugin) costs is charged by then.
+func (x *Exchange) DoneAndTick() *Exchange {
+	x.Done()
+	x.P.SendPostponed()
+	return x
+}
+
+// SendPostponed ticks the plugin once, as the gateway does every 100 ms,
+// without moving Redis's clock, and answers what it sends from its own
+// context: the charges of streams that ended without a last chunk, and
+// retries of failed charges.
+func (p *Plugin) SendPostponed() {
+	p.Host.Tick()
+	for p.Redis.Answer(p.Host, proxytest.PluginContextID) > 0 {
+	}
 }
 
 // Header returns a header's value from a header list ("" when absent).

@@ -165,9 +165,30 @@ func (g *Gateway) Stats() Stats {
 }
 
 // WaitIdle waits until no request is being served and no Redis call is in
-// flight, e.g. until the charge of a response that has been read is in
-// Redis. It returns ctx's error if that comes first.
+// flight, then for the plugin's next tick (what a stream that ended without
+// its last chunk cost is charged from there) and its calls: e.g. until the
+// charge of a response that has been read is in Redis. It returns ctx's
+// error if that comes first.
 func (g *Gateway) WaitIdle(ctx context.Context) error {
+	if err := g.waitNoWork(ctx); err != nil {
+		return err
+	}
+	seen := g.vm.ticks.Load()
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for g.vm.ticks.Load() == seen {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the plugin's tick did not come: %w", ctx.Err())
+		case <-t.C:
+		}
+	}
+	return g.waitNoWork(ctx)
+}
+
+// waitNoWork waits until no request is being served and no Redis call is
+// in flight.
+func (g *Gateway) waitNoWork(ctx context.Context) error {
 	t := time.NewTicker(5 * time.Millisecond)
 	defer t.Stop()
 	for g.stats.active.Load() > 0 || g.stats.redisPending.Load() > 0 {

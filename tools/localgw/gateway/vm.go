@@ -40,7 +40,8 @@ type vm struct {
 	log      *logWriter
 	calls    sync.WaitGroup // Redis calls in flight
 	stats    *stats
-	redisBad atomic.Bool // the last Redis call failed (to log changes only)
+	redisBad atomic.Bool   // the last Redis call failed (to log changes only)
+	ticks    atomic.Uint64 // the plugin's ticks so far
 }
 
 // startVM loads the plugin and starts it with its configuration.
@@ -207,6 +208,7 @@ func (v *vm) tick(done <-chan struct{}) {
 				}
 			})
 			if ticked {
+				v.ticks.Add(1)
 				v.wake(proxytest.PluginContextID)
 				if next = next.Add(period); next.Before(now) {
 					next = now.Add(period)

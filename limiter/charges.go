@@ -1,0 +1,106 @@
+package limiter
+
+import (
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/wasm-go/pkg/log"
+
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// A charge is confirmed: the limiter waits for Redis's answer, retries a
+// failed charge once and counts the charges that failed twice. The gateway
+// delivers the answer to a call only while the context it was sent from
+// lives, so:
+//   - the charges of a response's last chunk are sent from its hook, and
+//     the chunk (with the end of the stream) is held until they are
+//     answered: at most redis.timeout, after which the gateway answers
+//     the call with a failure itself;
+//   - every other charge (a stream reset by either side, the rollback of
+//     an admission another slot refused) and every retry is sent from the
+//     plugin's tick, whose context lives as long as the plugin: within
+//     100 ms, and its answer always comes.
+// Each charge carries an id, so that a retry of a charge whose first try
+// reached Redis but whose answer was lost is not counted twice.
+
+// maxOutbox bounds the charges waiting for the tick: past it (Redis failing
+// under a flood of ending requests), a charge fails at once.
+const maxOutbox = 10000
+
+// pendingCharge is one charge call of a request and how it is going.
+type pendingCharge struct {
+	r                    *request
+	subjects             []scripts.Subject
+	tokens, requests, at int64
+	id                   string // marks it applied in Redis (see charge.lua)
+	retried              bool   // this is its second try
+}
+
+// charge adds tokens (negative: gives back) to every token window of
+// subjects and requests to every request window, in the buckets of time at
+// (0: now), and releases the request's lease, if any. From the hook of the
+// response's last chunk it goes out at once and holds that chunk until
+// answered; otherwise it goes out from the next tick.
+func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
+	c := &pendingCharge{r: r, subjects: subjects, tokens: tokens, requests: requests, at: at, id: newLeaseID()}
+	if !r.lastChunk {
+		c.postpone()
+		return
+	}
+	err := c.send(func(err error) {
+		r.holding--
+		c.answered(err)
+		if r.holding == 0 {
+			_ = proxywasm.ResumeHttpResponse()
+		}
+	})
+	if err != nil {
+		c.answered(err)
+		return
+	}
+	r.holding++
+	holdLastChunk()
+}
+
+// send dispatches the charge call; done gets its answer.
+func (c *pendingCharge) send(done func(error)) error {
+	r := c.r
+	return r.pc.redis.Charge(c.subjects, c.tokens, c.requests, c.at, r.leaseID, c.id, done)
+}
+
+// answered takes the answer to one try: a first failure is tried again
+// from the tick, a second is logged and counted.
+func (c *pendingCharge) answered(err error) {
+	switch {
+	case err == nil:
+	case !c.retried:
+		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.tokens, c.subjects[0].Key, err)
+		c.retried = true
+		c.postpone()
+	default:
+		log.Warnf("charging %d tokens to %s failed twice: %v", c.tokens, c.subjects[0].Key, err)
+		c.r.pc.metrics.count(metricChargeFailure, "", c.r.model)
+	}
+}
+
+// postpone hands the charge to the plugin's tick.
+func (c *pendingCharge) postpone() {
+	start := c.r.pc.start
+	if len(start.outbox) >= maxOutbox {
+		c.retried = true // no second chance: count it now
+		c.answered(errOutboxFull)
+		return
+	}
+	start.outbox = append(start.outbox, c)
+}
+
+// sendPostponed sends the charges waiting for the tick, from the plugin's
+// context.
+func (s *startState) sendPostponed() {
+	out := s.outbox
+	s.outbox = nil
+	for _, c := range out {
+		if err := c.send(c.answered); err != nil {
+			c.answered(err)
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package limiter
+
+import (
+	"errors"
+
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+)
+
+// startState is what the configurations parsed at one start of the plugin
+// (one per worker; again at each reload) share: the tick, the charges
+// waiting for it (charges.go) and the waiting room of queueing
+// configurations (queue.go).
+type startState struct {
+	outbox []*pendingCharge
+	room   *waitingRoom // nil until a configuration queues
+}
+
+// started is the state of the plugin started last.
+var started *startState
+
+var errOutboxFull = errors.New("too many charges waiting to be sent")
+
+// onPluginStart runs before the configurations of a (re)started plugin are
+// parsed: they get a new state, ticked by the new plugin.
+func onPluginStart(wrapper.PluginContext) error {
+	started = nil
+	return nil
+}
+
+// thisStart returns the state of the plugin being started, registering its
+// tick function on first use.
+func thisStart() *startState {
+	if started == nil {
+		started = &startState{}
+		// Period 0: every host tick (tickMs). The wrapper compares
+		// wall-clock readings against the period, and a tick that comes
+		// 1 ms early would be skipped.
+		wrapper.RegisterTickFunc(0, started.onTick)
+	}
+	return started
+}
+
+// waitingRoom returns the start's waiting room, made on first use.
+func (s *startState) waitingRoom() *waitingRoom {
+	if s.room == nil {
+		s.room = &waitingRoom{lines: map[string]*waitLine{}}
+	}
+	return s.room
+}
+
+// onTick sends the postponed charges, then moves the queues on. It runs in
+// the plugin's context: calls sent from it are always answered.
+func (s *startState) onTick() {
+	s.sendPostponed()
+	if s.room != nil {
+		s.room.onTick()
+	}
+}
