@@ -36,6 +36,11 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		require.Len(t, calls, 1, "the charge, sent while the stream can still get its answer")
 		return x, calls[0]
 	}
+	// fresh starts the plugin on an empty Redis.
+	fresh := func(t *testing.T) *plugintest.Plugin {
+		redis.Do("FLUSHALL")
+		return plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+	}
 	resumed := func(t *testing.T, p *plugintest.Plugin, x *plugintest.Exchange) {
 		assert.Equal(t, types.ActionContinue, p.Host.GetCurrentHttpStreamAction(x.ID), "the end of the response went on")
 		assert.Equal(t, stream, string(p.Host.GetCurrentResponseBody(x.ID)), "unchanged")
@@ -46,8 +51,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("answered: the end goes on, charged once", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := fresh(t)
 			x, _ := streamed(t, p)
 			x.Answer()
 			resumed(t, p, x)
@@ -57,8 +61,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		})
 
 		t.Run("failed once: retried from the tick, charged once", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := fresh(t)
 			x, call := streamed(t, p)
 			p.Host.CallOnRedisCallResponse(call.CalloutID, 0, []byte(scriptError))
 			resumed(t, p, x)
@@ -70,8 +73,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		})
 
 		t.Run("answer lost after Redis applied it: the retry is not counted twice", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := fresh(t)
 			x, call := streamed(t, p)
 			redis.Forward(call.Query) // Redis runs it; the gateway times the call out
 			p.Host.CallOnRedisCallResponse(call.CalloutID, 1, nil)
@@ -83,8 +85,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		})
 
 		t.Run("failed twice: counted, the response unharmed", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := fresh(t)
 			x, call := streamed(t, p)
 			p.Host.CallOnRedisCallResponse(call.CalloutID, 1, nil)
 			resumed(t, p, x)
@@ -99,8 +100,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		})
 
 		t.Run("a stream reset before its end: charged from the tick", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := fresh(t)
 			x := p.Request(key)
 			require.True(t, x.Passed())
 			x.ResponseHeaders("text/event-stream")
