@@ -1,0 +1,342 @@
+package streamusage
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const chatPath = "/v1/chat/completions"
+
+func TestAskForUsage(t *testing.T) {
+	tests := []struct {
+		name string
+		path string // chatPath when empty
+		body string
+		ok   bool
+	}{
+		// What the SDKs send.
+		{"openai-node, stream last", "", `{"messages":[{"role":"user","content":"Say this is a test"}],"model":"gpt-4o","stream":true}`, true},
+		{"openai-python spacing", "", `{"messages": [{"role": "user", "content": "Say this is a test"}], "model": "gpt-4o", "stream": true}`, true},
+		{"stream first", "", `{"stream":true,"model":"gpt-4o-mini","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"temperature":0.2}`, true},
+		{"stream between", "", `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`, true},
+		{"tools and nested stream keys", "", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"stream":{"type":"boolean"},"stream_options":{"type":"object"}}}}}],"stream":true}`, true},
+		{"unicode", "", `{"model":"gpt-4o","messages":[{"role":"user","content":"Grüße, 日本語, emoji 😀, escaped \u00e9 \ud83d\ude00 \"quoted\""}],"stream":true}`, true},
+		{"whitespace formatted", "", "{\n  \"model\": \"gpt-4o\",\n  \"stream\": true,\n  \"messages\": [\n    {\"role\": \"user\", \"content\": \"hi\"}\n  ]\n}", true},
+		{"surrounding whitespace", "", " \n\t{\"model\":\"gpt-4o\",\"stream\":true}\n", true},
+		{"empty messages", "", `{"stream":true}`, true},
+
+		// stream_options shapes.
+		{"include_usage false", "", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":false},"messages":[]}`, true},
+		{"include_usage null", "", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":null}}`, true},
+		{"stream_options empty", "", `{"model":"gpt-4o","stream":true,"stream_options":{}}`, true},
+		{"stream_options empty spaced", "", `{"model":"gpt-4o","stream":true,"stream_options":{ }}`, true},
+		{"stream_options null", "", `{"model":"gpt-4o","stream":true,"stream_options":null,"n":1}`, true},
+		{"include_obfuscation only", "", `{"model":"gpt-4o","stream":true,"stream_options":{"include_obfuscation":false}}`, true},
+		{"include_obfuscation and false", "", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":false,"include_obfuscation":false}}`, true},
+		{"include_usage false formatted", "", "{\n  \"stream\": true,\n  \"stream_options\": {\n    \"include_usage\": false\n  }\n}", true},
+		{"stream_options before stream", "", `{"stream_options":{"include_usage":false},"stream":true}`, true},
+		{"include_usage true already", "", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true}}`, false},
+		{"include_usage string", "", `{"stream":true,"stream_options":{"include_usage":"true"}}`, false},
+		{"include_usage number", "", `{"stream":true,"stream_options":{"include_usage":0}}`, false},
+		{"include_usage object", "", `{"stream":true,"stream_options":{"include_usage":{}}}`, false},
+		{"stream_options string", "", `{"stream":true,"stream_options":"include_usage"}`, false},
+		{"stream_options array", "", `{"stream":true,"stream_options":[]}`, false},
+		{"stream_options bool", "", `{"stream":true,"stream_options":true}`, false},
+
+		// Not streaming.
+		{"stream false", "", `{"model":"gpt-4o","stream":false,"messages":[]}`, false},
+		{"stream string", "", `{"model":"gpt-4o","stream":"true"}`, false},
+		{"stream number", "", `{"model":"gpt-4o","stream":1}`, false},
+		{"stream null", "", `{"model":"gpt-4o","stream":null}`, false},
+		{"no stream", "", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, false},
+		{"stream only nested", "", `{"model":"gpt-4o","metadata":{"stream":true},"messages":[{"stream":true}]}`, false},
+
+		// Duplicate keys: left as they came.
+		{"duplicate stream false then true", "", `{"stream":false,"stream":true}`, false},
+		{"duplicate stream true then false", "", `{"stream":true,"stream":false}`, false},
+		{"duplicate stream both true", "", `{"stream":true,"stream":true}`, false},
+		{"duplicate stream escaped", "", `{"stream":false,"str\u0065am":true}`, false},
+		{"duplicate stream_options", "", `{"stream":true,"stream_options":{"include_usage":false},"stream_options":{"include_usage":true}}`, false},
+		{"duplicate include_usage", "", `{"stream":true,"stream_options":{"include_usage":false,"include_usage":false}}`, false},
+
+		// Escaped keys are the keys a parser reads.
+		{"escaped stream key", "", `{"model":"m","str\u0065am":true}`, true},
+		{"escaped stream_options key", "", `{"stream":true,"stream\u005foptions":{"include_usage":false}}`, true},
+		{"escaped include_usage key", "", `{"stream":true,"stream_options":{"include\u005fusage":null,"x":1}}`, true},
+		{"escaped include_usage true", "", `{"stream":true,"stream_options":{"include\u005fusage":true}}`, false},
+
+		// Not a JSON object.
+		{"empty", "", ``, false},
+		{"whitespace", "", " \n", false},
+		{"array", "", `[{"stream":true}]`, false},
+		{"string", "", `"{\"stream\":true}"`, false},
+		{"true", "", `true`, false},
+		{"null", "", `null`, false},
+		{"truncated", "", `{"model":"gpt-4o","stream":true`, false},
+		{"trailing comma", "", `{"model":"gpt-4o","stream":true,}`, false},
+		{"two objects", "", `{"stream":true}{"stream":true}`, false},
+		{"trailing garbage", "", `{"stream":true} x`, false},
+		{"single quotes", "", `{'stream':true}`, false},
+		{"bare true key", "", `{stream:true}`, false},
+		{"byte order mark", "", "\xef\xbb\xbf{\"stream\":true}", false},
+		{"form encoded", "", `model=gpt-4o&stream=true`, false},
+		{"control char in string", "", "{\"stream\":true,\"a\":\"x\x01\"}", false},
+
+		// Paths.
+		{"chat without prefix", "/chat/completions", `{"stream":true}`, true},
+		{"legacy completions", "/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"Say this is a test","stream":true}`, true},
+		{"query string", "/v1/chat/completions?trace=1&x=/v1/embeddings", `{"stream":true}`, true},
+		{"azure deployment", "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21", `{"stream":true,"messages":[]}`, true},
+		{"azure legacy", "/openai/deployments/instruct/completions?api-version=2024-10-21", `{"stream":true,"prompt":"x"}`, true},
+		{"gateway prefix", "/llm/openai/v1/chat/completions", `{"stream":true}`, true},
+		{"embeddings", "/v1/embeddings", `{"stream":true}`, false},
+		{"responses", "/v1/responses", `{"stream":true}`, false},
+		{"anthropic messages", "/v1/messages", `{"stream":true}`, false},
+		{"trailing slash", "/v1/chat/completions/", `{"stream":true}`, false},
+		{"longer last segment", "/v1/chat/completionsx", `{"stream":true}`, false},
+		{"completions in query only", "/v1/models?next=/v1/completions", `{"stream":true}`, false},
+		{"stored completion", "/v1/chat/completions/chatcmpl-abc", `{"stream":true}`, false},
+		{"empty path", "/", `{"stream":true}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := tt.path
+			if path == "" {
+				path = chatPath
+			}
+			body := []byte(tt.body)
+			before := bytes.Clone(body)
+			got, ok := AskForUsage(path, body)
+			if !bytes.Equal(body, before) {
+				t.Fatalf("body modified: %q", body)
+			}
+			if ok != tt.ok {
+				t.Fatalf("AskForUsage(%q, %s) ok = %v, want %v (got %s)", path, tt.body, ok, tt.ok, got)
+			}
+			if !ok {
+				if got != nil {
+					t.Fatalf("not ok but returned %q", got)
+				}
+				return
+			}
+			checkOnlyIncludeUsageChanged(t, body, got)
+		})
+	}
+}
+
+// checkOnlyIncludeUsageChanged asserts, with encoding/json, that rewritten
+// is orig with stream_options.include_usage set to true and nothing else
+// changed, and that the bytes around the edit are orig's own.
+func checkOnlyIncludeUsageChanged(t testing.TB, orig, rewritten []byte) {
+	t.Helper()
+	want := decodeObject(t, orig)
+	switch opts := want["stream_options"].(type) {
+	case map[string]any:
+		opts["include_usage"] = true
+	default: // absent or null
+		want["stream_options"] = map[string]any{"include_usage": true}
+	}
+	got := decodeObject(t, rewritten)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("rewritten body differs beyond include_usage\n orig: %s\n  got: %s", orig, rewritten)
+	}
+
+	// The edit is one place: removed at most `false`, added at most the
+	// whole member. Whitespace around the object may go; compare without it.
+	o, r := bytes.TrimSpace(orig), bytes.TrimSpace(rewritten)
+	p := commonPrefix(o, r)
+	s := commonPrefix(reversed(o[p:]), reversed(r[p:]))
+	removed, added := o[p:len(o)-s], r[p:len(r)-s]
+	if len(removed) > len("false") || len(added) > len(`,"stream_options":{"include_usage":true}`) {
+		t.Fatalf("edit too wide: removed %q, added %q", removed, added)
+	}
+}
+
+func decodeObject(t testing.TB, b []byte) map[string]any {
+	t.Helper()
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var m map[string]any
+	if err := d.Decode(&m); err != nil {
+		t.Fatalf("decode %q: %v", b, err)
+	}
+	if d.More() {
+		t.Fatalf("more after the object in %q", b)
+	}
+	return m
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func reversed(b []byte) []byte {
+	r := make([]byte, len(b))
+	for i, c := range b {
+		r[len(b)-1-i] = c
+	}
+	return r
+}
+
+// The exact output for each stream_options shape, so that a change of
+// sjson's behaviour shows.
+func TestAskForUsageExactOutput(t *testing.T) {
+	tests := []struct{ body, want string }{
+		{`{"model":"m","stream":true}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"stream":true,"stream_options":null}`, `{"stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"stream":true,"stream_options":{}}`, `{"stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"stream":true,"stream_options":{"include_usage":false},"n":1}`, `{"stream":true,"stream_options":{"include_usage":true},"n":1}`},
+		{`{"stream":true,"stream_options":{"include_usage":null}}`, `{"stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"stream_options":{"include_obfuscation":false},"stream":true}`, `{"stream_options":{"include_obfuscation":false,"include_usage":true},"stream":true}`},
+		{`{"stream": true, "stream_options": {"include_usage": false}}`, `{"stream": true, "stream_options": {"include_usage": true}}`},
+	}
+	for _, tt := range tests {
+		got, ok := AskForUsage(chatPath, []byte(tt.body))
+		if !ok || string(got) != tt.want {
+			t.Errorf("AskForUsage(%s) = %s, %v; want %s", tt.body, got, ok, tt.want)
+		}
+	}
+}
+
+// Deep nesting neither overflows the stack nor is rewritten past what
+// encoding/json accepts; a valid body deeper than gjson is given passes.
+func TestAskForUsageDeepNesting(t *testing.T) {
+	nested := func(depth int) []byte {
+		return []byte(`{"stream":true,"x":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
+	}
+	if _, ok := AskForUsage(chatPath, nested(maxShallowOpeners+100)); !ok {
+		t.Error("valid body nested 4196 deep not rewritten")
+	}
+	if _, ok := AskForUsage(chatPath, nested(100)); !ok {
+		t.Error("valid body nested 100 deep not rewritten")
+	}
+	if _, ok := AskForUsage(chatPath, nested(20000)); ok {
+		t.Error("body nested past encoding/json's limit rewritten")
+	}
+	open := []byte(`{"stream":true,"x":` + strings.Repeat("[", 1<<20))
+	if _, ok := AskForUsage(chatPath, open); ok {
+		t.Error("a million open brackets rewritten")
+	}
+	// Many brackets that are not deep: still valid.
+	wide := `{"stream":true,"x":[` + strings.Repeat(`[],`, 10000) + `[]]}`
+	if _, ok := AskForUsage(chatPath, []byte(wide)); !ok {
+		t.Error("wide body not rewritten")
+	}
+}
+
+func TestAskForUsageBodyLimit(t *testing.T) {
+	prefix := `{"stream":true,"pad":"`
+	fits := []byte(prefix + strings.Repeat("a", MaxBodyBytes-len(prefix)-2) + `"}`)
+	if len(fits) != MaxBodyBytes {
+		t.Fatal(len(fits))
+	}
+	if _, ok := AskForUsage(chatPath, fits); !ok {
+		t.Error("body of MaxBodyBytes not rewritten")
+	}
+	over := []byte(prefix + strings.Repeat("a", MaxBodyBytes-len(prefix)-1) + `"}`)
+	if _, ok := AskForUsage(chatPath, over); ok {
+		t.Error("body over MaxBodyBytes rewritten")
+	}
+}
+
+func TestMayAskForUsage(t *testing.T) {
+	tests := []struct {
+		method, path, contentType string
+		want                      bool
+	}{
+		{"POST", "/v1/chat/completions", "application/json", true},
+		{"POST", "/v1/chat/completions", "", true},
+		{"POST", "/v1/completions", "application/json; charset=utf-8", true},
+		{"POST", "/v1/chat/completions", "Application/JSON", true},
+		{"POST", "/v1/chat/completions", "application/json;charset=UTF-8", true},
+		{"POST", "/v1/chat/completions", " application/json ; x=y", true},
+		{"POST", "/v1/chat/completions", "application/json; x=octet-stream", true},
+		{"POST", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "application/json", true},
+		{"POST", "/v1/chat/completions", "application/octet-stream", false},
+		{"POST", "/v1/chat/completions", "application/jsonx", false},
+		{"POST", "/v1/chat/completions", "application/json-seq", false},
+		{"POST", "/v1/chat/completions", "application/vnd.api+json", false},
+		{"POST", "/v1/chat/completions", "text/plain", false},
+		{"POST", "/v1/chat/completions", "application/x-www-form-urlencoded", false},
+		{"POST", "/v1/chat/completions", "multipart/form-data; boundary=application/json", false},
+		{"POST", "/v1/chat/completions", ";application/json", false},
+		{"GET", "/v1/chat/completions", "application/json", false},
+		{"post", "/v1/chat/completions", "application/json", false},
+		{"PUT", "/v1/chat/completions", "application/json", false},
+		{"POST", "/v1/embeddings", "application/json", false},
+		{"POST", "/v1/responses", "application/json", false},
+	}
+	for _, tt := range tests {
+		if got := MayAskForUsage(tt.method, tt.path, tt.contentType); got != tt.want {
+			t.Errorf("MayAskForUsage(%q, %q, %q) = %v, want %v", tt.method, tt.path, tt.contentType, got, tt.want)
+		}
+	}
+}
+
+// Property: for bodies built from random members in random order, the
+// rewrite happens exactly when the rules say and changes only include_usage.
+func TestAskForUsageRandomBodies(t *testing.T) {
+	r := newRand(1)
+	streams := []string{`true`, `false`, `"true"`, `null`, ``}
+	options := []string{``, `null`, `{}`, `{"include_usage":false}`, `{"include_usage":true}`, `{"include_usage":null}`,
+		`{"include_obfuscation":true}`, `{"include_obfuscation":false,"include_usage":false}`, `"x"`, `[]`}
+	others := []string{
+		`"model":"gpt-4o"`, `"messages":[{"role":"user","content":"hi \"stream\":true"}]`, `"temperature":0.7`,
+		`"max_tokens":100`, `"n":1`, `"metadata":{"stream":true,"stream_options":null}`, `"user":"üser"`, `"tools":[]`,
+	}
+	for range 2000 {
+		var members []string
+		stream, opts := streams[r.IntN(len(streams))], options[r.IntN(len(options))]
+		if stream != "" {
+			members = append(members, `"stream":`+stream)
+		}
+		if opts != "" {
+			members = append(members, `"stream_options":`+opts)
+		}
+		for _, o := range others {
+			if r.IntN(2) == 0 {
+				members = append(members, o)
+			}
+		}
+		r.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+		sep := []string{",", ", ", ",\n  "}[r.IntN(3)]
+		body := []byte("{" + strings.Join(members, sep) + "}")
+
+		want := stream == "true" && (opts == "" || opts == "null" ||
+			strings.HasPrefix(opts, "{") && !strings.Contains(opts, `"include_usage":true`))
+		got, ok := AskForUsage(chatPath, body)
+		if ok != want {
+			t.Fatalf("AskForUsage(%s) ok = %v, want %v", body, ok, want)
+		}
+		if ok {
+			checkOnlyIncludeUsageChanged(t, body, got)
+		}
+	}
+}
+
+func FuzzAskForUsage(f *testing.F) {
+	for _, s := range []string{
+		`{"stream":true}`, `{"stream":true,"stream_options":{"include_usage":false}}`,
+		`{"stream":true,"stream_options":null}`, `{"messages":[],"stream":true,"stream_options":{"x":1}}`,
+		`{"stream":false}`, `[`, ``, `{"stream":true,"stream":true}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		got, ok := AskForUsage(chatPath, []byte(body))
+		if !ok {
+			return
+		}
+		if !json.Valid(got) {
+			t.Fatalf("rewrite of %q is not JSON: %q", body, got)
+		}
+		checkOnlyIncludeUsageChanged(t, []byte(body), got)
+	})
+}
