@@ -1,50 +1,54 @@
 // Package tokenusage extracts the token usage an LLM API reports in a
-// response body, incrementally, while the body streams through a proxy.
+// response body, incrementally, while the body streams through a proxy, and
+// counts the bytes of output text that went by, for an estimate when no
+// usage comes.
 //
-// It understands OpenAI chat/completions, the OpenAI Responses API,
-// Anthropic Messages and Gemini generateContent, both as server-sent event
-// streams and as whole JSON bodies, with one code path: it never parses SSE
-// events or the surrounding JSON at all.
+// It understands OpenAI chat/completions and legacy completions, the OpenAI
+// Responses API, Anthropic Messages, Gemini and Vertex AI generateContent,
+// Cohere v2 chat, Amazon Bedrock Converse and ConverseStream, and Ollama's
+// native chat and generate, with the many providers compatible with them:
+// as server-sent event streams, JSON bodies, NDJSON lines, top-level JSON
+// arrays and AWS event-stream messages.
 //
 // # Design
 //
-// A Parser scans the raw bytes for the key tokens "usage" and
-// "usageMetadata" (quotes included), jumping with bytes.IndexByte from one
-// 'g' to the next, a byte that is rare in JSON and prose. A token counts only
-// when its opening quote is not escaped, that is when it is preceded by an
-// even run of backslashes; in valid JSON such a token followed by optional
-// whitespace, ':', optional whitespace and '{' can only be an object key whose
-// value is an object. That object is then copied, with string- and
-// escape-aware brace counting, up to its matching '}' into a small reused
-// buffer capped at MaxUsageObjectBytes, and its fields are read with gjson.
+// A body is cut into roots by its framing, told from its first byte: a JSON
+// body or NDJSON ('{' or '['; the elements of a top-level array are roots
+// too), an AWS event stream (a zero byte, the top of a big-endian message
+// length), or else server-sent events, whose "data:" lines hold the roots.
+// A small JSON lexer follows each root and keeps, for every open object or
+// array, where it is in a tree built from the tables in paths.go: the only
+// places a usage object is accepted, and the values that hold output text.
+// A value anywhere else is skipped with a brace and quote count, strings
+// with bytes.IndexByte, without looking at its keys; so a usage object
+// inside echoed request data, tool schemas, tool-call arguments or content
+// is never read, however it is nested or escaped.
 //
-// Content events thus cost an IndexByte scan that pauses briefly at each 'g',
-// and nothing else; a "usage":null costs a few byte comparisons after the
-// key. Everything that crosses a chunk boundary is kept as a few integers
-// (how many bytes of a key token have matched, the parity of a trailing
-// backslash run, the brace depth and string state) plus the bounded object
-// buffer, so the Parser is a byte-level state machine: its result does not
-// depend on where the body is cut into chunks, and chunks are never retained.
-// Once the buffer has grown, nothing allocates, usage objects included.
+// A usage object at an accepted path is copied, up to its matching brace,
+// into a small reused buffer capped at MaxUsageObjectBytes, and read with
+// gjson when it closes; its fields take effect when its root completes, so
+// a root cut short (an interrupted event, a truncated body) reports nothing.
+//
+// Everything that crosses a chunk boundary is kept as a few integers (the
+// framing's position, the lexer's state, a key or number of at most a few
+// dozen bytes) plus the bounded object buffer, so the Parser is a byte-level
+// state machine: its result does not depend on where the body is cut into
+// chunks, and chunks are never retained. Once the buffer has grown, nothing
+// allocates, usage objects included.
 //
 // Providers are told apart by the field names in the usage object. Every
 // provider reports each number either once or cumulatively, so a later value
 // of a raw field overrides the earlier one field by field, and the raw fields
 // are only normalised into a Usage when it is asked for. A malformed usage
 // object is ignored as a whole.
-//
-// The scan does not track JSON nesting, so an object-valued "usage" key
-// anywhere in the body is a candidate (for instance inside tool-call
-// arguments that a provider sends as a JSON object rather than a string);
-// candidates without any known usage field are ignored.
 package tokenusage
 
 // MaxUsageObjectBytes caps the size of one buffered usage object, braces
-// included. A usage object larger than this is dropped (scanning resumes right
-// after the part that did fit), so a Parser never holds more than this many
-// bytes of the body however large the body is. Real usage objects are a few
-// hundred bytes at most.
-const MaxUsageObjectBytes = 4096
+// included. A larger usage object is skipped, so a Parser never holds more
+// than this many bytes of the body however large the body is. Real usage
+// objects are a few hundred bytes; Anthropic's with a long list of
+// iterations a few KiB.
+const MaxUsageObjectBytes = 16 << 10
 
 // Usage is the token usage one response reported, normalised across providers.
 type Usage struct {
@@ -61,34 +65,14 @@ func (u Usage) Total() int64 { return u.Input + u.Output }
 // The zero value is ready to use; call Reset to reuse it for another body.
 // A Parser is not safe for concurrent use.
 type Parser struct {
-	state state
+	frames frames
+	lex    lexer
 
-	// While scanning: how many bytes of a key token were matched at the end
-	// of the previous chunk, and whether the bytes before the next input end
-	// in an odd run of backslashes (which escapes a quote starting the input).
-	keyMatched   int
-	backslashOdd bool
-
-	// While capturing: the object so far, and the brace/string state needed
-	// to find its end.
-	obj      []byte
-	depth    int
-	inString bool
-	escaped  bool
-
-	finished bool
-	raw      rawUsage
+	usage     rawUsage // what the completed roots reported
+	pending   rawUsage // what the root being read has reported so far
+	textBytes int64
+	finished  bool
 }
-
-// state is where the Parser is in recognising `"usage" : {...}`.
-type state uint8
-
-const (
-	scanning   state = iota // looking for a key token
-	afterKey                // key token seen, expecting ':'
-	afterColon              // ':' seen, expecting '{'
-	capturing               // inside the usage object
-)
 
 // Write feeds the next bytes of the body. It never retains chunk.
 // Writes after Finish are ignored until Reset.
@@ -96,30 +80,13 @@ func (p *Parser) Write(chunk []byte) {
 	if p.finished {
 		return
 	}
-	for len(chunk) > 0 {
-		var found bool
-		switch p.state {
-		case scanning:
-			chunk = p.scan(chunk)
-		case afterKey:
-			if chunk, found = p.expectDelimiter(chunk, ':'); found {
-				p.state = afterColon
-			}
-		case afterColon:
-			if chunk, found = p.expectDelimiter(chunk, '{'); found {
-				p.startObject()
-			}
-		case capturing:
-			chunk = p.capture(chunk)
-		}
-	}
+	p.frame(chunk)
 }
 
 // Finish marks the end of the body; later Writes are ignored until Reset.
-// Usage objects are applied as soon as their closing brace arrives, so no
-// complete piece is ever left to examine here, and whatever the body ended in
-// the middle of is dropped: a truncated object cannot be trusted
-// (`"output_tokens":12` may have been cut from `"output_tokens":125`).
+// Whatever root the body ended in the middle of is dropped: a truncated
+// object cannot be trusted (`"output_tokens":12` may have been cut from
+// `"output_tokens":125`).
 func (p *Parser) Finish() {
 	p.finished = true
 }
@@ -127,17 +94,18 @@ func (p *Parser) Finish() {
 // Usage returns the usage reported so far, and false when the body has not
 // reported any.
 func (p *Parser) Usage() (Usage, bool) {
-	return p.raw.usage()
+	return p.usage.usage()
+}
+
+// TextBytes returns how many bytes of output text went by so far: the
+// strings at TextPaths, each escape sequence counted as the bytes it stands
+// for (\uXXXX as 3, the width of most non-ASCII characters in UTF-8), and
+// tool-call arguments sent as JSON by their raw size.
+func (p *Parser) TextBytes() int64 {
+	return p.textBytes
 }
 
 // Reset prepares the Parser for a new body, keeping its buffer for reuse.
 func (p *Parser) Reset() {
-	*p = Parser{obj: p.obj[:0]}
-}
-
-// resumeScan returns to looking for a key token. odd tells whether the bytes
-// consumed so far end in an odd run of backslashes.
-func (p *Parser) resumeScan(odd bool) {
-	p.state = scanning
-	p.backslashOdd = odd
+	*p = Parser{lex: lexer{obj: p.lex.obj[:0]}}
 }

@@ -28,10 +28,25 @@ var fixtures = []fixture{
 	{"anthropic.json", &Usage{Input: 12 + 2051 + 18432, Output: 394, CacheRead: 18432, CacheCreation: 2051}},
 	{"gemini_stream.sse", &Usage{Input: 4211 + 35, Output: 3*51 + 618, CacheRead: 4096}},
 	{"gemini.json", &Usage{Input: 9020 + 12, Output: 211 + 310, CacheRead: 8192}},
+	// Written from the providers' documentation, each with something that
+	// looks like usage in the wrong place.
+	{"gemini_array.json", &Usage{Input: 9, Output: 21 + 40}},
+	{"xai_chat_stream.sse", &Usage{Input: 40, Output: 5 + 300, CacheRead: 32}},
+	{"anthropic_iterations.sse", &Usage{Input: 40000 + 500 + 100, Output: 900 + 700, CacheRead: 100}},
+	{"openrouter_stream.sse", &Usage{Input: 2100, Output: 9, CacheCreation: 2048}},
+	{"ollama_chat.ndjson", &Usage{Input: 26, Output: 282}},
+	{"ollama_generate.json", &Usage{Input: 26, Output: 259}},
+	{"cohere_stream.sse", &Usage{Input: 3, Output: 12}},
+	{"cohere.json", &Usage{Input: 5, Output: 418}},
+	{"bedrock_converse.json", &Usage{Input: 12 + 1024, Output: 50, CacheRead: 1024}},
+	{bedrockStreamFixture, &Usage{Input: 25 + 200, Output: 5, CacheCreation: 200}},
 }
 
 func readFixture(tb testing.TB, file string) []byte {
 	tb.Helper()
+	if file == bedrockStreamFixture {
+		return bedrockConverseStream()
+	}
 	body, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		tb.Fatal(err)
@@ -133,11 +148,12 @@ func TestMalformedInputReportsNothing(t *testing.T) {
 		[]byte(`{"usage":{"prompt_tokens":-5,"completion_tokens":1e400}}`),
 		[]byte(`{"usage":{]]]]}`),
 		[]byte(`{"usage":{"prompt_tokens" 12 "completion_tokens" 3}`),
-		[]byte(`"usage":{"prompt_tokens":12`), // truncated
-		[]byte(`"usage":{"prompt_tokens\":12}`),
-		[]byte(`"usage` + strings.Repeat(`\`, 9) + `":{"prompt_tokens":12}`),
-		[]byte(`"usage":` + strings.Repeat("{", 10000)),
-		[]byte(strings.Repeat(`"usage":{`, 1000)),
+		[]byte(`{"usage":{"prompt_tokens":12`),  // truncated
+		[]byte(`{"usage":{"prompt_tokens":12}`), // the root never closes
+		[]byte(`{"usage":{"prompt_tokens\":12}}`),
+		[]byte(`{"usage` + strings.Repeat(`\`, 9) + `":{"prompt_tokens":12}}`),
+		[]byte(`{"usage":` + strings.Repeat("{", 10000)),
+		[]byte(strings.Repeat(`{"usage":`, 1000)),
 	}
 	for _, body := range bodies {
 		if got, ok := parse(body); ok {
@@ -166,7 +182,7 @@ func TestEscapedKeysIgnored(t *testing.T) {
 	}
 	// An even run of backslashes ends in an escaped backslash, so the quote
 	// after it is real.
-	body := `"\\"usage":{"prompt_tokens":5,"completion_tokens":6}`
+	body := `{"content":"\\","usage":{"prompt_tokens":5,"completion_tokens":6}}`
 	want := &Usage{Input: 5, Output: 6}
 	for cut := range len(body) + 1 {
 		got, ok := parse([]byte(body[:cut]), []byte(body[cut:]))
@@ -242,7 +258,7 @@ func TestOversizedUsageObjectIgnored(t *testing.T) {
 	if allocs := testing.AllocsPerRun(100, func() { p.Write(body) }); allocs != 0 {
 		t.Errorf("objects over the cap: %v allocations per run, want 0", allocs)
 	}
-	if c := cap(p.obj); c > MaxUsageObjectBytes {
+	if c := cap(p.lex.obj); c > MaxUsageObjectBytes {
 		t.Fatalf("buffer grew to %d bytes, cap is %d", c, MaxUsageObjectBytes)
 	}
 }
