@@ -1,0 +1,100 @@
+// Command atrl is the operators' tool for the ai-token-ratelimit plugin.
+//
+//	atrl usage [-config FILE] [-model NAME] FILE...
+//
+// prints, for each saved response body, the usage the plugin reads from it
+// and what the plugin charges for it. Run `atrl help` for the commands and
+// `atrl help <command>` for one command's flags.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// Exit statuses.
+const (
+	exitOK      = 0 // everything done
+	exitFailed  = 1 // the command ran, but some of its work failed (a file could not be read)
+	exitBadArgs = 2 // the command could not start: unknown command, bad flags or configuration
+)
+
+// command is one subcommand of atrl.
+type command struct {
+	name    string
+	summary string // one line, for `atrl help`
+	// run runs the command with the arguments that follow its name.
+	run func(args []string, s streams) int
+	// help writes the command's usage text.
+	help func(w io.Writer)
+}
+
+// streams are the standard streams a command reads and writes.
+type streams struct {
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+// commands lists the subcommands, in the order `atrl help` shows them.
+var commands = []command{
+	{name: "usage", summary: "print the usage the plugin reads from saved response bodies, and their cost", run: runUsage, help: usageHelp},
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run is atrl with these arguments (without the program name) and streams;
+// it returns the exit status.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		help(stderr)
+		return exitBadArgs
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "-help", "--help":
+		if len(rest) == 0 {
+			help(stdout)
+			return exitOK
+		}
+		if len(rest) > 1 {
+			fmt.Fprintln(stderr, "atrl help: takes at most one command")
+			return exitBadArgs
+		}
+		c := lookup(rest[0])
+		if c == nil {
+			fmt.Fprintf(stderr, "atrl help: unknown command %q; run 'atrl help' for the commands\n", rest[0])
+			return exitBadArgs
+		}
+		c.help(stdout)
+		return exitOK
+	}
+	c := lookup(name)
+	if c == nil {
+		fmt.Fprintf(stderr, "atrl: unknown command %q; run 'atrl help' for the commands\n", name)
+		return exitBadArgs
+	}
+	return c.run(rest, streams{stdin, stdout, stderr})
+}
+
+// lookup returns the command of that name, or nil.
+func lookup(name string) *command {
+	for i := range commands {
+		if commands[i].name == name {
+			return &commands[i]
+		}
+	}
+	return nil
+}
+
+// help writes atrl's usage text.
+func help(w io.Writer) {
+	fmt.Fprint(w, "atrl is the operators' tool for the ai-token-ratelimit plugin.\n\n"+
+		"Usage:\n\n\tatrl <command> [arguments]\n\nCommands:\n\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "\t%-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\nRun 'atrl help <command>' for a command's flags.\n")
+}
