@@ -15,7 +15,6 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
 // Hand-written response bodies, one per provider shape.
@@ -121,28 +120,10 @@ func usageLineOf(file, usage string, cost int64) string {
 	return fmt.Sprintf(`{"file":%q,"usage":%s,"cost":%d}`, file, usage, cost)
 }
 
-// textBytesOf is what tokenusage.Parser counts as the output text of body,
-// and whether it counts it at all (Parser.TextBytes is being added).
-func textBytesOf(body string) (n int64, counted bool) {
-	var p tokenusage.Parser
-	tc, ok := any(&p).(interface{ TextBytes() int64 })
-	if !ok {
-		return 0, false
-	}
-	p.Write([]byte(body))
-	p.Finish()
-	return tc.TextBytes(), true
-}
-
-// estimatedLine is the line of a body without usage: its output text over
-// bytesPerToken, or 0 while the parser does not count text.
-func estimatedLine(t *testing.T, file, body string, bytesPerToken int64) string {
-	n, counted := textBytesOf(body)
-	if counted {
-		require.Positive(t, n, "the parser counts no text in a body that has some")
-	}
-	return fmt.Sprintf(`{"file":%q,"usage":null,"estimated":true,"text_bytes":%d,"cost":%d}`,
-		file, n, (n+bytesPerToken-1)/bytesPerToken)
+// estimatedLine is the line of noUsageStream: its output text, "Hello,
+// world! This is the output.", is 33 bytes.
+func estimatedLine(file string, cost int64) string {
+	return fmt.Sprintf(`{"file":%q,"usage":null,"estimated":true,"text_bytes":33,"cost":%d}`, file, cost)
 }
 
 func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
@@ -160,7 +141,7 @@ func TestUsageDefaultCost(t *testing.T) {
 		fmt.Sprintf(`{"file":%q,"error":%q}`, missing, missingErr.Error()),
 		usageLineOf(anthropic, anthropicUsage, 192),
 		usageLineOf(gemini, geminiUsage, 55),
-		estimatedLine(t, noUsage, noUsageStream, config.DefaultBytesPerToken),
+		estimatedLine(noUsage, 9), // 33 bytes / 4 per token, rounded up
 	), out)
 }
 
@@ -186,7 +167,7 @@ func TestUsageWeightedCost(t *testing.T) {
 		usageLineOf(anthropic, anthropicUsage, 616),
 		// No model: 24×1 + 15×4 + 16×0.1 = 85.6.
 		usageLineOf(gemini, geminiUsage, 86),
-		estimatedLine(t, noUsage, noUsageStream, 3),
+		estimatedLine(noUsage, 44), // 33 bytes / 3 per token = 11 output tokens, ×4
 	), out)
 
 	// -model prices a body as that model, whatever the body names: the

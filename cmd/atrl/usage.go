@@ -168,13 +168,13 @@ func measure(name string, body []byte, cfg *config.Config, model string) usageLi
 		rest = rest[n:]
 	}
 	p.Finish()
-	u, ok := p.Usage()
-	if !ok {
-		textBytes, tokens := estimate(&p, cfg)
-		return usageLine{File: name, Estimated: true, TextBytes: &textBytes, Cost: tokens}
-	}
 	if model == "" {
 		model = bodyModel(body)
+	}
+	u, ok := p.Usage()
+	if !ok {
+		textBytes, cost := estimate(&p, cfg, model)
+		return usageLine{File: name, Estimated: true, TextBytes: &textBytes, Cost: cost}
 	}
 	return usageLine{
 		File: name,
@@ -184,19 +184,15 @@ func measure(name string, body []byte, cfg *config.Config, model string) usageLi
 	}
 }
 
-// estimate is what a response that reports no usage is charged: its output
-// text, in bytes as the parser counts them, over bytes_per_token, rounded up.
-//
-// TODO: call p.TextBytes() directly once tokenusage.Parser has it (it is
-// being added); until then the text is not counted, and the estimate is 0.
-func estimate(p *tokenusage.Parser, cfg *config.Config) (textBytes, tokens int64) {
-	tc, ok := any(p).(interface{ TextBytes() int64 })
-	if !ok {
-		return 0, 0
-	}
-	textBytes = tc.TextBytes()
+// estimate is what a response that reports no usage is charged for its
+// output, as the plugin charges it: its output text, in bytes as the parser
+// counts them, over bytes_per_token rounded up, priced as output tokens.
+// (The plugin adds the estimate of the request's prompt, which a saved
+// response does not have.)
+func estimate(p *tokenusage.Parser, cfg *config.Config, model string) (textBytes, cost int64) {
+	textBytes = p.TextBytes()
 	perToken := max(cfg.Reservation.BytesPerToken, 1)
-	return textBytes, (textBytes + perToken - 1) / perToken
+	return textBytes, cfg.Cost.Tokens(0, (textBytes+perToken-1)/perToken, 0, 0, model)
 }
 
 // bodyModel returns the model a response body names, or "": the top-level
