@@ -21,14 +21,14 @@ LISTEN=${LISTEN:-127.0.0.1:10000}
 
 fail() { echo "run: $*" >&2; exit 1; }
 
-[ -f "$WASM" ] || fail "$WASM is missing: run \`make build\` first"
-[ -f "$CONFIG" ] || fail "the plugin configuration $CONFIG does not exist"
-
 listen_host=${LISTEN%:*}
 listen_port=${LISTEN##*:}
 case $listen_port in
 '' | *[!0-9]*) fail "LISTEN=$LISTEN is not host:port (e.g. LISTEN=127.0.0.1:10000)" ;;
 esac
+
+[ -f "$WASM" ] || fail "$WASM is missing: run \`make build\` first"
+[ -f "$CONFIG" ] || fail "the plugin configuration $CONFIG does not exist"
 
 # listen_taken: whether something already accepts connections on LISTEN
 # (bash's /dev/tcp connects; on a local address, the only kind the gateway

@@ -61,13 +61,22 @@ func (r *runSh) wait(t *testing.T, limit time.Duration) error {
 	}
 }
 
+// unbuiltWasm is a file where run.sh expects the plugin, for the tests
+// where it must stop before loading it: they pass on a fresh clone, where
+// main.wasm was never built.
+func unbuiltWasm(t *testing.T) string {
+	path := filepath.Join(t.TempDir(), "main.wasm")
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+	return path
+}
+
 func TestRunFailsWhenListenIsTaken(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
 
 	start := time.Now()
-	r := startRunSh(t, "LISTEN="+l.Addr().String(), "TMPDIR="+t.TempDir())
+	r := startRunSh(t, "LISTEN="+l.Addr().String(), "TMPDIR="+t.TempDir(), "WASM="+unbuiltWasm(t))
 	err = r.wait(t, 30*time.Second)
 	var exit *exec.ExitError
 	require.ErrorAs(t, err, &exit)
@@ -79,7 +88,7 @@ func TestRunFailsWhenListenIsTaken(t *testing.T) {
 }
 
 func TestRunRejectsAListenWithoutPort(t *testing.T) {
-	r := startRunSh(t, "LISTEN=127.0.0.1", "TMPDIR="+t.TempDir())
+	r := startRunSh(t, "LISTEN=127.0.0.1", "TMPDIR="+t.TempDir(), "WASM="+unbuiltWasm(t))
 	require.Error(t, r.wait(t, 30*time.Second))
 	assert.Contains(t, r.stderr.String(), "LISTEN=127.0.0.1 is not host:port")
 }
