@@ -95,7 +95,24 @@ type Config struct {
 	// MaxQueueWaitMs is max_queue_wait_ms: the longest a request waits in
 	// the queue before it is rejected (with OverLimit Queue).
 	MaxQueueWaitMs int64
+	// StreamUsage is stream_usage: whether OpenAI-style streaming requests
+	// are made to ask for their usage.
+	StreamUsage StreamUsage
 }
+
+// StreamUsage says whether an OpenAI chat or legacy completions request
+// with "stream": true, which reports its usage only when it asks for it
+// (stream_options.include_usage), is rewritten to ask.
+type StreamUsage uint8
+
+const (
+	// StreamUsageInject ("inject", default): ask for the usage, and take the
+	// usage-only chunk out of the response again.
+	StreamUsageInject StreamUsage = iota
+	// StreamUsageOff ("off"): leave requests as they are (Higress's
+	// behaviour); a stream that did not ask is charged by estimate.
+	StreamUsageOff
+)
 
 // OverLimitAction is what happens to a request over a limit.
 type OverLimitAction uint8

@@ -51,6 +51,7 @@ var topFields = fields[Config]{
 	intField("concurrency_lease_seconds", 1, maxLeaseSeconds, func(c *Config, n int64) { c.LeaseSeconds = n }),
 	enumField(overLimitField, []string{"reject", "queue"}, func(c *Config, i int) { c.OverLimit = OverLimitAction(i) }),
 	intField(maxQueueWaitField, 1, maxQueueWaitMs, func(c *Config, n int64) { c.MaxQueueWaitMs = n }),
+	enumField("stream_usage", []string{"inject", "off"}, func(c *Config, i int) { c.StreamUsage = StreamUsage(i) }),
 	required(objectField("redis", redisFields, func(c *Config) *Redis { return &c.Redis })),
 }
 

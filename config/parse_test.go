@@ -85,6 +85,7 @@ func TestParseInvalid(t *testing.T) {
 		{"key concurrency typo", withItems(item(`"limit_by_header":"h"`, `"k","max_concurrent_request":5`)), `rule_items[0].limit_keys[0].max_concurrent_request: unknown field (did you mean max_concurrent_requests?)`},
 		{"window type", `{"rule_name":"r","window_type":"rolling","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `window_type: must be "fixed" or "sliding", got "rolling"`},
 		{"window type number", `{"rule_name":"r","window_type":1,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `window_type: must be a string, got number 1`},
+		{"stream usage", `{"rule_name":"r","stream_usage":"on","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `stream_usage: must be "inject" or "off", got "on"`},
 		{"over limit action", `{"rule_name":"r","over_limit_action":"delay","global_threshold":{"query_per_minute":1},` + redisOK + `}`, `over_limit_action: must be "reject" or "queue", got "delay"`},
 		{"queue wait without queue", `{"rule_name":"r","max_queue_wait_ms":100,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `max_queue_wait_ms: applies only with over_limit_action: queue`},
 		{"queue wait zero", `{"rule_name":"r","over_limit_action":"queue","max_queue_wait_ms":0,"global_threshold":{"query_per_minute":1},` + redisOK + `}`, `max_queue_wait_ms: must be an integer between 1 and 600000, got number 0`},
@@ -462,7 +463,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 10)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 17)
+	require.Len(t, topFields, 18)
 }
 
 func TestStrings(t *testing.T) {
@@ -529,6 +530,11 @@ func TestRequestWindowsAndConcurrency(t *testing.T) {
 	require.Equal(t, int64(30), c.LeaseSeconds)
 	c = mustParse(t, withItems(`{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"0.0.0.0/0","query_per_second":10}]}`))
 	require.Equal(t, UnitRequests, c.Items[0].Keys[0].Windows[0].Unit)
+
+	// Streams are asked for their usage unless told otherwise.
+	require.Equal(t, StreamUsageInject, c.StreamUsage)
+	c = mustParse(t, `{"rule_name":"r","stream_usage":"off","global_threshold":{"query_per_second":10},`+redisOK+`}`)
+	require.Equal(t, StreamUsageOff, c.StreamUsage)
 
 	// Queueing waits 5 s unless told otherwise.
 	c = mustParse(t, `{"rule_name":"r","over_limit_action":"queue","global_threshold":{"query_per_second":10},`+redisOK+`}`)

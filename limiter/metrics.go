@@ -14,11 +14,13 @@ const (
 	// metricAdmitFailure counts admissions Redis could not decide (error,
 	// timeout, malformed reply); failure_mode said what happened to them.
 	metricAdmitFailure = "token_ratelimit_redis_failure_count"
-	// metricChargeFailure counts responses whose usage could not be charged.
+	// metricChargeFailure counts charges that failed twice (see charges.go).
 	metricChargeFailure = "token_ratelimit_charge_failure_count"
 	// metricQueued counts over-limit requests that waited in a queue
 	// (over_limit_action: queue); those that gave up count as rejected too.
 	metricQueued = "token_ratelimit_queued_count"
+	// metricEstimated counts responses charged by estimate: no usage reported.
+	metricEstimated = "token_ratelimit_estimated_count"
 )
 
 // The <model> segment of a counter name is the model the request names, as
@@ -64,7 +66,8 @@ const (
 var metricModels = map[string]struct{}{}
 
 // metrics defines counters on first use and keeps them; only rejections,
-// failures and queueing touch it, never the path of an admitted request.
+// failures, queueing and responses without usage touch it, never the path
+// of an admitted request whose usage is reported.
 type metrics struct {
 	counters map[string]proxywasm.MetricCounter
 }

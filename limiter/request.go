@@ -40,14 +40,15 @@ type request struct {
 	groups []group // the matched subjects, by Redis Cluster slot: one call each
 	model  string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
-	reserved int64            // tokens reserved in every window at admission (0: none)
-	leaseID  string           // the concurrency lease it takes ("": no subject limits concurrency)
-	renewed  time.Time        // when its leases were last taken or renewed
-	pending  int              // admission calls not answered yet
-	inHook   bool             // the admission is being dispatched from a hook, not yet paused
-	failure  error            // the first admission call that failed
-	rejected *scripts.Verdict // the closed window that resets last, if any
-	verdict  scripts.Verdict  // the tightest open window, once admitted
+	reserved       int64            // tokens reserved in every window at admission (0: none)
+	promptEstimate int64            // the prompt's estimated tokens, for a response without usage
+	leaseID        string           // the concurrency lease it takes ("": no subject limits concurrency)
+	renewed        time.Time        // when its leases were last taken or renewed
+	pending        int              // admission calls not answered yet
+	inHook         bool             // the admission is being dispatched from a hook, not yet paused
+	failure        error            // the first admission call that failed
+	rejected       *scripts.Verdict // the closed window that resets last, if any
+	verdict        scripts.Verdict  // the tightest open window, once admitted
 
 	// Queueing (over_limit_action: queue), see queue.go.
 	httpCtx  wrapper.HttpContext // its HTTP context (nil: it cannot queue)
@@ -101,6 +102,9 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 
 	if !pc.needsBody() {
 		ctx.DontReadRequestBody()
+		// Unread, the prompt is estimated by the body's declared size.
+		size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
+		r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
 		return r.admit(0)
 	}
 	if !ctx.HasRequestBody() {
@@ -149,7 +153,7 @@ func (r *request) estimateOptions() estimate.Options {
 // cost (0 without token_reservation); it also notes the model the request
 // names, for per-model weights.
 func (r *request) cost(e estimate.Estimate) int64 {
-	r.model = e.Model
+	r.model, r.promptEstimate = e.Model, e.Prompt
 	if !r.pc.rules.Reservation.Enabled {
 		return 0
 	}

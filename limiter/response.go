@@ -71,18 +71,21 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 
 // settle charges what the request cost, once: the usage the response
 // reported, in the configured cost, less what was reserved at admission.
-// Without usage, an upstream error gives the reservation back, and anything
-// else (an aborted stream) keeps it. A successful stream cut short pays at
-// least its reservation, whatever usage it reported so far: that may be
-// partial (Anthropic reports the input, and one output token, as it starts).
-// complete says whether the response body reached its end.
+// Without usage, an upstream error gives the reservation back; anything
+// else (a provider or an answer that reports none, a stream cut before its
+// usage, a body that cannot be read) is charged an estimate: the request's
+// prompt estimate plus the output text the client received (see
+// estimated). A successful stream cut short pays at least its reservation,
+// whatever usage it reported so far: that may be partial (Anthropic reports
+// the input, and one output token, as it starts). complete says whether the
+// response body reached its end.
 func (r *request) settle(complete bool) {
 	if r.settled {
 		return
 	}
 	r.settled = true
 	r.usage.Finish()
-	cost := r.reserved
+	var cost int64
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if u, ok := r.usage.Usage(); ok {
 		cost = r.pc.rules.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, r.model)
@@ -90,12 +93,15 @@ func (r *request) settle(complete bool) {
 			cost = max(cost, r.reserved)
 		}
 	} else if failed {
-		cost = 0
 		if debugEnabled() {
 			log.Debugf("upstream answered %d without usage: giving back %d reserved tokens", r.status, r.reserved)
 		}
-	} else if r.reserved == 0 && debugEnabled() {
-		log.Debug("no token usage reported: nothing to charge")
+	} else {
+		cost = r.estimated()
+		if !complete {
+			cost = max(cost, r.reserved)
+		}
+		r.pc.metrics.count(metricEstimated, requestHeader(consumerHeader), r.model)
 	}
 	delta := cost - r.reserved
 	for i := range r.groups {
@@ -109,4 +115,21 @@ func (r *request) settle(complete bool) {
 		}
 		r.charge(g.subjects, delta, 0, at)
 	}
+}
+
+// estimated is the cost of a response that reported no usage: the prompt
+// estimate of its request (from the body when the plugin read it, else
+// from its declared size) and the bytes of output text the client received
+// (the content, text and delta fields of the APIs tokenusage reads), both
+// at bytes_per_token.
+func (r *request) estimated() int64 {
+	bytesPerToken := max(r.pc.rules.Reservation.BytesPerToken, 1)
+	text := r.usage.TextBytes()
+	output := text/bytesPerToken + min(text%bytesPerToken, 1)
+	cost := r.pc.rules.Cost.Tokens(r.promptEstimate, output, 0, 0, r.model)
+	if debugEnabled() {
+		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d",
+			r.promptEstimate, output, text, cost)
+	}
+	return cost
 }

@@ -31,10 +31,11 @@ import (
 // and holds Redis to what the README says each request costs:
 //
 //   - a reported usage is charged exactly, in the configured cost;
-//   - with token_reservation, a stream that ends without usage (the client
-//     went away, or a 2xx that reports none) keeps its estimate, and a non-2xx
-//     without usage gives it back;
-//   - without it, a response without usage costs nothing;
+//   - a response that ends without usage (the client went away, or a 2xx
+//     that reports none) is charged an estimate: its prompt estimate plus
+//     the output text it carried, at bytes_per_token; with
+//     token_reservation, one cut short pays at least its reservation; a
+//     non-2xx without usage costs nothing (gives its reservation back);
 //   - a request no rule matches is not touched.
 //
 // After every request the day bucket of each subject it was charged to must
@@ -339,6 +340,28 @@ func (rt *soakRoute) reservation(e estimate.Estimate, model string) int64 {
 	return ceilDiv1000(e.Prompt*w[0] + e.Completion*w[1])
 }
 
+// bytesPerToken is the route's token_reservation.bytes_per_token.
+func (rt *soakRoute) bytesPerToken() int64 {
+	if rt.reserve != nil {
+		return rt.reserve.BytesPerToken
+	}
+	return 4
+}
+
+// promptEstimate is the prompt estimate the README says a response without
+// usage pays: from the body where the plugin reads it (token_reservation,
+// or per-model weights), else from its Content-Length, which the soak's
+// requests do not send.
+func (rt *soakRoute) promptEstimate(body []byte) int64 {
+	switch {
+	case rt.reserve != nil:
+		return estimate.Request(body, "/v1/chat/completions", *rt.reserve).Prompt
+	case rt.weights != nil:
+		return estimate.Request(body, "/v1/chat/completions", estimate.Options{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20, ModelOfLargeBodies: true}).Prompt
+	}
+	return 0
+}
+
 func (rt *soakRoute) weightsFor(model string) soakWeights {
 	if w, ok := rt.weights[model]; ok {
 		return w
@@ -355,6 +378,40 @@ type soakResponse struct {
 	body        string
 	usageEnds   []int       // offset just past the closing brace of each usage object
 	usages      []soakUsage // the usage known once each of them has arrived
+	texts       []soakText  // the output text it carries (string values of content and text)
+}
+
+// soakText is a piece of output text in a response body: the raw bytes of
+// (a part of) a JSON string value of a text key, and where they start.
+type soakText struct {
+	start int
+	raw   string
+}
+
+// addText writes a piece of output text into b, noting where it is.
+func (r *soakResponse) addText(b *strings.Builder, raw string) {
+	r.texts = append(r.texts, soakText{start: b.Len(), raw: raw})
+	b.WriteString(raw)
+}
+
+// textAt is how many bytes of output text a client has received with the
+// first n bytes, as the README counts them: an escape counts one byte (the
+// soak's text has only \" escapes), once its second byte has arrived.
+func (r *soakResponse) textAt(n int) int64 {
+	var text int64
+	for _, t := range r.texts {
+		raw := t.raw[:max(0, min(n-t.start, len(t.raw)))]
+		for i := 0; i < len(raw); i++ {
+			if raw[i] == '\\' {
+				if i+1 == len(raw) {
+					break
+				}
+				i++
+			}
+			text++
+		}
+	}
+	return text
 }
 
 // usageAt is the usage a client has received with the first n bytes.
@@ -396,7 +453,9 @@ func openAIStreamResponse(r *rand.Rand, withUsage bool) soakResponse {
 	resp := soakResponse{status: 200, contentType: "text/event-stream"}
 	var b strings.Builder
 	for i := range r.IntN(40) {
-		fmt.Fprintf(&b, `data: {"id":"chatcmpl-soak","object":"chat.completion.chunk","created":1767268800,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}],"usage":null}`+"\n\n", soakContent(r, i))
+		b.WriteString(`data: {"id":"chatcmpl-soak","object":"chat.completion.chunk","created":1767268800,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"`)
+		resp.addText(&b, soakContent(r, i))
+		b.WriteString(`"},"finish_reason":null}],"usage":null}` + "\n\n")
 	}
 	b.WriteString(`data: {"id":"chatcmpl-soak","object":"chat.completion.chunk","created":1767268800,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n")
 	if withUsage {
@@ -437,7 +496,9 @@ func anthropicStreamResponse(r *rand.Rand) soakResponse {
 	b.WriteString("}}\n\n")
 	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
 	for i := range r.IntN(30) {
-		fmt.Fprintf(&b, "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"%s\"}}\n\n", soakContent(r, i))
+		b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"")
+		resp.addText(&b, soakContent(r, i))
+		b.WriteString("\"}}\n\n")
 	}
 	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
 	b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":")
@@ -455,7 +516,7 @@ func openAIJSONResponse(r *rand.Rand, withUsage bool) soakResponse {
 	var b strings.Builder
 	b.WriteString(`{"id":"chatcmpl-soak","object":"chat.completion","created":1767268800,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"`)
 	for i := range r.IntN(60) {
-		b.WriteString(soakContent(r, i))
+		resp.addText(&b, soakContent(r, i))
 	}
 	b.WriteString(`"},"finish_reason":"stop"}]`)
 	if withUsage {
@@ -642,16 +703,28 @@ func (s *soakRun) play(i int) {
 	// What it cost, by the README. Whatever usage arrived counts, also
 	// from a stream cut short, which pays at least its reservation: an
 	// Anthropic stream cut after message_start pays the larger of what
-	// message_start reported and its estimate.
+	// message_start reported and its estimate. Without usage, a response
+	// pays its estimate: the prompt's and the output text received, and
+	// cut short, at least its reservation.
 	var cost int64
 	failed := status >= 300 || status != 0 && status < 200
+	aborted := outcome == outAbortedHeaders || outcome == outAbortedStream
 	if u, ok := resp.usageAt(delivered); ok && outcome != outAbortedHeaders {
 		cost = rt.cost(u, weightsModel)
-		if outcome == outAbortedStream && !failed {
+		if aborted && !failed {
 			cost = max(cost, reserved)
 		}
-	} else if rt.reserve != nil && !failed {
-		cost = reserved // gone without usage (or a 2xx without): the estimate stays
+	} else if !failed {
+		var text int64
+		if outcome != outAbortedHeaders {
+			text = resp.textAt(delivered)
+		}
+		bytesPerToken := rt.bytesPerToken()
+		output := (text + bytesPerToken - 1) / bytesPerToken
+		cost = rt.cost(soakUsage{input: rt.promptEstimate(body), output: output}, weightsModel)
+		if aborted {
+			cost = max(cost, reserved)
+		}
 	}
 	if outcome == outAbortedStream && len(resp.usages) > 1 && delivered >= resp.usageEnds[0] {
 		s.partial++

@@ -130,12 +130,15 @@ func TestLimiterEndToEnd(t *testing.T) {
 	t.Run("a client that goes away mid-stream ends the stream without hanging", func(t *testing.T) {
 		cases := []struct {
 			name, path, body string
-			charged          int64
+			least, most      int64 // what it is charged
 			why              string
 		}{
-			{"openai", "/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true}}`, 0,
-				"the stream was cut before its usage event: the plugin saw no usage to charge"},
-			{"anthropic", "/v1/messages", `{"stream":true}`, 500 + 1,
+			// The body is 55 bytes: a prompt estimate of 14 tokens. The
+			// client left after 3 events of "tokN " (5 bytes each); the
+			// plugin may have seen a few more.
+			{"openai", "/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true}}`, 14 + 4, 14 + 13,
+				"the stream was cut before its usage event: charged its estimate, the prompt's and the text received"},
+			{"anthropic", "/v1/messages", `{"stream":true}`, 500 + 1, 500 + 1,
 				"the end of the stream reached the plugin, which charged what message_start reported (500 in, 1 out)"},
 		}
 		for _, c := range cases {
@@ -164,12 +167,13 @@ func TestLimiterEndToEnd(t *testing.T) {
 			require.Len(t, seen, 1)
 			assert.True(t, seen[0].cancelled, "%s: the upstream request was cancelled", c.name)
 			assert.Less(t, seen[0].ended.Sub(left), 3*time.Second, "%s: the upstream stream stopped early", c.name)
-			assert.Equal(t, c.charged, s.counter(key), "%s: %s", c.name, c.why)
+			charged := s.counter(key)
+			assert.True(t, charged >= c.least && charged <= c.most, "%s: charged %d, not %d to %d: %s", c.name, charged, c.least, c.most, c.why)
 
 			resp2, body := s.do(request{path: c.path, body: c.body, key: key, usage: "7,3"})
 			require.Equal(t, http.StatusOK, resp2.StatusCode, body)
 			s.waitIdle()
-			assert.Equal(t, c.charged+10, s.counter(key), "%s: later requests work and are charged", c.name)
+			assert.Equal(t, charged+10, s.counter(key), "%s: later requests work and are charged", c.name)
 		}
 	})
 

@@ -1,0 +1,104 @@
+package limiter_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// contentEvents is an OpenAI chat stream of n content events ("word <i> ")
+// without usage, and the bytes of text they carry.
+func contentEvents(n int) (events []string, textBytes int) {
+	for i := 0; i < n; i++ {
+		text := fmt.Sprintf("word %d ", i)
+		textBytes += len(text)
+		events = append(events, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","choices":[{"index":0,"delta":{"content":"`+text+`"},"finish_reason":null}]}`+"\n\n")
+	}
+	return events, textBytes
+}
+
+// A response that reports no usage is charged an estimate, in every mode:
+// the request's prompt estimate (its body's, or by its declared size when
+// the body was not read) plus the output text the client received, both at
+// bytes_per_token (4), and counted in token_ratelimit_estimated_count.
+func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	length := [2]string{"content-length", "400"} // 100 prompt tokens, by size
+	events, textBytes := contentEvents(40)
+	require.Equal(t, 310, textBytes)
+	const estimate = 100 + 78 // 310 bytes of text: 78 tokens, rounded up
+	const estimated = "token_ratelimit_estimated_count"
+	config := plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`)
+
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+
+		t.Run("a stream that never reports usage", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.Request(key, length)
+			require.True(t, x.Passed())
+			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
+			assert.Equal(t, int64(estimate), p.DayCounter(plugintest.APIKeySubject))
+			assert.Equal(t, uint64(1), counted(p, "none", estimated))
+		})
+
+		t.Run("a client that leaves before the usage event", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.Request(key, length)
+			require.True(t, x.Passed())
+			x.ResponseHeaders("text/event-stream")
+			for _, e := range plugintest.SSEEvents(plugintest.OpenAIStream(40, 5000, 5000))[:40] {
+				p.Host.CallOnResponseBody(x.ID, []byte(e), false)
+			}
+			x.DoneAndTick()
+			assert.Equal(t, int64(estimate), p.DayCounter(plugintest.APIKeySubject), "not the 10,000 it would have reported")
+			assert.Equal(t, uint64(1), counted(p, "none", estimated))
+		})
+
+		t.Run("the estimate from the body the plugin read", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			// Reservation reads the body; the estimate takes its prompt.
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"stream_usage": "off",`, `"token_per_day": 100000`))
+			body := `{"model":"gpt-4o","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("abcd", 100) + `"}]}`
+			x := p.SendBody(body, key).Answer()
+			require.True(t, x.Passed())
+			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
+			charged := p.DayCounter(plugintest.APIKeySubject)
+			assert.InDelta(t, 100+78, charged, 10, "about 100 prompt tokens (the message) and 78 of output, not the 50 reserved for output")
+			assert.Equal(t, uint64(1), counted(p, "gpt-4o", estimated))
+		})
+
+		t.Run("garbage, binary or compressed: the prompt estimate", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.Request(key, length)
+			require.True(t, x.Passed())
+			gzipped := "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + strings.Repeat("\xab\x00\xff{\"usage\"", 30)
+			x.Respond("application/json", gzipped[:100], gzipped[100:])
+			assert.Equal(t, int64(100), p.DayCounter(plugintest.APIKeySubject))
+			assert.Equal(t, uint64(1), counted(p, "none", estimated))
+		})
+
+		t.Run("an upstream error without usage costs nothing", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.Request(key, length)
+			require.True(t, x.Passed())
+			require.Equal(t, 0, int(p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "503"}, {"content-type", "application/json"}}, false)))
+			p.Host.CallOnResponseBody(x.ID, []byte(`{"error":{"message":"overloaded"}}`), true)
+			x.DoneAndTick()
+			assert.Zero(t, p.DayCounter(plugintest.APIKeySubject))
+			assert.Zero(t, counted(p, "none", estimated))
+		})
+	})
+}
