@@ -21,6 +21,9 @@ const (
 	metricQueued = "token_ratelimit_queued_count"
 	// metricEstimated counts responses charged by estimate: no usage reported.
 	metricEstimated = "token_ratelimit_estimated_count"
+	// metricInjected counts requests rewritten to ask for their stream's
+	// usage (stream_usage: inject).
+	metricInjected = "token_ratelimit_stream_usage_injected_count"
 )
 
 // The <model> segment of a counter name is the model the request names, as
@@ -66,8 +69,9 @@ const (
 var metricModels = map[string]struct{}{}
 
 // metrics defines counters on first use and keeps them; only rejections,
-// failures, queueing and responses without usage touch it, never the path
-// of an admitted request whose usage is reported.
+// failures, queueing, responses without usage and requests asked for their
+// usage touch it, never the path of an admitted request that reports its
+// usage by itself.
 type metrics struct {
 	counters map[string]proxywasm.MetricCounter
 }

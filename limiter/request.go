@@ -14,6 +14,7 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+	"github.com/tokenlimit/ai-token-ratelimit/streamusage"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -63,6 +64,11 @@ type request struct {
 	holding   int  // charges the last chunk waits for
 	status    int  // the upstream's response status, 0 before response headers
 	usage     tokenusage.Parser
+
+	// stream_usage: inject, see streams.go.
+	mayAsk   bool                // its body is read to ask for the stream's usage
+	injected bool                // its body was rewritten to ask for it
+	filter   *streamusage.Filter // takes the usage-only chunk out of its response (nil: the response passes as it came)
 }
 
 // group is the subjects of one Redis Cluster slot, admitted in one call.
@@ -78,6 +84,8 @@ type group struct {
 // onRequestHeaders matches the request and, when rules apply, pauses it
 // until Redis says whether every subject has budget left. With
 // token_reservation, it first waits for the body to estimate the cost.
+// A streaming OpenAI request may have its body read to ask for its usage
+// (streams.go), which does not delay admission.
 func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	matches := pc.rules.MatchAll(hostRequest{ctx}, nil)
 	if len(matches) == 0 {
@@ -100,10 +108,15 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	// uncompressed one, or a compressed answer would never be charged.
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
 
+	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
+	r.mayAsk = r.mayAskForUsage(ctx, size)
+
 	if !pc.needsBody() {
-		ctx.DontReadRequestBody()
-		// Unread, the prompt is estimated by the body's declared size.
-		size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
+		if !r.mayAsk {
+			ctx.DontReadRequestBody()
+		}
+		// Unread, the prompt is estimated by the body's declared size (read
+		// to ask for the usage, by its size: see onRequestBody).
 		r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
 		return r.admit(0)
 	}
@@ -114,20 +127,37 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		// The wrapper hands no compressed or binary body to plugins: estimate
 		// it by its declared size instead of letting it through unreserved.
 		ctx.DontReadRequestBody()
-		size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
 		return r.admit(r.cost(estimate.Size(size, r.path, r.estimateOptions())))
 	}
 	// Wait for the whole body (OnRequestBody) before asking Redis.
 	return types.HeaderStopIteration
 }
 
-// onRequestBody estimates the request's cost from its body and admits it.
+// onRequestBody estimates the request's cost from its body and admits it,
+// asking a stream for its usage on the way. A body read only to ask for
+// the usage is rewritten and goes on: its request was admitted at the
+// headers (or waits for Redis with them).
 func onRequestBody(ctx wrapper.HttpContext, pc PluginConfig, body []byte) types.Action {
 	r, _ := ctx.GetContext(stateKey).(*request)
 	if r == nil {
 		return types.ActionContinue
 	}
-	if r.admit(r.cost(estimate.Request(body, r.path, r.estimateOptions()))) == types.ActionContinue {
+	if !pc.needsBody() {
+		if r.mayAsk {
+			// Read after all: the prompt is estimated by the body's size.
+			r.promptEstimate = estimate.Size(int64(len(body)), r.path, r.estimateOptions()).Prompt
+			r.askForUsage(body)
+		}
+		if r.pending > 0 || r.queue != nil {
+			return types.ActionPause // Redis has not decided: the body waits with the headers
+		}
+		return types.ActionContinue
+	}
+	cost := r.cost(estimate.Request(body, r.path, r.estimateOptions()))
+	if r.mayAsk {
+		r.askForUsage(body)
+	}
+	if r.admit(cost) == types.ActionContinue {
 		return types.ActionContinue
 	}
 	return types.ActionPause

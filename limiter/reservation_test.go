@@ -97,44 +97,68 @@ func TestReservationStopsSequentialOvershoot(t *testing.T) {
 
 func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 	redis := redistest.Start(t)
+	// abort admits a request, sends it one content event ("word 0 ") and
+	// ends the stream before its usage event (the client leaves); it
+	// reports whether the request was admitted.
+	abort := func(p *plugintest.Plugin) bool {
+		x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
+		if !x.Passed() {
+			x.Done()
+			return false
+		}
+		x.ResponseHeaders("text/event-stream")
+		p.Host.CallOnResponseBody(x.ID, []byte(plugintest.SSEEvents(plugintest.OpenAIStream(3, 1, 399))[0]), false)
+		x.DoneAndTick()
+		return true
+	}
 	test.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
-		admitted := 0
-		for i := 0; i < 10; i++ {
-			x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
-			if !x.Passed() {
-				x.Done()
-				continue
+		t.Run("reservation on", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
+			admitted := 0
+			for i := 0; i < 10; i++ {
+				if abort(p) {
+					admitted++
+				}
 			}
-			admitted++
-			// Some content, then the client goes away before the usage event.
-			x.ResponseHeaders("text/event-stream")
-			p.Host.CallOnResponseBody(x.ID, []byte(plugintest.SSEEvents(plugintest.OpenAIStream(3, 1, 399))[0]), false)
-			x.Done()
-		}
-		assert.Equal(t, 2, admitted, "2 × 401 reserved; a third does not fit in 1,000")
-		assert.Equal(t, int64(802), p.MinuteCounter(plugintest.APIKeySubject), "the counter keeps both estimates")
+			assert.Equal(t, 2, admitted, "2 × 401 reserved; a third does not fit in 1,000")
+			assert.Equal(t, int64(802), p.MinuteCounter(plugintest.APIKeySubject), "the counter keeps both estimates")
 
-		// An Anthropic stream reports its input (and one output token) as it
-		// starts: cut short after that, it still pays its estimate, not the
-		// 101 tokens reported so far. Cut after more than the estimate, it
-		// pays what it reported.
-		redis.Do("FLUSHALL")
-		for _, c := range []struct {
-			input int
-			want  int64
-		}{{100, 401}, {600, 601}} {
-			x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
-			require.True(t, x.Passed())
-			x.ResponseHeaders("text/event-stream")
-			started := plugintest.SSEEvents(plugintest.AnthropicStream(c.input, 0, 0, 300))[0]
-			p.Host.CallOnResponseBody(x.ID, []byte(started), false)
-			before := p.MinuteCounter(plugintest.APIKeySubject)
-			x.DoneAndTick()
-			assert.Equal(t, c.want, p.MinuteCounter(plugintest.APIKeySubject)-before+401, "input %d", c.input)
-		}
+			// An Anthropic stream reports its input (and one output token) as it
+			// starts: cut short after that, it still pays its estimate, not the
+			// 101 tokens reported so far. Cut after more than the estimate, it
+			// pays what it reported.
+			redis.Do("FLUSHALL")
+			for _, c := range []struct {
+				input int
+				want  int64
+			}{{100, 401}, {600, 601}} {
+				x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
+				require.True(t, x.Passed())
+				x.ResponseHeaders("text/event-stream")
+				started := plugintest.SSEEvents(plugintest.AnthropicStream(c.input, 0, 0, 300))[0]
+				p.Host.CallOnResponseBody(x.ID, []byte(started), false)
+				before := p.MinuteCounter(plugintest.APIKeySubject)
+				x.DoneAndTick()
+				assert.Equal(t, c.want, p.MinuteCounter(plugintest.APIKeySubject)-before+401, "input %d", c.input)
+			}
+		})
+
+		t.Run("reservation off", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+			admitted := 0
+			for i := 0; i < 10; i++ {
+				if abort(p) {
+					admitted++
+				}
+			}
+			assert.Equal(t, 10, admitted, "nothing holds them back")
+			// Each pays the estimate of a response without usage: its
+			// 133-byte body (34 tokens) and the 7 bytes of text it got (2).
+			assert.Equal(t, int64(10*36), p.MinuteCounter(plugintest.APIKeySubject))
+		})
 	})
 }
 

@@ -9,21 +9,20 @@ import (
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 )
 
-// admitted returns the state of a request whose usage is to be charged, or nil.
-func admitted(ctx wrapper.HttpContext) *request {
-	r, _ := ctx.GetContext(stateKey).(*request)
-	if r == nil || !r.admitted {
-		return nil
-	}
-	return r
-}
-
 // onResponseHeaders notes the status and adds the quota headers when asked
-// to. Local replies (a rejection) pass here too: they are not admitted.
+// to, and decides whether the response is filtered (streams.go). Local
+// replies (a rejection) pass here too: they are not admitted. The response
+// of a request that asked for its usage is filtered even when the request
+// is not charged (failure_mode allow): the client gets what it asked for.
 func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
-	r := admitted(ctx)
-	if r == nil {
-		ctx.DontReadResponseBody()
+	r, _ := ctx.GetContext(stateKey).(*request)
+	if r != nil {
+		r.filterResponse()
+	}
+	if r == nil || !r.admitted {
+		if r == nil || r.filter == nil {
+			ctx.DontReadResponseBody()
+		}
 		return types.ActionContinue
 	}
 	if status, err := proxywasm.GetHttpResponseHeader(":status"); err == nil {
@@ -37,10 +36,18 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	return types.ActionContinue
 }
 
-// onResponseBody reads the usage from each chunk as it streams; the chunk
-// itself goes on unchanged and undelayed.
+// onResponseBody reads the usage from each chunk as it streams, as the
+// upstream sent it; the chunk itself goes on undelayed and unchanged, except
+// in a filtered response (streams.go), which loses its usage-only chunk and
+// holds an event cut across chunks back until its end. The last chunk may
+// be held until its charges are answered (charges.go): the host keeps what
+// this returns, filtered, until then.
 func onResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last bool) []byte {
-	if r := admitted(ctx); r != nil {
+	r, _ := ctx.GetContext(stateKey).(*request)
+	if r == nil {
+		return chunk
+	}
+	if r.admitted {
 		r.usage.Write(chunk)
 		if last {
 			r.lastChunk = true
@@ -49,6 +56,9 @@ func onResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last
 		} else {
 			r.renewLeases()
 		}
+	}
+	if r.filter != nil {
+		return r.filter.Write(chunk, last)
 	}
 	return chunk
 }

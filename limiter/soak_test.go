@@ -349,9 +349,10 @@ func (rt *soakRoute) bytesPerToken() int64 {
 }
 
 // promptEstimate is the prompt estimate the README says a response without
-// usage pays: from the body where the plugin reads it (token_reservation,
-// or per-model weights), else from its Content-Length, which the soak's
-// requests do not send.
+// usage pays: from the body where the plugin reads it to estimate it
+// (token_reservation, or per-model weights); else by its size, which the
+// plugin knows from the body, read to ask for the stream's usage (every
+// soak request with a body is a POST of JSON to /v1/chat/completions).
 func (rt *soakRoute) promptEstimate(body []byte) int64 {
 	switch {
 	case rt.reserve != nil:
@@ -359,7 +360,7 @@ func (rt *soakRoute) promptEstimate(body []byte) int64 {
 	case rt.weights != nil:
 		return estimate.Request(body, "/v1/chat/completions", estimate.Options{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20, ModelOfLargeBodies: true}).Prompt
 	}
-	return 0
+	return (int64(len(body)) + 3) / 4
 }
 
 func (rt *soakRoute) weightsFor(model string) soakWeights {
@@ -379,6 +380,7 @@ type soakResponse struct {
 	usageEnds   []int       // offset just past the closing brace of each usage object
 	usages      []soakUsage // the usage known once each of them has arrived
 	texts       []soakText  // the output text it carries (string values of content and text)
+	usageOnly   [2]int      // where its usage-only chunk (OpenAI, include_usage) starts and ends, if any
 }
 
 // soakText is a piece of output text in a response body: the raw bytes of
@@ -460,6 +462,7 @@ func openAIStreamResponse(r *rand.Rand, withUsage bool) soakResponse {
 	b.WriteString(`data: {"id":"chatcmpl-soak","object":"chat.completion.chunk","created":1767268800,"model":"gpt-4o","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n")
 	if withUsage {
 		p, c, cached := randomUsage(r)
+		resp.usageOnly[0] = b.Len()
 		b.WriteString(`data: {"id":"chatcmpl-soak","object":"chat.completion.chunk","created":1767268800,"model":"gpt-4o","choices":[],"usage":`)
 		if cached > 0 {
 			fmt.Fprintf(&b, `{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d}}`, p, c, p+c, cached)
@@ -469,6 +472,7 @@ func openAIStreamResponse(r *rand.Rand, withUsage bool) soakResponse {
 		resp.usageEnds = append(resp.usageEnds, b.Len())
 		resp.usages = append(resp.usages, soakUsage{input: p, output: c, cacheRead: cached})
 		b.WriteString("}\n\n")
+		resp.usageOnly[1] = b.Len()
 	}
 	b.WriteString("data: [DONE]\n\n")
 	resp.body = b.String()
@@ -672,6 +676,7 @@ func (s *soakRun) play(i int) {
 			chunks = append(chunks, -1) // the end of the stream comes as an empty chunk
 		}
 		prev = 0
+		var got strings.Builder
 		for j, end := range chunks {
 			last := complete && j == len(chunks)-1
 			var chunk []byte
@@ -680,6 +685,18 @@ func (s *soakRun) play(i int) {
 				prev = end
 			}
 			s.host.CallOnResponseBody(id, chunk, last)
+			got.Write(s.host.GetCurrentResponseBody(id))
+		}
+		// The client gets the body as the upstream sent it, but for the
+		// usage-only chunk of a stream the plugin asked for its usage (a
+		// limited request with a JSON body: every such soak body streams
+		// without asking).
+		want := resp.body
+		if len(m.subjects) > 0 && len(body) > 0 && body[0] == '{' && resp.usageOnly[1] > 0 {
+			want = want[:resp.usageOnly[0]] + want[resp.usageOnly[1]:]
+		}
+		if complete && got.String() != want {
+			s.t.Fatalf("request %d (%s): the client got\n%q\nnot\n%q", i, what, got.String(), want)
 		}
 	}
 	// The end of the stream. A charge sent with the last chunk is answered

@@ -1,0 +1,85 @@
+package limiter
+
+import (
+	"strings"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/streamusage"
+)
+
+// stream_usage: inject. An OpenAI chat completions or legacy completions
+// stream reports its usage only when the request asks for it
+// (stream_options.include_usage), which most clients do not. The limiter
+// rewrites such a request to ask (streamusage.AskForUsage), reads the usage
+// from the response as the upstream sent it, and passes the response to
+// the client through a streamusage.Filter, which takes the usage-only chunk
+// the client did not ask for back out.
+//
+// The body is read for this even when nothing else needs it (no
+// token_reservation, no per-model weights), but then admission does not
+// wait for it: it happens at the headers as before, and the body is only
+// rewritten on its way.
+
+// mayAskForUsage decides, at the request's headers, whether its body is to
+// be read to ask for the stream's usage: stream_usage is inject, the request
+// has a body the wrapper hands to plugins (not compressed, not binary, not
+// a WebSocket), it is a POST of JSON to a completions path, and it declares
+// no more than streamusage.MaxBodyBytes (a larger one would not be
+// rewritten anyway). The body may grow, so its Content-Length is removed
+// (declaredSize is what it said).
+func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bool {
+	if r.pc.rules.StreamUsage != config.StreamUsageInject || !ctx.HasRequestBody() ||
+		ctx.IsBinaryRequestBody() || ctx.IsWebsocket() || declaredSize > streamusage.MaxBodyBytes ||
+		!streamusage.MayAskForUsage(ctx.Method(), r.path, requestHeader("content-type")) {
+		return false
+	}
+	_ = proxywasm.RemoveHttpRequestHeader("content-length")
+	return true
+}
+
+// askForUsage rewrites the request body to ask for the stream's usage when
+// it streams without asking (see streamusage.AskForUsage), and notes it.
+func (r *request) askForUsage(body []byte) {
+	rewritten, ok := streamusage.AskForUsage(r.path, body)
+	if !ok {
+		return
+	}
+	if err := proxywasm.ReplaceHttpRequestBody(rewritten); err != nil {
+		log.Warnf("asking the stream for its usage: replacing the request body failed: %v", err)
+		return
+	}
+	r.injected = true
+	r.pc.metrics.count(metricInjected, requestHeader(consumerHeader), r.model)
+	if debugEnabled() {
+		log.Debug("the stream did not ask for its usage: asked for it (stream_options.include_usage)")
+	}
+}
+
+// filterResponse decides, at the response's headers, whether the response
+// of a request whose body was rewritten goes through a Filter: only an
+// uncompressed server-sent event stream (an error answer in JSON has no
+// usage chunk, and a compressed one cannot be read). The filtered body is
+// shorter, so its Content-Length is removed.
+func (r *request) filterResponse() {
+	if !r.injected {
+		return
+	}
+	contentType, _ := proxywasm.GetHttpResponseHeader("content-type")
+	encoding, _ := proxywasm.GetHttpResponseHeader("content-encoding")
+	if encoding != "" || !isEventStream(contentType) {
+		return
+	}
+	_ = proxywasm.RemoveHttpResponseHeader("content-length")
+	r.filter = &streamusage.Filter{}
+}
+
+// isEventStream reports whether a Content-Type is text/event-stream, with
+// any parameters, in any case.
+func isEventStream(contentType string) bool {
+	mediaType, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mediaType), "text/event-stream")
+}
