@@ -70,6 +70,24 @@ func TestLimiterEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("an OpenAI stream that does not ask for its usage is asked, and the client never sees it", func(t *testing.T) {
+		for _, c := range []struct{ name, path, body string }{
+			{"chat", "/v1/chat/completions", `{"model":"m","stream":true}`},
+			{"chat, other stream_options", "/v1/chat/completions", `{"model":"m","stream":true,"stream_options":{"include_obfuscation":false}}`},
+		} {
+			key := "big-ask-" + strings.ReplaceAll(c.name, " ", "-")
+			resp, body := s.do(request{path: c.path, body: c.body, key: key, usage: "311,97", headers: []string{llm.HeaderEvents, "6"}})
+			require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", c.name, body)
+			s.waitIdle()
+			// The mock sends the usage chunk only when the request asks.
+			assert.Equal(t, int64(408), s.counter(key), "%s: charged the usage the stream was asked for", c.name)
+			assert.Contains(t, body, `"usage":null`, "%s: the other chunks say the usage was asked for", c.name)
+			assert.NotContains(t, body, `"choices":[]`, "%s: the usage chunk was taken out", c.name)
+			assert.True(t, strings.HasSuffix(body, "}\n\ndata: [DONE]\n\n"), "%s: the stream ends as it would have:\n%s", c.name, body)
+			assert.Equal(t, 8, strings.Count(body, "data: "), "%s: 6 content chunks, the finish chunk and [DONE]", c.name)
+		}
+	})
+
 	t.Run("an unlimited request passes untouched, without a Redis call", func(t *testing.T) {
 		calls := s.gw.Stats().RedisCalls
 		resp, body := s.do(request{path: "/v1/chat/completions", body: `{}`, usage: "5,5",
