@@ -78,12 +78,23 @@ func clientGets(t *testing.T, x *plugintest.Exchange, headers [][2]string, chunk
 
 var sse = [][2]string{{"content-type", "text/event-stream; charset=utf-8"}}
 
+// TestStreamUsage holds stream_usage to what the README says, in Go and
+// WASM mode (one test, so that the module is compiled once).
+func TestStreamUsage(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		t.Run("streams are asked for their usage", func(t *testing.T) { streamsAreAskedForTheirUsage(t, redis) })
+		t.Run("streams that need no asking", func(t *testing.T) { streamsThatNeedNoAsking(t, redis) })
+		t.Run("streams cut before their usage", func(t *testing.T) { streamsCutBeforeTheirUsagePayTheEstimate(t, redis) })
+	})
+}
+
 // A streaming OpenAI chat completion that does not ask for its usage is
 // rewritten to ask; the usage-only chunk the upstream then sends is read
 // and charged, and taken out of what the client gets, which is the stream
 // it asked for byte for byte, however the body is cut.
-func TestStreamsAreAskedForTheirUsage(t *testing.T) {
-	redis := redistest.Start(t)
+func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	key := [2]string{"x-api-key", "sk-1"}
 	withUsage, withoutUsage := readStream(t)
 	usageAt := strings.Index(withUsage, `"choices":[],"usage"`)
@@ -103,79 +114,76 @@ func TestStreamsAreAskedForTheirUsage(t *testing.T) {
 		{"one byte per chunk", withUsage, withoutUsage, plugintest.Bytewise(withUsage), 29},
 		{"many events, cut at odd places", synthetic, syntheticWithout, plugintest.CutAt(synthetic, 7, 500, 501, len(synthetic)-30), 1234 + 567},
 	}
-	test.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(86400, 10)
-		for _, c := range cases {
-			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-				x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
-				require.True(t, x.Passed())
-				body, headers := upstreamSees(x)
-				assert.JSONEq(t, `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Say hello."}],"stream_options":{"include_usage":true}}`, body)
-				assert.Empty(t, plugintest.Header(headers, "content-length"), "the body changed length: no Content-Length goes upstream")
-
-				got, respHeaders, held := clientGets(t, x, append(sse, [2]string{"content-length", strconv.Itoa(len(c.stream))}), c.chunks)
-				assert.Equal(t, c.wants, got, "the client gets the stream without the usage chunk")
-				assert.Empty(t, plugintest.Header(respHeaders, "content-length"), "the filtered body is shorter: no Content-Length")
-				assert.True(t, held, "the end of the response waited for the charge")
-				assert.Equal(t, c.usage, p.DayCounter(plugintest.APIKeySubject), "charged exactly the usage")
-				assert.Equal(t, uint64(1), counted(p, "none", injected))
-				assert.Zero(t, counted(p, "none", estimated))
-			})
-		}
-
-		t.Run("legacy completions", func(t *testing.T) {
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			redis.Do("FLUSHALL")
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-			x := sendBodyTo(p, "/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello.","stream":true,"stream_options":{"include_obfuscation":false}}`, key).Answer()
+			x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 			require.True(t, x.Passed())
-			body, _ := upstreamSees(x)
-			assert.Equal(t, `{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello.","stream":true,"stream_options":{"include_obfuscation":false,"include_usage":true}}`, body,
-				"include_usage added to the stream_options the client sent, every other byte kept")
-			content := ""
-			for _, text := range []string{"Hello", "!", " How", " can I help?"} {
-				content += `data: {"id":"cmpl-1","object":"text_completion","created":1753401234,"choices":[{"text":"` + text + `","index":0,"logprobs":null,"finish_reason":null}],"model":"gpt-3.5-turbo-instruct","usage":null}` + "\n\n"
-			}
-			usage := `data: {"id":"cmpl-1","object":"text_completion","created":1753401234,"choices":[],"model":"gpt-3.5-turbo-instruct","usage":{"prompt_tokens":3,"completion_tokens":6,"total_tokens":9}}` + "\n\n"
-			done := "data: [DONE]\n\n"
-			got, _, _ := clientGets(t, x, sse, []string{content, usage, done})
-			assert.Equal(t, content+done, got)
-			assert.Equal(t, int64(9), p.DayCounter(plugintest.APIKeySubject))
+			body, headers := upstreamSees(x)
+			assert.JSONEq(t, `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Say hello."}],"stream_options":{"include_usage":true}}`, body)
+			assert.Empty(t, plugintest.Header(headers, "content-length"), "the body changed length: no Content-Length goes upstream")
+
+			got, respHeaders, held := clientGets(t, x, append(sse, [2]string{"content-length", strconv.Itoa(len(c.stream))}), c.chunks)
+			assert.Equal(t, c.wants, got, "the client gets the stream without the usage chunk")
+			assert.Empty(t, plugintest.Header(respHeaders, "content-length"), "the filtered body is shorter: no Content-Length")
+			assert.True(t, held, "the end of the response waited for the charge")
+			assert.Equal(t, c.usage, p.DayCounter(plugintest.APIKeySubject), "charged exactly the usage")
 			assert.Equal(t, uint64(1), counted(p, "none", injected))
+			assert.Zero(t, counted(p, "none", estimated))
 		})
+	}
 
-		t.Run("with token_reservation: the reservation reconciled to the usage", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			forgetModels(t)
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
-			x := sendBodyTo(p, "/v1/chat/completions", `{"model":"gpt-4o","stream":true,"max_tokens":400,"messages":[{"role":"user","content":"Say hello."}]}`, key)
-			assert.Equal(t, types.ActionPause, x.Action, "admission waits for Redis")
-			x.Answer()
-			require.True(t, x.Passed())
-			assert.Greater(t, p.DayCounter(plugintest.APIKeySubject), int64(400), "reserved")
-			body, _ := upstreamSees(x)
-			assert.Contains(t, body, `"stream_options":{"include_usage":true}`)
-			got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withUsage))
-			assert.Equal(t, withoutUsage, got)
-			assert.Equal(t, int64(29), p.DayCounter(plugintest.APIKeySubject))
-			assert.Equal(t, uint64(1), counted(p, "gpt-4o", injected), "counted under the model the body names")
-		})
+	t.Run("legacy completions", func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		x := sendBodyTo(p, "/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello.","stream":true,"stream_options":{"include_obfuscation":false}}`, key).Answer()
+		require.True(t, x.Passed())
+		body, _ := upstreamSees(x)
+		assert.Equal(t, `{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello.","stream":true,"stream_options":{"include_obfuscation":false,"include_usage":true}}`, body,
+			"include_usage added to the stream_options the client sent, every other byte kept")
+		content := ""
+		for _, text := range []string{"Hello", "!", " How", " can I help?"} {
+			content += `data: {"id":"cmpl-1","object":"text_completion","created":1753401234,"choices":[{"text":"` + text + `","index":0,"logprobs":null,"finish_reason":null}],"model":"gpt-3.5-turbo-instruct","usage":null}` + "\n\n"
+		}
+		usage := `data: {"id":"cmpl-1","object":"text_completion","created":1753401234,"choices":[],"model":"gpt-3.5-turbo-instruct","usage":{"prompt_tokens":3,"completion_tokens":6,"total_tokens":9}}` + "\n\n"
+		done := "data: [DONE]\n\n"
+		got, _, _ := clientGets(t, x, sse, []string{content, usage, done})
+		assert.Equal(t, content+done, got)
+		assert.Equal(t, int64(9), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", injected))
+	})
 
-		t.Run("failure_mode allow: not charged, still what the client asked for", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-			x := sendBodyTo(p, "/v1/chat/completions", streamBody, key)
-			calls := p.Host.GetRedisCalloutAttributesFromContext(x.ID)
-			require.Len(t, calls, 1)
-			p.Host.CallOnRedisCallResponse(calls[0].CalloutID, 1, nil) // the admission call failed
-			require.True(t, x.Passed())
-			body, _ := upstreamSees(x)
-			assert.Contains(t, body, `"stream_options":{"include_usage":true}`)
-			got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withUsage))
-			assert.Equal(t, withoutUsage, got)
-			assert.Zero(t, p.DayCounter(plugintest.APIKeySubject))
-		})
+	t.Run("with token_reservation: the reservation reconciled to the usage", func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		forgetModels(t)
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
+		x := sendBodyTo(p, "/v1/chat/completions", `{"model":"gpt-4o","stream":true,"max_tokens":400,"messages":[{"role":"user","content":"Say hello."}]}`, key)
+		assert.Equal(t, types.ActionPause, x.Action, "admission waits for Redis")
+		x.Answer()
+		require.True(t, x.Passed())
+		assert.Greater(t, p.DayCounter(plugintest.APIKeySubject), int64(400), "reserved")
+		body, _ := upstreamSees(x)
+		assert.Contains(t, body, `"stream_options":{"include_usage":true}`)
+		got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withUsage))
+		assert.Equal(t, withoutUsage, got)
+		assert.Equal(t, int64(29), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "gpt-4o", injected), "counted under the model the body names")
+	})
+
+	t.Run("failure_mode allow: not charged, still what the client asked for", func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key)
+		calls := p.Host.GetRedisCalloutAttributesFromContext(x.ID)
+		require.Len(t, calls, 1)
+		p.Host.CallOnRedisCallResponse(calls[0].CalloutID, 1, nil) // the admission call failed
+		require.True(t, x.Passed())
+		body, _ := upstreamSees(x)
+		assert.Contains(t, body, `"stream_options":{"include_usage":true}`)
+		got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withUsage))
+		assert.Equal(t, withoutUsage, got)
+		assert.Zero(t, p.DayCounter(plugintest.APIKeySubject))
 	})
 }
 
@@ -183,55 +191,51 @@ func TestStreamsAreAskedForTheirUsage(t *testing.T) {
 // OpenAI completions are not touched, and neither are their responses; with
 // stream_usage: off nothing is, and a stream that did not ask pays its
 // estimate.
-func TestStreamsThatNeedNoAsking(t *testing.T) {
-	redis := redistest.Start(t)
+func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 	key := [2]string{"x-api-key", "sk-1"}
 	withUsage, withoutUsage := readStream(t)
-	test.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(86400, 10)
-		for _, c := range []struct {
-			name, path, body string
-			keepsLength      bool // the request goes upstream with its Content-Length
-		}{
-			{"already asking", "/v1/chat/completions", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello."}]}`, false},
-			{"not a stream", "/v1/chat/completions", `{"model":"gpt-4o","stream":false,"messages":[{"role":"user","content":"Say hello."}]}`, false},
-			{"not an OpenAI completions path", "/v1/messages", `{"model":"claude-sonnet-4","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"Say hello."}]}`, true},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-				x := sendBodyTo(p, c.path, c.body, key).Answer()
-				require.True(t, x.Passed())
-				body, headers := upstreamSees(x)
-				assert.Equal(t, c.body, body, "the body goes upstream as it came")
-				if c.keepsLength {
-					assert.Equal(t, strconv.Itoa(len(c.body)), plugintest.Header(headers, "content-length"))
-				}
-				got, respHeaders, _ := clientGets(t, x, append(sse, [2]string{"content-length", strconv.Itoa(len(withUsage))}), plugintest.SSEEvents(withUsage))
-				assert.Equal(t, withUsage, got, "the response reaches the client whole, its usage chunk too")
-				assert.Equal(t, strconv.Itoa(len(withUsage)), plugintest.Header(respHeaders, "content-length"))
-				assert.Equal(t, int64(29), p.DayCounter(plugintest.APIKeySubject))
-				assert.Zero(t, counted(p, "none", injected))
-			})
-		}
-
-		t.Run("stream_usage off: untouched, charged by estimate", func(t *testing.T) {
+	for _, c := range []struct {
+		name, path, body string
+		keepsLength      bool // the request goes upstream with its Content-Length
+	}{
+		{"already asking", "/v1/chat/completions", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"Say hello."}]}`, false},
+		{"not a stream", "/v1/chat/completions", `{"model":"gpt-4o","stream":false,"messages":[{"role":"user","content":"Say hello."}]}`, false},
+		{"not an OpenAI completions path", "/v1/messages", `{"model":"claude-sonnet-4","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"Say hello."}]}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`))
-			x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			x := sendBodyTo(p, c.path, c.body, key).Answer()
 			require.True(t, x.Passed())
 			body, headers := upstreamSees(x)
-			assert.Equal(t, streamBody, body)
-			assert.Equal(t, strconv.Itoa(len(streamBody)), plugintest.Header(headers, "content-length"))
-			// Not asked, the upstream sends no usage chunk.
-			got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withoutUsage))
-			assert.Equal(t, withoutUsage, got)
-			// 84 bytes of body: 21 prompt tokens; "Hello! How can I help
-			// you today?": 32 bytes of text, 8 tokens.
-			assert.Equal(t, int64(21+8), p.DayCounter(plugintest.APIKeySubject))
-			assert.Equal(t, uint64(1), counted(p, "none", estimated))
+			assert.Equal(t, c.body, body, "the body goes upstream as it came")
+			if c.keepsLength {
+				assert.Equal(t, strconv.Itoa(len(c.body)), plugintest.Header(headers, "content-length"))
+			}
+			got, respHeaders, _ := clientGets(t, x, append(sse, [2]string{"content-length", strconv.Itoa(len(withUsage))}), plugintest.SSEEvents(withUsage))
+			assert.Equal(t, withUsage, got, "the response reaches the client whole, its usage chunk too")
+			assert.Equal(t, strconv.Itoa(len(withUsage)), plugintest.Header(respHeaders, "content-length"))
+			assert.Equal(t, int64(29), p.DayCounter(plugintest.APIKeySubject))
 			assert.Zero(t, counted(p, "none", injected))
 		})
+	}
+
+	t.Run("stream_usage off: untouched, charged by estimate", func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`))
+		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
+		require.True(t, x.Passed())
+		body, headers := upstreamSees(x)
+		assert.Equal(t, streamBody, body)
+		assert.Equal(t, strconv.Itoa(len(streamBody)), plugintest.Header(headers, "content-length"))
+		// Not asked, the upstream sends no usage chunk.
+		got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withoutUsage))
+		assert.Equal(t, withoutUsage, got)
+		// 84 bytes of body: 21 prompt tokens; "Hello! How can I help
+		// you today?": 32 bytes of text, 8 tokens.
+		assert.Equal(t, int64(21+8), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
+		assert.Zero(t, counted(p, "none", injected))
 	})
 }
 
@@ -240,70 +244,66 @@ func TestStreamsThatNeedNoAsking(t *testing.T) {
 // its estimate: its prompt by the body's size plus the text that came, at
 // bytes_per_token. So does one whose response cannot be read (compressed),
 // which is passed on untouched.
-func TestStreamsCutBeforeTheirUsagePayTheEstimate(t *testing.T) {
-	redis := redistest.Start(t)
+func streamsCutBeforeTheirUsagePayTheEstimate(t *testing.T, redis *redistest.Server) {
 	key := [2]string{"x-api-key", "sk-1"}
 	withUsage, _ := readStream(t)
 	events := plugintest.SSEEvents(withUsage)
 	const prompt = 21 // the 84 bytes of streamBody
 	// The first 5 events carry "", "Hello", "!", " How", " can": 14 bytes of text.
 	const firstFive = 4
-	test.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(86400, 10)
-		start := func(t *testing.T) (*plugintest.Plugin, *plugintest.Exchange) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-			x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
-			require.True(t, x.Passed())
-			return p, x
+	start := func(t *testing.T) (*plugintest.Plugin, *plugintest.Exchange) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
+		require.True(t, x.Passed())
+		return p, x
+	}
+
+	t.Run("the client leaves, or the upstream resets, mid-stream", func(t *testing.T) {
+		p, x := start(t)
+		require.Equal(t, types.ActionContinue, p.Host.CallOnResponseHeaders(x.ID, append([][2]string{{":status", "200"}}, sse...), false))
+		for _, e := range events[:5] {
+			require.Equal(t, types.ActionContinue, p.Host.CallOnResponseBody(x.ID, []byte(e), false))
 		}
+		x.DoneAndTick() // the stream ends without its last chunk
+		assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
+	})
 
-		t.Run("the client leaves, or the upstream resets, mid-stream", func(t *testing.T) {
-			p, x := start(t)
-			require.Equal(t, types.ActionContinue, p.Host.CallOnResponseHeaders(x.ID, append([][2]string{{":status", "200"}}, sse...), false))
-			for _, e := range events[:5] {
-				require.Equal(t, types.ActionContinue, p.Host.CallOnResponseBody(x.ID, []byte(e), false))
-			}
-			x.DoneAndTick() // the stream ends without its last chunk
-			assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
-			assert.Equal(t, uint64(1), counted(p, "none", estimated))
-		})
+	t.Run("the upstream ends the stream before the usage chunk", func(t *testing.T) {
+		p, x := start(t)
+		cut := strings.Join(events[:5], "")
+		got, _, _ := clientGets(t, x, sse, []string{cut, ""})
+		assert.Equal(t, cut, got)
+		assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
+	})
 
-		t.Run("the upstream ends the stream before the usage chunk", func(t *testing.T) {
-			p, x := start(t)
-			cut := strings.Join(events[:5], "")
-			got, _, _ := clientGets(t, x, sse, []string{cut, ""})
-			assert.Equal(t, cut, got)
-			assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
-			assert.Equal(t, uint64(1), counted(p, "none", estimated))
-		})
+	t.Run("the upstream fails after some content", func(t *testing.T) {
+		p, x := start(t)
+		failed := strings.Join(events[:5], "") + `data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}` + "\n\n"
+		got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(failed))
+		assert.Equal(t, failed, got)
+		assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
+	})
 
-		t.Run("the upstream fails after some content", func(t *testing.T) {
-			p, x := start(t)
-			failed := strings.Join(events[:5], "") + `data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}` + "\n\n"
-			got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(failed))
-			assert.Equal(t, failed, got)
-			assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
-			assert.Equal(t, uint64(1), counted(p, "none", estimated))
-		})
+	t.Run("the stream ends before its response headers", func(t *testing.T) {
+		p, x := start(t)
+		x.DoneAndTick()
+		assert.Equal(t, int64(prompt), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
+	})
 
-		t.Run("the stream ends before its response headers", func(t *testing.T) {
-			p, x := start(t)
-			x.DoneAndTick()
-			assert.Equal(t, int64(prompt), p.DayCounter(plugintest.APIKeySubject))
-			assert.Equal(t, uint64(1), counted(p, "none", estimated))
-		})
-
-		t.Run("a compressed response is passed on untouched", func(t *testing.T) {
-			p, x := start(t)
-			gzipped := "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + strings.Repeat("\xab\x00\xff", 40)
-			got, headers, _ := clientGets(t, x, append(sse, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", strconv.Itoa(len(gzipped))}),
-				[]string{gzipped[:50], gzipped[50:]})
-			assert.Equal(t, gzipped, got)
-			assert.Equal(t, strconv.Itoa(len(gzipped)), plugintest.Header(headers, "content-length"))
-			p.SendPostponed() // the plugin never saw the body: charged from the tick
-			assert.Equal(t, int64(prompt), p.DayCounter(plugintest.APIKeySubject), "unreadable: the prompt's estimate")
-			assert.Equal(t, uint64(1), counted(p, "none", estimated))
-		})
+	t.Run("a compressed response is passed on untouched", func(t *testing.T) {
+		p, x := start(t)
+		gzipped := "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + strings.Repeat("\xab\x00\xff", 40)
+		got, headers, _ := clientGets(t, x, append(sse, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", strconv.Itoa(len(gzipped))}),
+			[]string{gzipped[:50], gzipped[50:]})
+		assert.Equal(t, gzipped, got)
+		assert.Equal(t, strconv.Itoa(len(gzipped)), plugintest.Header(headers, "content-length"))
+		p.SendPostponed() // the plugin never saw the body: charged from the tick
+		assert.Equal(t, int64(prompt), p.DayCounter(plugintest.APIKeySubject), "unreadable: the prompt's estimate")
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
 	})
 }
