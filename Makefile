@@ -18,7 +18,7 @@ main.wasm: $(SOURCES)
 # then the tools' (end-to-end over real HTTP, deployment files); then the
 # estimate package again compiled to WASM (wasip1, under wazero's command),
 # where its hand-written WASM assembly runs.
-test: vet redis-server $(WAZERO) main.wasm
+test: vet redis-server sdks $(WAZERO) main.wasm
 	$(GO) test -count=1 ./...
 	cd tools && $(GO) test -count=1 ./...
 	GOOS=wasip1 GOARCH=wasm $(GO) test -count=1 -exec '$(WAZERO) run -mount /:/ -env-inherit' ./estimate/

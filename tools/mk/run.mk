@@ -5,6 +5,7 @@
 #   make run REDIS_ADDR=127.0.0.1:6379 LOCALGW_CONFIG=my.yaml LOCALGW_LOG_LEVEL=debug
 #   make e2e                                  # the end-to-end tests (also part of make test)
 #   make redis-server                         # installs redis-server when it is missing
+#   make sdks                                 # installs node, npm and the pinned official SDKs (tools/e2e/sdk)
 # The gateway's address stays the same from run to run (the port
 # docker-compose.yml publishes), so that an SDK's base URL is written down
 # once; when it is taken, make run stops and says so.
@@ -13,7 +14,7 @@ REDIS_ADDR ?=
 LOCALGW_CONFIG ?= tools/localgw/example.yaml
 LOCALGW_LOG_LEVEL ?= info
 
-.PHONY: run e2e redis-server
+.PHONY: run e2e redis-server sdks
 
 # Without REDIS_ADDR, run starts a redis-server of its own.
 run: $(if $(REDIS_ADDR),,redis-server)
@@ -21,7 +22,7 @@ run: $(if $(REDIS_ADDR),,redis-server)
 	GO="$(GO)" LISTEN="$(LISTEN)" REDIS_ADDR="$(REDIS_ADDR)" LOCALGW_CONFIG="$(LOCALGW_CONFIG)" \
 		LOCALGW_LOG_LEVEL="$(LOCALGW_LOG_LEVEL)" bash tools/localgw/run.sh
 
-e2e: redis-server
+e2e: redis-server sdks
 	cd tools && $(GO) test -count=1 ./e2e/...
 
 # redis-server on the PATH, installed when it is missing (apt-get, Homebrew,
@@ -30,3 +31,9 @@ e2e: redis-server
 # only Go and make.
 redis-server:
 	@bash tools/mk/redis.sh
+
+# node, npm and the official SDKs pinned in tools/e2e/sdk/package-lock.json,
+# installed when missing: the end-to-end suite streams through the gateway
+# with them, as an application would.
+sdks:
+	@bash tools/mk/node.sh
