@@ -67,6 +67,11 @@ func costCases(s reportScale) []costCase {
 		{name: "two sliding token windows (window_type: sliding)", config: keyConfig(`"window_type": "sliding",`, tokenWindows), windows: 2},
 		{name: "token_reservation, 1 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
 		{name: "token_reservation, 16 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
+		{name: "token_reservation, 16 KiB body, stream_usage: off (the stream not asked for its usage)", config: withStreamUsageOff(benchReservationConfig), body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
+		{name: "a stream asked for its usage (stream_usage: inject, the default), 1 KiB body", config: benchConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		{name: "the same, 1 KiB body, stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		{name: "a stream asked for its usage (stream_usage: inject, the default), 16 KiB body", config: benchConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
+		{name: "the same, 16 KiB body, stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: agentBodyCase(64, false), config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true},
 		{name: agentBodyCase(64, true), config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true, noasm: true},
 		{name: agentBodyCase(256, false), config: benchReservationConfig, body: []byte(requestbody.Agent(256 << 10)), windows: 2, large: true},
@@ -94,6 +99,15 @@ func costCases(s reportScale) []costCase {
 		}
 	}
 	return cases
+}
+
+// withStreamUsageOff is config with stream_usage: off, so that the cost of
+// asking streams for their usage shows beside the default.
+func withStreamUsageOff(config string) string {
+	if !strings.HasPrefix(config, `{"rule_name": "chat",`) {
+		panic("withStreamUsageOff: unexpected configuration " + config)
+	}
+	return strings.Replace(config, `{"rule_name": "chat",`, `{"rule_name": "chat", "stream_usage": "off",`, 1)
 }
 
 // agentBodyCase names a row of a reservation with an agent's body of kib
