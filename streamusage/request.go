@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strings"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -25,6 +26,7 @@ const maxShallowOpeners = 4096
 var (
 	includeUsageObject = []byte(`{"include_usage":true}`)
 	jsonTrue           = []byte("true")
+	askForUsageMember  = []byte(`"stream_options":{"include_usage":true},`)
 	// The member is known to exist: sjson replaces it in one exact-size
 	// copy instead of rebuilding the document.
 	replaceExisting = &sjson.Options{Optimistic: true}
@@ -83,12 +85,12 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 	// One pass over the top level reads the two members and counts their
 	// keys, decoded as a parser decodes them. A body that is not what we
 	// want is refused here, before the dearer validation. (gjson steps over
-	// values without recursing into them, so this is safe on any bytes. A
-	// Result over bytes costs one copy of the body; it is still cheaper
-	// than the three lookups @keys, stream and stream_options would be.)
+	// values without recursing into them, so this is safe on any bytes. It
+	// reads the body through a string view, not a copy: nothing it returns
+	// outlives this function but the two Results, which body outlives.)
 	var stream, options gjson.Result
 	var nStream, nOptions int
-	gjson.Parse(string(body)).ForEach(func(key, value gjson.Result) bool {
+	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(key, value gjson.Result) bool {
 		switch key.Str {
 		case "stream":
 			stream = value
@@ -111,7 +113,12 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 	)
 	switch {
 	case nOptions == 0:
-		setPath, setValue = "stream_options", includeUsageObject
+		// The common case, and the one on every request of a client that
+		// never heard of stream_options: the member goes first, with no
+		// second parse and no validation. Put before the members, it cannot
+		// change how any parser reads the rest, valid or not: the upstream
+		// refuses an invalid body as it would have.
+		return prependMember(body, askForUsageMember), true
 	case options.Type == gjson.Null:
 		setPath, setValue, opts = "stream_options", includeUsageObject, replaceExisting
 	case options.IsObject():
@@ -144,6 +151,16 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 		return nil, false
 	}
 	return rewritten, true
+}
+
+// prependMember returns a copy of the object body with member (and its
+// comma) inserted right after the opening brace.
+func prependMember(body, member []byte) []byte {
+	open := bytes.IndexByte(body, '{') + 1 // isObject found it first
+	out := make([]byte, 0, len(body)+len(member))
+	out = append(out, body[:open]...)
+	out = append(out, member...)
+	return append(out, body[open:]...)
 }
 
 // isCompletionsPath reports whether path, without its query string, ends in
