@@ -102,6 +102,12 @@ func (p *Parser) frameEvents(data []byte) {
 				data = data[1:]
 				continue
 			}
+			if len(data) > len("data: ") && string(data[:len("data: ")]) == "data: " {
+				// The usual data line, read at once.
+				f.line = dataValue
+				data = data[len("data: "):]
+				continue
+			}
 			f.line, f.fieldSeen = fieldName, 0
 		case fieldName:
 			c := data[0]
@@ -123,7 +129,7 @@ func (p *Parser) frameEvents(data []byte) {
 			}
 			f.line = dataValue
 		case dataValue:
-			end := p.lexJSON(data, true)
+			end := p.lexLine(data)
 			if end == len(data) {
 				return
 			}

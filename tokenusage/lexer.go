@@ -2,6 +2,8 @@ package tokenusage
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 
 	"github.com/tidwall/gjson"
 )
@@ -72,186 +74,500 @@ const (
 // lines (server-sent events) it stops at a line end outside a string and
 // returns its index; otherwise it consumes all of data.
 //
-// It is the hot path, run over every byte of every event, so the common
-// steps (whitespace, keys, strings skipped) are written out here rather
-// than in helpers: in WASM every call costs more than the work it saves.
+// It is the hot path, and in WASM what costs is the number of steps rather
+// than of bytes: every function call, and every jump (in WASM each goes
+// through a dispatch on the block number, storing the function's local
+// variables), costs more than the work of a few bytes, while
+// bytes.IndexByte crosses a string a word at a time. So the state that
+// changes with every token (the state, the node, the depth) lives in local
+// variables while the loop runs and goes back into lx when it ends, and
+// the common case, the members of a followed object, whole in data, is left
+// to members, which reads them without coming back to the switch on the
+// state. This switch takes every byte-level state, at any cut of the body:
+// what members stops at (the end of data, an escape, a value captured,
+// skipped or counted, blank space it does not expect) goes on here. Helpers
+// are called only for what is rare or long.
 func (p *Parser) lexJSON(data []byte, lines bool) int {
 	lx := &p.lex
+	state, n, depth := lx.state, lx.node, lx.depth
 	i := 0
+loop:
 	for i < len(data) {
-		switch lx.state {
+		switch state {
 		case expectValue, expectFirstValue, expectFirstKey, expectKey, expectColon, expectNext:
 			c := data[i]
-			if c == ' ' || c == '\t' {
-				i++
-				continue
-			}
-			if c == '\n' || c == '\r' {
-				if lines {
-					return i
+			if c <= ' ' && isSpace(c) {
+				if lines && (c == '\n' || c == '\r') {
+					break loop
 				}
 				i++
 				continue
 			}
-			i++
-			if c == '"' && (lx.state == expectKey || lx.state == expectFirstKey) {
-				lx.state, lx.keyN, lx.bsOdd = inKey, 0, false
-				continue
+			switch state {
+			case expectFirstKey, expectKey:
+				if c == '"' && i+minKeyRoom <= len(data) {
+					i, state, n, depth = p.members(data, i, lines, depth)
+					continue
+				}
+				if c == '"' { // a key near the end of data
+					state, lx.keyN, lx.bsOdd = inKey, 0, false
+					i++
+					continue
+				}
+				i++
+				if c == '}' && state == expectFirstKey {
+					depth--
+					state = p.valueDone(depth)
+				} else {
+					state = broken
+				}
+
+			case expectColon:
+				i++
+				state = expectValue
+				if c != ':' {
+					state = broken
+				}
+
+			case expectNext:
+				i++
+				top := lx.open[depth-1]
+				switch {
+				case c == ',' && top.array:
+					state, n = expectValue, arrayChild(top.node)
+					if top.rootArray {
+						n = root
+					}
+				case c == ',':
+					state = expectKey
+				case c == ']' && top.array, c == '}' && !top.array:
+					depth--
+					state = p.valueDone(depth)
+				default:
+					state = broken
+				}
+
+			default: // expectValue, expectFirstValue: c starts a value at n
+				i++
+				if c == ']' && state == expectFirstValue {
+					depth--
+					state = p.valueDone(depth)
+					continue
+				}
+				if depth == 0 {
+					n = root
+				}
+				at := &tree[n]
+				switch c {
+				case '{':
+					switch {
+					case at.usage:
+						state = inSkipped
+						lx.startSkip(false)
+						lx.capture, lx.objOver = true, false
+						lx.obj = appendBounded(lx.obj[:0], []byte{'{'})
+					case at.keys && depth < maxLevels:
+						lx.open[depth] = level{node: n}
+						depth++
+						state = expectFirstKey
+					default:
+						state = inSkipped
+						p.skipValue(at.text)
+					}
+				case '[':
+					switch {
+					case depth == 0:
+						lx.open[0] = level{node: root, array: true, rootArray: true}
+						depth = 1
+						state = expectFirstValue
+					case at.array != nowhere && depth < maxLevels:
+						lx.open[depth] = level{node: n, array: true}
+						depth++
+						state, n = expectFirstValue, at.array
+					default:
+						state = inSkipped
+						p.skipValue(at.text)
+					}
+				case '"':
+					state, lx.text, lx.esc, lx.bsOdd = inString, at.text, noEscape, false
+				case '}', ']', ',', ':':
+					state = broken
+				default:
+					state, lx.numN = inScalar, 0
+					if at.count != noField {
+						lx.num[0], lx.numN = c, 1
+					}
+				}
 			}
-			p.token(c)
+			continue
+
 		case inKey:
 			rest := data[i:]
 			q := lx.stringEnd(rest)
 			if q < 0 {
 				lx.appendKey(rest)
-				return len(data)
+				i = len(data)
+				break loop
 			}
 			key := rest[:q]
 			if lx.keyN > 0 {
 				lx.appendKey(key)
 				key = lx.key[:min(lx.keyN, maxKeyBytes)]
 			}
-			lx.node = nowhere
+			n = nowhere
 			if lx.keyN <= maxKeyBytes {
-				lx.node = child(lx.open[lx.depth-1].node, key)
+				n = child(lx.open[depth-1].node, key)
 			}
-			lx.state = expectColon
+			state = expectColon
 			i += q + 1
+			continue
+
 		case inString:
 			if lx.text {
-				n, closed, text := lx.str(data[i:])
+				m, closed, text := lx.str(data[i:])
 				p.textBytes += int64(text)
-				i += n
+				i += m
 				if closed {
-					p.valueDone()
+					lx.text = false
+					state = p.valueDone(depth)
 				}
 				continue
 			}
 			q := lx.stringEnd(data[i:])
 			if q < 0 {
-				return len(data)
+				i = len(data)
+				break loop
 			}
 			i += q + 1
-			p.valueDone()
+			state = p.valueDone(depth)
+			continue
+
 		case inScalar:
 			j := i
 			for j < len(data) && !endsScalar[data[j]] {
 				j++
 			}
-			lx.appendNum(data[i:j])
+			count := tree[n].count
+			if count != noField {
+				lx.appendNum(data[i:j])
+			}
 			i = j
 			if j < len(data) {
-				p.scalarDone()
+				if count != noField {
+					p.recordCount(count)
+				}
+				state = p.valueDone(depth)
 			}
+			continue
+
 		case inSkipped:
-			n, closed := lx.skipOver(data[i:], lines)
+			m, closed := lx.skipOver(data[i:], lines)
 			if lx.text {
-				p.textBytes += int64(n)
+				p.textBytes += int64(m)
 			}
 			if lx.capture && !lx.objOver {
-				if len(lx.obj)+n > MaxUsageObjectBytes {
+				if len(lx.obj)+m > MaxUsageObjectBytes {
 					lx.objOver = true
 				} else {
-					lx.obj = appendBounded(lx.obj, data[i:i+n])
+					lx.obj = appendBounded(lx.obj, data[i:i+m])
 				}
 			}
-			i += n
+			i += m
 			if closed {
 				if lx.capture && !lx.objOver {
 					p.pending.apply(lx.obj)
 				}
-				p.valueDone()
+				lx.capture, lx.text = false, false
+				state = p.valueDone(depth)
 			} else if i < len(data) {
-				return i // a line end
+				break loop // a line end
 			}
+			continue
+
 		default: // broken
 			if lines {
-				return i + lineEnd(data[i:])
+				i += lineEnd(data[i:])
+			} else {
+				i = len(data)
 			}
-			return len(data)
+			break loop
+		}
+	}
+	lx.state, lx.node, lx.depth = state, n, depth
+	return i
+}
+
+// members reads the members of followed objects and the elements of
+// followed arrays, from data[i], the quote opening a key of the object at
+// the top of depth open levels, while they lie whole in data and are
+// simple: a plain key, then a string, a scalar that is not a count, or an
+// object or array followed in turn. Each turn of its loop reads one member,
+// up to the comma after it, or to the ends of the objects and arrays it
+// closes; an element of an array starts at value. It returns where it
+// stopped, with the state there (and the node and the depth), for lexJSON
+// to go on from: at the end of data or near it (a key starting less than
+// minKeyRoom bytes before it), at anything else, or at the end of a root.
+// It takes the same steps as lexJSON would, only faster: the result does
+// not depend on where it stops.
+//
+// Its common path, compact JSON, is written to run straight through, as
+// jumps cost in WASM: keys, "null" and runs of digits are read a word at a
+// time, a key is looked up without a loop or a branch, and blank space is
+// looked for only where the expected byte is not found.
+func (p *Parser) members(data []byte, i int, lines bool, depth int) (_ int, state lexState, n node, _ int) {
+	lx := &p.lex
+	top := lx.open[depth-1] // the object or array (never a root array) being read
+	for {
+		// data[i] is the quote opening a key. Keys are short: the closing
+		// quote is looked for in the 8 bytes after it, a word at a time,
+		// which also make the key's prefix for keySlots. Longer keys are
+		// left to longKey.
+		if i+minKeyRoom > len(data) {
+			return i, expectKey, n, depth // lexJSON reads it in inKey
+		}
+		word := binary.LittleEndian.Uint64(data[i+1:])
+		k := firstZero(word ^ ones*'"')
+		q, column := i+1+k, prefixColumn(word&(1<<(8*k)-1), k)
+		if k == 8 {
+			q, column = longKey(data, i)
+		}
+		if q < 0 || data[q-1] == '\\' {
+			// The key goes on in the next chunk, or its closing quote
+			// may be escaped: it is read in inKey.
+			lx.keyN, lx.bsOdd = 0, false
+			return i + 1, inKey, n, depth
+		}
+		n = childOf[top.node][column]
+
+		// The colon, and the value's first byte (q+2 < len(data)).
+		i = q + 2
+		if data[i-1] != ':' || data[i] <= ' ' {
+			var ok bool
+			if i, state, ok = colon(data, q+1, lines); !ok {
+				return i, state, n, depth
+			}
+		}
+
+	value:
+		// data[i] starts a value at n (not ']': an array's end is never
+		// left here).
+		at := &tree[n]
+		if c := data[i]; c == '"' && !at.text {
+			// A string that is not text is crossed, unless its closing
+			// quote may be escaped (stringEnd counts the backslashes).
+			q := bytes.IndexByte(data[i+1:], '"')
+			if q < 0 || data[i+q] == '\\' {
+				return i, expectValue, n, depth
+			}
+			i += q + 2
+		} else if c == '"' {
+			// Text is counted, a word at a time up to its closing quote;
+			// escapes (which inString decodes) and long text (which
+			// inString crosses faster) are left to the switch.
+			q := -1
+			for j := i + 1; j+8 <= len(data) && j < i+1+32; j += 8 {
+				x := binary.LittleEndian.Uint64(data[j:])
+				if k := min(firstZero(x^ones*'"'), firstZero(x^ones*'\\')); k < 8 {
+					q = j + k
+					break
+				}
+			}
+			if q < 0 || data[q] == '\\' {
+				return i, expectValue, n, depth
+			}
+			p.textBytes += int64(q - i - 1)
+			i = q + 1
+		} else if !endsScalar[c] && at.count == noField {
+			// A number or literal nothing is read from: null, or 8 digits
+			// of a number, are taken at once.
+			j := i + 1
+			if i+5 <= len(data) && binary.LittleEndian.Uint32(data[i:]) == nullWord {
+				j = i + 4
+			}
+			if j+8 <= len(data) && eightDigits(binary.LittleEndian.Uint64(data[j:])) {
+				j += 8
+			}
+			for j < len(data) && !endsScalar[data[j]] {
+				j++
+			}
+			if j == len(data) {
+				return i, expectValue, n, depth // it may go on in the next chunk
+			}
+			i = j
+		} else if c == '{' && at.keys && !at.usage && depth < maxLevels {
+			// An object followed in turn: its first member comes next.
+			top = level{node: n}
+			lx.open[depth] = top
+			depth++
+			i++
+			if i >= len(data) || data[i] != '"' {
+				i = skipSpace(data, i, lines)
+				if i == len(data) || data[i] != '"' {
+					return i, expectFirstKey, n, depth
+				}
+			}
+			continue
+		} else if c == '[' && at.array != nowhere && depth < maxLevels {
+			// An array followed in turn: its first element comes next.
+			top = level{node: n, array: true}
+			lx.open[depth] = top
+			depth++
+			n = at.array
+			i++
+			if i >= len(data) || data[i] <= ' ' || data[i] == ']' {
+				return i, expectFirstValue, n, depth
+			}
+			goto value
+		} else {
+			return i, expectValue, n, depth
+		}
+
+		// After the value: a comma and the next member or element, or the
+		// end of the object or array, and then maybe of those around it.
+		if i+2 <= len(data) && binary.LittleEndian.Uint16(data[i:]) == commaQuote && !top.array {
+			i++ // the common case, compact JSON's next member
+			continue
+		}
+		for {
+			if i >= len(data) || data[i] <= ' ' {
+				i = skipSpace(data, i, lines)
+				if i == len(data) {
+					return i, expectNext, n, depth
+				}
+			}
+			c := data[i]
+			if c == ',' {
+				i++
+				if top.array {
+					n = tree[top.node].array
+					if i >= len(data) || data[i] <= ' ' || data[i] == ']' {
+						return i, expectValue, n, depth
+					}
+					goto value
+				}
+				if i >= len(data) || data[i] != '"' {
+					i = skipSpace(data, i, lines)
+					if i == len(data) || data[i] != '"' {
+						return i, expectKey, n, depth
+					}
+				}
+				break
+			}
+			if c != '}' && c != ']' || c == ']' != top.array {
+				return i, expectNext, n, depth
+			}
+			i++
+			depth--
+			if depth == 0 || depth == 1 && lx.open[0].rootArray {
+				return i, p.valueDone(depth), n, depth // the end of a root
+			}
+			top = lx.open[depth-1]
+		}
+	}
+}
+
+// nullWord and commaQuote are "null" and `,"` read as little-endian numbers.
+const (
+	nullWord   = 'n' | 'u'<<8 | 'l'<<16 | 'l'<<24
+	commaQuote = ',' | '"'<<8
+)
+
+// minKeyRoom is how many bytes members needs from a key's opening quote:
+// the 8 bytes it reads after it, and the colon and a byte of the value
+// after a key of up to 7 bytes.
+const minKeyRoom = 11
+
+// longKey returns the index of the quote closing the key data[i] opens, a
+// key of 8 bytes or more, and its column in childOf; -1 when data ends
+// first, or too close after it for members (which reads the two bytes
+// after the key).
+func longKey(data []byte, i int) (int, uint8) {
+	q := bytes.IndexByte(data[i+9:], '"')
+	if q < 0 || i+9+q+2 >= len(data) {
+		return -1, 0
+	}
+	q += i + 9
+	return q, keyColumn(data[i+1:q], binary.LittleEndian.Uint64(data[i+1:]))
+}
+
+// colon returns the index of the value after the colon expected at
+// data[i], blank space allowed around it, and true; or where it stopped,
+// with the state there, and false.
+func colon(data []byte, i int, lines bool) (int, lexState, bool) {
+	if i = skipSpace(data, i, lines); i == len(data) || data[i] != ':' {
+		return i, expectColon, false
+	}
+	if i = skipSpace(data, i+1, lines); i == len(data) {
+		return i, expectValue, false
+	}
+	return i, expectValue, true
+}
+
+// Word-at-a-time search: ones has 1 in every byte, highs the top bit of
+// every byte, and x-ones &^ x & highs marks the zero bytes of x (and maybe
+// bytes above one, never below: only the lowest mark is used).
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// eightDigits tells whether the 8 bytes of x are all decimal digits: adding
+// 0x46 sets the top bit of a byte above '9', subtracting '0' that of a byte
+// below '0' (a carry or a borrow only ever comes out of a byte that is not a
+// digit, and so does not hide one).
+func eightDigits(x uint64) bool {
+	return ((x+ones*0x46)|(x-ones*'0'))&highs == 0
+}
+
+// firstZero returns the index of the lowest zero byte of x, or 8 when
+// there is none. With x a word of data xor'ed with a byte in every byte, it
+// finds the first of that byte in the word, the lowest byte coming first.
+func firstZero(x uint64) int {
+	return bits.TrailingZeros64((x-ones)&^x&highs) >> 3
+}
+
+// lexLine is lexJSON for a data line of server-sent events. The usual
+// line, an object starting with a key, goes straight to members, and what
+// is left of the line after it (if more than the line's end) to lexJSON.
+func (p *Parser) lexLine(data []byte) int {
+	lx := &p.lex
+	if lx.state != expectValue || lx.depth != 0 || len(data) < 2 || data[0] != '{' || data[1] != '"' {
+		return p.lexJSON(data, true)
+	}
+	// An object at the top level, its first key next: as lexJSON would
+	// start it.
+	lx.open[0] = level{node: root}
+	i, state, n, depth := p.members(data, 1, true, 1)
+	lx.state, lx.node, lx.depth = state, n, depth
+	if i < len(data) && data[i] == '\n' && state == expectValue && depth == 0 {
+		return i
+	}
+	return i + p.lexJSON(data[i:], true)
+}
+
+// skipSpace returns the index of the first byte at or after data[i] that is
+// not blank space; with lines, a line end is not skipped.
+func skipSpace(data []byte, i int, lines bool) int {
+	for ; i < len(data); i++ {
+		c := data[i]
+		if c != ' ' && c != '\t' && (lines || c != '\n' && c != '\r') {
+			break
 		}
 	}
 	return i
 }
 
-// token handles the first byte after whitespace in one of the expect states.
-func (p *Parser) token(c byte) {
-	lx := &p.lex
-	switch lx.state {
-	case expectFirstKey, expectKey:
-		switch {
-		case c == '}' && lx.state == expectFirstKey:
-			p.close()
-		default:
-			lx.state = broken
+// valueDone returns the state after a value, depth the objects and arrays
+// still open around it. A value at the top level of a root completes the
+// root: what it reported takes effect.
+func (p *Parser) valueDone(depth int) lexState {
+	if depth == 0 || depth == 1 && p.lex.open[0].rootArray {
+		if p.pending.seen != 0 {
+			p.usage.merge(&p.pending)
+			p.pending = rawUsage{}
 		}
-	case expectColon:
-		if c != ':' {
-			lx.state = broken
-			return
+		if depth == 0 {
+			return expectValue
 		}
-		lx.state = expectValue
-	case expectNext:
-		top := lx.open[lx.depth-1]
-		switch {
-		case c == ',' && top.array:
-			lx.state, lx.node = expectValue, lx.elements(top)
-		case c == ',':
-			lx.state = expectKey
-		case c == ']' && top.array, c == '}' && !top.array:
-			p.close()
-		default:
-			lx.state = broken
-		}
-	default: // expectValue, expectFirstValue
-		if c == ']' && lx.state == expectFirstValue {
-			p.close()
-			return
-		}
-		p.startValue(c)
 	}
-}
-
-// startValue begins the value whose first byte is c, at lx.node (the root
-// itself at the top level).
-func (p *Parser) startValue(c byte) {
-	lx := &p.lex
-	if lx.depth == 0 {
-		lx.node = root
-	}
-	at := &tree[lx.node]
-	switch c {
-	case '{':
-		switch {
-		case at.usage:
-			lx.startSkip(false)
-			lx.capture, lx.objOver = true, false
-			lx.obj = appendBounded(lx.obj[:0], []byte{'{'})
-		case hasChildren(lx.node) && lx.depth < maxLevels:
-			lx.push(level{node: lx.node})
-			lx.state = expectFirstKey
-		default:
-			p.skipValue(at.text)
-		}
-	case '[':
-		switch {
-		case lx.depth == 0:
-			lx.push(level{node: root, array: true, rootArray: true})
-			lx.state = expectFirstValue
-		case arrayChild(lx.node) != nowhere && lx.depth < maxLevels:
-			lx.push(level{node: lx.node, array: true})
-			lx.state, lx.node = expectFirstValue, arrayChild(lx.node)
-		default:
-			p.skipValue(at.text)
-		}
-	case '"':
-		lx.state, lx.text, lx.esc, lx.bsOdd = inString, at.text, noEscape, false
-	case '}', ']', ',', ':':
-		lx.state = broken
-	default:
-		lx.state, lx.numN = inScalar, 0
-		lx.appendNum([]byte{c})
-	}
+	return expectNext
 }
 
 // skipValue skips an object or array whose opening bracket was consumed;
@@ -263,65 +579,32 @@ func (p *Parser) skipValue(text bool) {
 	}
 }
 
-// close ends the innermost open object or array.
-func (p *Parser) close() {
-	p.lex.depth--
-	p.valueDone()
-}
-
-// valueDone moves on after a value. A value at the top level of a root
-// completes the root: what it reported takes effect.
-func (p *Parser) valueDone() {
+// recordCount records the scalar just read, at a count's path.
+func (p *Parser) recordCount(f field) {
 	lx := &p.lex
-	lx.capture, lx.text = false, false
-	if lx.depth == 0 || (lx.depth == 1 && lx.open[0].rootArray) {
-		if p.pending.seen != 0 {
-			p.usage.merge(&p.pending)
-			p.pending = rawUsage{}
-		}
-	}
-	lx.state = expectNext
-	if lx.depth == 0 {
-		lx.state = expectValue
-	}
-}
-
-// scalarDone ends a number or literal; at a count's path, it is recorded.
-func (p *Parser) scalarDone() {
-	lx := &p.lex
-	if f := tree[lx.node].count; f != noField && lx.numN <= maxNumBytes {
+	if lx.numN <= maxNumBytes {
 		if s := stringView(lx.num[:lx.numN]); gjson.Valid(s) {
 			p.pending.set(f, gjson.Parse(s))
 		}
 	}
-	p.valueDone()
 }
 
 // endRoots abandons whatever root is open: its framing (an SSE event, an
 // event-stream message) ended.
 func (p *Parser) endRoots() {
 	lx := &p.lex
-	*lx = lexer{obj: lx.obj[:0]}
+	if lx.state != expectValue || lx.depth != 0 {
+		// A root was left open. (After a complete one, the lexer is as
+		// new: what else it holds is set afresh before it is read.)
+		*lx = lexer{obj: lx.obj[:0]}
+	}
 	if p.pending.seen != 0 {
 		p.pending = rawUsage{}
 	}
 }
 
-func (lx *lexer) push(l level) {
-	lx.open[lx.depth] = l
-	lx.depth++
-}
-
-// elements returns where the elements of the open array l are.
-func (lx *lexer) elements(l level) node {
-	if l.rootArray {
-		return root
-	}
-	return arrayChild(l.node)
-}
-
 func (lx *lexer) startSkip(text bool) {
-	lx.state, lx.skip, lx.inStr, lx.esc, lx.text = inSkipped, 1, false, noEscape, text
+	lx.skip, lx.inStr, lx.esc, lx.text = 1, false, noEscape, text
 }
 
 // str advances over a string's bytes. It returns how many bytes of data it
@@ -453,9 +736,9 @@ func (lx *lexer) appendKey(piece []byte) {
 	lx.keyN += copy(lx.key[lx.keyN:], piece)
 }
 
-// appendNum adds a piece of a scalar, kept only at a count's path.
+// appendNum adds a piece of a scalar at a count's path.
 func (lx *lexer) appendNum(piece []byte) {
-	if tree[lx.node].count == noField || lx.numN > maxNumBytes {
+	if lx.numN > maxNumBytes {
 		return
 	}
 	if lx.numN+len(piece) > maxNumBytes {

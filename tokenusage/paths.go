@@ -1,6 +1,9 @@
 package tokenusage
 
-import "strings"
+import (
+	"encoding/binary"
+	"strings"
+)
 
 // Where each API puts what the Parser reads, as paths from a root: a whole
 // JSON body, one SSE event's data, one NDJSON line, one element of a
@@ -77,51 +80,113 @@ type pathNode struct {
 	keys  bool  // an object here has keys in the tree
 }
 
-// The tree: its nodes, the keys its paths name (each has an id, found
-// through a small hash table), and the child of each node for each key.
+// The tree: its nodes (an array, which a node indexes without a bounds
+// check), the keys its paths name, each with an id, and the child of each
+// node for each key id.
 var (
-	tree     []pathNode
+	tree     [256]pathNode
+	nodes    int // how many nodes tree has
 	keyNames []string
-	keySlots [keySlotCount]uint8 // hash → key id + 1, or 0
-	children [][]node            // [node][key id]
+	childOf  [256][maxKeys + 1]node // [node][key id + 1]; column 0 is for keys none of the tree's
 )
 
-const keySlotCount = 256
+// maxKeys bounds the number of keys the paths name.
+const maxKeys = 63
 
-// keySlot hashes a key to its slot in keySlots.
-func keySlot(key []byte) int {
-	if len(key) == 0 {
-		return 0
+// A key is found by its length and its first 8 bytes, in a hash table where
+// no two keys of the tree share a slot: a single slot tells whether a key
+// is one of them, without a loop and, for a key of at most 8 bytes, without
+// comparing strings.
+var (
+	keySlots [256]keySlot
+	keyMul   uint64 // the hash's multiplier, chosen at init so that no two keys share a slot
+)
+
+type keySlot struct {
+	prefix uint64 // the key's keyPrefix
+	size   uint8  // its length
+	id     uint8  // its id + 1; 0 for a free slot
+}
+
+// keyPrefix returns the first 8 bytes of key as a little-endian number,
+// zero above the end of a shorter key.
+func keyPrefix(key []byte) uint64 {
+	var b [8]byte
+	copy(b[:], key)
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// keyHash returns the slot in keySlots for a key of the given length and
+// keyPrefix.
+func keyHash(prefix uint64, size int) uint8 {
+	return uint8((prefix ^ uint64(size)) * keyMul >> 56)
+}
+
+// keyColumn returns the column of key, whose keyPrefix is prefix, in
+// childOf: its id + 1, or 0 when it is none of the tree's keys.
+func keyColumn(key []byte, prefix uint64) uint8 {
+	column := prefixColumn(prefix, len(key))
+	if len(key) > 8 && column != 0 && keyNames[column-1][8:] != string(key[8:]) {
+		column = 0
 	}
-	return (len(key)*61 + int(key[0])*3 + int(key[len(key)-1])*7 + int(key[len(key)/2])) % keySlotCount
+	return column
+}
+
+// prefixColumn is keyColumn for a key known by its keyPrefix and its
+// length alone, which for a key of at most 8 bytes is the key itself. It
+// has no branch, for members: the column is the slot's when the slot's
+// prefix and length are the key's (diff is 0), else 0.
+func prefixColumn(prefix uint64, size int) uint8 {
+	slot := &keySlots[keyHash(prefix, size)]
+	diff := (slot.prefix ^ prefix) | (uint64(slot.size) ^ uint64(size))
+	differ := (diff | -diff) >> 63 // 1 when diff is not 0
+	return slot.id & uint8(differ-1)
+}
+
+// child returns the node below n for an object key.
+func child(n node, key []byte) node {
+	return childOf[n][keyColumn(key, keyPrefix(key))]
 }
 
 func init() {
-	tree = []pathNode{{count: noField}, {count: noField}}
+	nodes = 2 // nowhere and root
+	tree[nowhere].count, tree[root].count = noField, noField
+	newNode := func() node {
+		if nodes == len(tree) {
+			panic("tokenusage: too many paths for a node index")
+		}
+		tree[nodes].count = noField
+		nodes++
+		return node(nodes - 1)
+	}
+	ids := map[string]int{}
 	add := func(path string) node {
 		n := root
 		for _, key := range strings.Split(path, ".") {
 			if key == "[]" {
 				if tree[n].array == nowhere {
-					tree = append(tree, pathNode{count: noField})
-					tree[n].array = node(len(tree) - 1)
+					tree[n].array = newNode()
 				}
 				n = tree[n].array
 				continue
 			}
-			id := keyID(key)
-			for len(children) < len(tree) {
-				children = append(children, nil)
+			id, ok := ids[key]
+			if !ok {
+				if len(keyNames) == maxKeys {
+					panic("tokenusage: too many keys")
+				}
+				if len(key) > maxKeyBytes {
+					panic("tokenusage: a key longer than maxKeyBytes: " + key)
+				}
+				id = len(keyNames)
+				ids[key] = id
+				keyNames = append(keyNames, key)
 			}
-			for len(children[n]) <= id {
-				children[n] = append(children[n], nowhere)
-			}
-			if children[n][id] == nowhere {
-				tree = append(tree, pathNode{count: noField})
-				children[n][id] = node(len(tree) - 1)
+			if childOf[n][id+1] == nowhere {
+				childOf[n][id+1] = newNode()
 				tree[n].keys = true
 			}
-			n = children[n][id]
+			n = childOf[n][id+1]
 		}
 		return n
 	}
@@ -134,46 +199,30 @@ func init() {
 	for p, f := range countPaths {
 		tree[add(p)].count = f
 	}
-	for len(children) < len(tree) {
-		children = append(children, nil)
-	}
-	for n := range children { // every row as long as the key list
-		for len(children[n]) < len(keyNames) {
-			children[n] = append(children[n], nowhere)
-		}
-	}
-	if len(tree) > 255 || len(keyNames) > 254 {
-		panic("tokenusage: too many paths for a node index")
-	}
-}
 
-// keyID returns the id of a key named in the tree, adding it at init. Keys
-// sharing a slot take the next free one (open addressing).
-func keyID(key string) int {
-	slot := keySlot([]byte(key))
-	for ; keySlots[slot] != 0; slot = (slot + 1) % keySlotCount {
-		if id := keySlots[slot]; keyNames[id-1] == key {
-			return int(id - 1)
+	// The multiplier: the first odd number of a fixed sequence that gives
+	// every key a slot of its own.
+	for try := 0; ; try++ {
+		if try == 1000 {
+			panic("tokenusage: no multiplier gives every key a slot of its own")
+		}
+		keyMul = 0x9e3779b97f4a7c15 + uint64(try)*0x5851f42d4c957f2e
+		keySlots = [len(keySlots)]keySlot{}
+		free := true
+		for id, key := range keyNames {
+			prefix := keyPrefix([]byte(key))
+			s := &keySlots[keyHash(prefix, len(key))]
+			if s.id != 0 {
+				free = false
+				break
+			}
+			*s = keySlot{prefix: prefix, size: uint8(len(key)), id: uint8(id + 1)}
+		}
+		if free {
+			break
 		}
 	}
-	keyNames = append(keyNames, key)
-	keySlots[slot] = uint8(len(keyNames))
-	return len(keyNames) - 1
-}
-
-// child returns the node below n for an object key.
-func child(n node, key []byte) node {
-	for slot := keySlot(key); keySlots[slot] != 0; slot = (slot + 1) % keySlotCount {
-		if id := keySlots[slot]; keyNames[id-1] == string(key) {
-			return children[n][id-1]
-		}
-	}
-	return nowhere
 }
 
 // arrayChild returns the node of the elements of an array at n.
 func arrayChild(n node) node { return tree[n].array }
-
-// hasChildren tells whether an object at n is entered rather than skipped
-// (or counted whole).
-func hasChildren(n node) bool { return tree[n].keys }

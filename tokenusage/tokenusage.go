@@ -77,10 +77,13 @@ type Parser struct {
 // Write feeds the next bytes of the body. It never retains chunk.
 // Writes after Finish are ignored until Reset.
 func (p *Parser) Write(chunk []byte) {
-	if p.finished {
-		return
+	switch {
+	case p.finished:
+	case p.frames.kind == sseEvents:
+		p.frameEvents(chunk) // the common case, without going through frame
+	default:
+		p.frame(chunk)
 	}
-	p.frame(chunk)
 }
 
 // Finish marks the end of the body; later Writes are ignored until Reset.

@@ -2,6 +2,8 @@ package tokenusage
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -345,5 +347,174 @@ func BenchmarkStream50(b *testing.B) {
 		if _, ok := p.Usage(); !ok {
 			b.Fatal("no usage")
 		}
+	}
+}
+
+// TestCompactAndIndentedAgree reads each JSON body compact, and indented
+// with tabs and CRLF line ends, against the reference: the Parser's fast
+// path for compact JSON and its byte-level path for blank space must agree.
+func TestCompactAndIndentedAgree(t *testing.T) {
+	checked := 0
+	for _, fx := range fixtures {
+		if !strings.HasSuffix(fx.file, ".json") {
+			continue
+		}
+		checked++
+		body := readFixture(t, fx.file)
+		var compact, indented bytes.Buffer
+		if err := json.Compact(&compact, body); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Indent(&indented, body, "\r\n", "\t"); err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range [][]byte{compact.Bytes(), indented.Bytes()} {
+			want, wantOK, wantText, valid := reference(b)
+			if !valid {
+				t.Fatalf("%s: the reference finds it is not JSON", fx.file)
+			}
+			for _, feed := range []func([]byte) *Parser{
+				func(b []byte) *Parser { var p Parser; p.Write(b); p.Finish(); return &p },
+				func(b []byte) *Parser {
+					var p Parser
+					for i := range b {
+						p.Write(b[i : i+1])
+					}
+					p.Finish()
+					return &p
+				},
+			} {
+				p := feed(b)
+				got, ok := p.Usage()
+				if got != want || ok != wantOK || p.TextBytes() != wantText {
+					t.Fatalf("%s %.30q: got %+v (%v), %d text bytes; the reference %+v (%v), %d",
+						fx.file, b, got, ok, p.TextBytes(), want, wantOK, wantText)
+				}
+			}
+		}
+	}
+	if checked < 5 {
+		t.Fatalf("only %d JSON fixtures", checked)
+	}
+}
+
+// TestWordHelpers checks the word-at-a-time helpers against byte loops, on
+// words rich in the bytes they are about and in carries and borrows.
+func TestWordHelpers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	edges := []byte{0, 1, '"', '\\', '/', '0', '9', ':', 0x7f, 0x80, 0xb9, 0xba, 0xc0, 0xff}
+	for range 500000 {
+		var b [8]byte
+		for i := range b {
+			switch rng.IntN(4) {
+			case 0, 1:
+				b[i] = '0' + byte(rng.IntN(10))
+			case 2:
+				b[i] = edges[rng.IntN(len(edges))]
+			default:
+				b[i] = byte(rng.Uint32())
+			}
+		}
+		x := binary.LittleEndian.Uint64(b[:])
+		for _, c := range []byte{0, '"', '\\'} {
+			want := bytes.IndexByte(b[:], c)
+			if want < 0 {
+				want = 8
+			}
+			if got := firstZero(x ^ ones*uint64(c)); got != want {
+				t.Fatalf("% x: first %q at %d, want %d", b, c, got, want)
+			}
+		}
+		digits := true
+		for _, c := range b {
+			digits = digits && '0' <= c && c <= '9'
+		}
+		if eightDigits(x) != digits {
+			t.Fatalf("% x: eightDigits = %v, want %v", b, !digits, digits)
+		}
+	}
+}
+
+// TestKeyLookup checks the hash table of keys: every key of the tree is
+// found from every node, as read by members (its prefix from a word of the
+// body), and near misses of them are not.
+func TestKeyLookup(t *testing.T) {
+	ids := map[string]int{}
+	for id, k := range keyNames {
+		ids[k] = id
+	}
+	var candidates []string
+	for _, k := range keyNames {
+		candidates = append(candidates, k, k+"s", k[:len(k)-1], strings.ToUpper(k[:1])+k[1:], "_"+k, k+`\`)
+		for i := range len(k) {
+			candidates = append(candidates, k[:i]+"x"+k[i+1:], k[:i]+k[i+1:])
+		}
+		// Keys whose first 8 bytes differ from k's in a bit or two, and
+		// whose length differs by a NUL byte or more.
+		for bit := range 8 {
+			flipped := string(k[0]^1<<bit) + k[1:]
+			candidates = append(candidates, flipped, flipped+"\x00", flipped+"\x00\x00", flipped[:len(flipped)-1])
+		}
+	}
+	candidates = append(candidates, "", "id", "object", "model", "index", "logprobs", "finish_reason", "system_fingerprint")
+	for _, k := range candidates {
+		body := []byte(k + `":null,"padding":0`)
+		word := binary.LittleEndian.Uint64(body)
+		for n := range nodes {
+			want := nowhere
+			if id, ok := ids[k]; ok {
+				want = childOf[n][id+1]
+			}
+			if got := child(node(n), []byte(k)); got != want {
+				t.Fatalf("child(%d, %q) = %d, want %d", n, k, got, want)
+			}
+			if len(k) < 8 {
+				got := childOf[n][prefixColumn(word&(1<<(8*len(k))-1), len(k))]
+				if got != want {
+					t.Fatalf("%q from a word of the body at node %d: %d, want %d", k, n, got, want)
+				}
+			}
+		}
+	}
+
+	// "y_groq\x00" is "x_groq" but for a bit of its prefix and a bit of
+	// its length, which a careless comparison of the two lets cancel out.
+	body := "{\"y_groq\x00\":{\"usage\":{\"prompt_tokens\":5,\"completion_tokens\":6}}}"
+	for cut := range len(body) + 1 {
+		if got, ok := parse([]byte(body[:cut]), []byte(body[cut:])); ok {
+			t.Fatalf("%q cut at %d: got usage %+v, want none", body, cut, got)
+		}
+	}
+}
+
+func BenchmarkAnthropicEvent(b *testing.B) {
+	event := []byte(anthropicContentEvent)
+	var p Parser
+	b.SetBytes(int64(len(event)))
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Write(event)
+	}
+}
+
+// BenchmarkMembers reads a line of ten members of one kind, for the cost of
+// a member by kind of key and value.
+func BenchmarkMembers(b *testing.B) {
+	for _, m := range []struct{ name, member string }{
+		{"null", `"model":null`},
+		{"number", `"created":1741569952`},
+		{"string", `"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT"`},
+		{"longKey", `"system_fingerprint":"fp_eb9dce56a8"`},
+		{"spaced", `"model": "gpt-4o"`},
+		{"text", `"choices":[{"delta":{"content":" token"}}]`},
+	} {
+		line := []byte("data: {" + strings.Repeat(m.member+",", 9) + m.member + "}\n\n")
+		b.Run(m.name, func(b *testing.B) {
+			var p Parser
+			b.SetBytes(int64(len(line)))
+			for b.Loop() {
+				p.Write(line)
+			}
+		})
 	}
 }
