@@ -377,7 +377,7 @@ type soakResponse struct {
 	status      int
 	contentType string
 	body        string
-	usageEnds   []int       // offset just past the closing brace of each usage object
+	usageEnds   []int       // offset just past the closing brace of the JSON value holding each usage object (a usage counts once that value is whole)
 	usages      []soakUsage // the usage known once each of them has arrived
 	texts       []soakText  // the output text it carries (string values of content and text)
 	usageOnly   [2]int      // where its usage-only chunk (OpenAI, include_usage) starts and ends, if any
@@ -469,9 +469,10 @@ func openAIStreamResponse(r *rand.Rand, withUsage bool) soakResponse {
 		} else {
 			fmt.Fprintf(&b, `{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}`, p, c, p+c)
 		}
+		b.WriteString("}")
 		resp.usageEnds = append(resp.usageEnds, b.Len())
 		resp.usages = append(resp.usages, soakUsage{input: p, output: c, cacheRead: cached})
-		b.WriteString("}\n\n")
+		b.WriteString("\n\n")
 		resp.usageOnly[1] = b.Len()
 	}
 	b.WriteString("data: [DONE]\n\n")
@@ -495,9 +496,10 @@ func anthropicStreamResponse(r *rand.Rand) soakResponse {
 	b.WriteString(`event: message_start` + "\n" + `data: {"type":"message_start","message":{"id":"msg_soak","type":"message","role":"assistant","model":"claude-sonnet-4","content":[],"stop_reason":null,"usage":`)
 	fmt.Fprintf(&b, `{"input_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":1}`, in, cacheCreation, cacheRead)
 	total := in + cacheCreation + cacheRead
+	b.WriteString("}}")
 	resp.usageEnds = append(resp.usageEnds, b.Len())
 	resp.usages = append(resp.usages, soakUsage{input: total, output: 1, cacheRead: cacheRead, cacheCreation: cacheCreation})
-	b.WriteString("}}\n\n")
+	b.WriteString("\n\n")
 	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n")
 	for i := range r.IntN(30) {
 		b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"")
@@ -506,10 +508,10 @@ func anthropicStreamResponse(r *rand.Rand) soakResponse {
 	}
 	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
 	b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":")
-	fmt.Fprintf(&b, `{"output_tokens":%d}`, out)
+	fmt.Fprintf(&b, `{"output_tokens":%d}}`, out)
 	resp.usageEnds = append(resp.usageEnds, b.Len())
 	resp.usages = append(resp.usages, soakUsage{input: total, output: out, cacheRead: cacheRead, cacheCreation: cacheCreation})
-	b.WriteString("}\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	b.WriteString("\n\nevent: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
 	resp.body = b.String()
 	return resp
 }
@@ -527,10 +529,12 @@ func openAIJSONResponse(r *rand.Rand, withUsage bool) soakResponse {
 		p, c, cached := randomUsage(r)
 		b.WriteString(`,"usage":`)
 		fmt.Fprintf(&b, `{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":{"cached_tokens":%d,"audio_tokens":0}}`, p, c, p+c, cached)
-		resp.usageEnds = append(resp.usageEnds, b.Len())
 		resp.usages = append(resp.usages, soakUsage{input: p, output: c, cacheRead: cached})
 	}
 	b.WriteString(`,"system_fingerprint":"fp_soak"}`)
+	if withUsage {
+		resp.usageEnds = append(resp.usageEnds, b.Len())
+	}
 	resp.body = b.String()
 	return resp
 }
