@@ -1,16 +1,26 @@
 package limiter
 
 import (
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
 )
 
 // The wrapper (higress-group/wasm-go) turns the host's calls into the hooks
-// of Register, but keeps two things from them that the limiter needs: the
+// of Register, but keeps things from them that the limiter needs: the
 // host's id of an HTTP context (to act on a request from the tick, see
-// queue.go) and the action a response-body hook returns (always continue,
-// for a streaming hook). So the VM context Register installs is the
-// wrapper's, wrapped: each HTTP context notes its id before the wrapper's
-// hooks run, and may hold the last response chunk back (see holdLastChunk).
+// queue.go), the action a response-body hook returns (always continue,
+// for a streaming hook), and the say over which bodies are read: it skips
+// a body whose headers claim it is binary (a Content-Type that merely
+// contains "octet-stream", any Content-Encoding, even identity), the
+// response of any request that carries Connection: upgrade and Upgrade:
+// websocket, whatever the upstream answers, and it has no trailers hook,
+// so a request that ends with trailers never reaches the end of its body
+// and goes on, unadmitted, when they come. So the VM context Register
+// installs is the wrapper's, wrapped: each HTTP context notes its id before
+// the wrapper's hooks run, and the limiter reads the bodies it needs itself
+// (bodies.go): Register gives the wrapper no body hook.
 
 // vmContext wraps the wrapper's VM context.
 type vmContext struct{ types.VMContext }
@@ -36,8 +46,8 @@ type httpContext struct {
 // proxy-wasm VM runs one hook at a time.
 var current *httpContext
 
-// held is set by a response-body hook that wants the host to keep the last
-// chunk (and the end of the stream) until it resumes the response.
+// held is set by a hook that wants the host to keep the end of the
+// response (its last chunk, or its trailers) until it resumes the response.
 var held bool
 
 func (h *httpContext) OnHttpRequestHeaders(n int, end bool) types.Action {
@@ -46,20 +56,113 @@ func (h *httpContext) OnHttpRequestHeaders(n int, end bool) types.Action {
 	return h.HttpContext.OnHttpRequestHeaders(n, end)
 }
 
-// OnHttpResponseBody holds the last chunk when the hook asked to: the host
-// buffers it and the end of the stream until ResumeHttpResponse.
+// request returns the limiter's state of the HTTP context's request (nil:
+// no rule applies, or the wrapper has no state for it).
+func (h *httpContext) request() *request {
+	ctx, ok := h.HttpContext.(wrapper.HttpContext)
+	if !ok {
+		return nil
+	}
+	r, _ := ctx.GetContext(stateKey).(*request)
+	return r
+}
+
+// OnHttpRequestBody buffers a body the limiter reads (the host keeps it
+// while the hook pauses) and hands it over at its end.
+func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
+	current = h
+	defer func() { current = nil }()
+	r := h.request()
+	if r == nil || !r.readsBody {
+		return h.HttpContext.OnHttpRequestBody(size, end)
+	}
+	if !end {
+		return types.ActionPause
+	}
+	return r.bodyEnded(h.requestBody(size))
+}
+
+// OnHttpRequestTrailers ends the body of a request that ends with trailers:
+// the last body chunk came without the end of the stream. The trailers wait
+// for the admission like the body would have; nothing of a request goes on
+// before its admission is decided.
+func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
+	current = h
+	defer func() { current = nil }()
+	r := h.request()
+	switch {
+	case r == nil:
+		return h.HttpContext.OnHttpRequestTrailers(n)
+	case r.readsBody:
+		return r.bodyEnded(h.requestBody(maxBufferedBody))
+	case r.pending > 0 || r.queue != nil:
+		return types.ActionPause // Redis has not decided: the trailers wait with the rest
+	}
+	return types.ActionContinue
+}
+
+// maxBufferedBody is more than any body the host buffers (its limit is
+// an int32 of bytes): asked for that much, the host gives the whole buffer.
+const maxBufferedBody = 1<<31 - 1
+
+// requestBody returns the request body the host buffered, nil when there is
+// none (a request whose trailers follow its headers).
+func (h *httpContext) requestBody(size int) []byte {
+	if size <= 0 {
+		return nil
+	}
+	body, err := proxywasm.GetHttpRequestBody(0, size)
+	if err != nil {
+		log.Debugf("reading the request body: %v", err)
+		return nil
+	}
+	return body
+}
+
+// OnHttpResponseBody hands each chunk of a response the limiter reads to it,
+// and holds the last chunk when the hook asked to: the host buffers it and
+// the end of the stream until ResumeHttpResponse.
 func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 	current, held = h, false
 	defer func() { current, held = nil, false }()
-	action := h.HttpContext.OnHttpResponseBody(size, end)
-	if end && held && action == types.ActionContinue {
+	r := h.request()
+	if r == nil || !r.readsResponse {
+		return h.HttpContext.OnHttpResponseBody(size, end)
+	}
+	var chunk []byte
+	if size > 0 {
+		chunk, _ = proxywasm.GetHttpResponseBody(0, size)
+	}
+	if out, changed := r.responseChunk(chunk, end); changed {
+		if err := proxywasm.ReplaceHttpResponseBody(out); err != nil {
+			log.Warnf("replacing a response chunk failed: %v", err)
+		}
+	}
+	if end && held {
 		return types.ActionPause
 	}
-	return action
+	return types.ActionContinue
+}
+
+// OnHttpResponseTrailers ends the body of a response that ends with
+// trailers, as its last chunk would; the trailers are held while its
+// charges are answered.
+func (h *httpContext) OnHttpResponseTrailers(n int) types.Action {
+	current, held = h, false
+	defer func() { current, held = nil, false }()
+	r := h.request()
+	if r == nil || !r.readsResponse {
+		return h.HttpContext.OnHttpResponseTrailers(n)
+	}
+	r.responseTrailers()
+	if held {
+		return types.ActionPause
+	}
+	return types.ActionContinue
 }
 
 // currentContextID is the host's id of the HTTP context whose request-headers
-// or response-body hook runs now (0 outside them).
+// or body hook runs now (0 outside them).
 func currentContextID() uint32 {
 	if current == nil {
 		return 0
@@ -67,9 +170,10 @@ func currentContextID() uint32 {
 	return current.id
 }
 
-// holdLastChunk asks the host to keep the last response chunk, and the end
-// of the stream, until the request calls proxywasm.ResumeHttpResponse: only
-// from the response-body hook of the last chunk. It reports whether it can.
+// holdLastChunk asks the host to keep the end of the response (the last
+// chunk, or the trailers) until the request calls
+// proxywasm.ResumeHttpResponse: only from the hook of the response's end.
+// It reports whether it can.
 func holdLastChunk() bool {
 	if current == nil {
 		return false

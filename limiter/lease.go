@@ -11,9 +11,10 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
-// maxRenewInterval is the longest a streaming request goes without renewing
-// its concurrency leases; a lease shorter than three of them is renewed every
-// third of its length, so that it never lapses while data flows.
+// maxRenewInterval is the longest a request in progress goes without
+// renewing its concurrency leases; a lease shorter than three of them is
+// renewed every third of its length, so that it never lapses while the
+// request lasts.
 const maxRenewInterval = 10 * time.Second
 
 // leaseIDs names the concurrency leases this VM takes: a random prefix, drawn
@@ -46,12 +47,10 @@ func (pc PluginConfig) renewInterval() time.Duration {
 }
 
 // renewLeases extends the request's concurrency leases if it has not done so
-// for a renewal interval; nothing waits for the answer.
-func (r *request) renewLeases() {
-	if r.leaseID == "" {
-		return // no leases: every chunk of most requests stops here, without reading the clock
-	}
-	now := time.Now()
+// for a renewal interval; nothing waits for the answer. The tick calls it
+// (renewDueLeases), so that a request renews its leases while it is in
+// progress, streaming or not.
+func (r *request) renewLeases(now time.Time) {
 	if now.Sub(r.renewed) < r.pc.renewInterval() {
 		return
 	}
@@ -70,6 +69,34 @@ func (r *request) renewLeases() {
 			failed(err)
 		}
 	}
+}
+
+// holdsLeases notes an admitted request that took concurrency leases, for
+// the tick to renew them until it ends.
+func (r *request) holdsLeases() {
+	if r.leaseID != "" {
+		r.pc.start.leaseHolders = append(r.pc.start.leaseHolders, r)
+	}
+}
+
+// renewDueLeases renews the leases of the requests in progress that are
+// due, from the tick (whose calls are always answered), and forgets the
+// requests that ended: their last charge released their leases.
+func (s *startState) renewDueLeases() {
+	if len(s.leaseHolders) == 0 {
+		return
+	}
+	now := time.Now()
+	kept := s.leaseHolders[:0]
+	for _, r := range s.leaseHolders {
+		if r.settled || r.gone {
+			continue
+		}
+		r.renewLeases(now)
+		kept = append(kept, r)
+	}
+	clear(s.leaseHolders[len(kept):])
+	s.leaseHolders = kept
 }
 
 // leased returns the subjects with a concurrency limit, reusing the slice

@@ -97,39 +97,42 @@ func TestConcurrencyLimit(t *testing.T) {
 	})
 }
 
+// Point 8 of the hardening issue: "Leases renew only on response body
+// chunks, so a long non-streaming call can lose its slot." A request in
+// progress renews its leases from the plugin's tick, whether its response
+// streams or has not begun.
+//
 // Go mode only: renewals are paced by the gateway's clock, and the emulator
 // gives WASM modules wazero's fake one (1 ms more per reading); Envoy gives
 // them the real time.
-func TestLeaseIsRenewedWhileTheStreamFlows(t *testing.T) {
+func TestHardening8LeaseRenewedWhileTheRequestIsInProgress(t *testing.T) {
 	redis := redistest.Start(t)
 	test.RunGoTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		start := float64(redis.Now() + 3600)
 		redis.SetClock(start)
 		defer redis.SetClock(0)
-		// A 3 s lease is renewed every second while data flows.
+		// A 3 s lease is renewed every second while the request lasts.
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"concurrency_lease_seconds": 3,`, `"max_concurrent_requests": 1`))
 		key := [2]string{"x-api-key", "sk-1"}
 		x := p.Request(key)
 		require.True(t, x.Passed())
-		x.ResponseHeaders("text/event-stream")
 		score := func() float64 {
 			return redis.Do("ZSCORE", plugintest.APIKeySubject+":c", redis.Do("ZRANGE", plugintest.APIKeySubject+":c", "0", "0").Array()[0].String()).Float()
 		}
 		assert.Equal(t, start+3, score())
-		event := []byte(plugintest.SSEEvents(plugintest.OpenAIStream(1, 1, 1))[0])
-		p.Host.CallOnResponseBody(x.ID, event, false)
-		x.Answer()
+		p.SendPostponed()
 		assert.Equal(t, start+3, score(), "not renewed before a second has passed")
+		// No response yet (a long non-streaming call): the tick renews.
 		redis.SetClock(start + 2)
 		time.Sleep(1100 * time.Millisecond)
-		p.Host.CallOnResponseBody(x.ID, event, false)
-		x.Answer()
+		p.SendPostponed()
 		assert.Equal(t, start+5, score(), "renewed from the time of the renewal")
 		redis.SetClock(start + 4)
 		assert.False(t, p.Request(key).Passed(), "the renewed lease still holds the slot")
-		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 1, 1))...)
-		assert.True(t, p.Request(key).Passed())
+		x.Respond("application/json", `{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`)
+		p.SendPostponed()
+		assert.True(t, p.Request(key).Passed(), "released at the end")
 	})
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
 
 // Metric names end the Higress counter name
@@ -68,23 +70,44 @@ const (
 // stay.
 var metricModels = map[string]struct{}{}
 
+// The <consumer> segment is the x-mse-consumer header, which an auth plugin
+// sets, but which a client can send itself on a route where none does: a
+// new value in every request would make a new counter every time, in the
+// gateway's stats and in this VM, for as long as it runs. So only the
+// consumers the configuration names (the keys of limit_by_consumer items)
+// get counters of their own; every other consumer counts under
+// consumerOther, and a request without one under "none".
+const consumerOther = "other"
+
 // metrics defines counters on first use and keeps them; only rejections,
 // failures, queueing, responses without usage and requests asked for their
 // usage touch it, never the path of an admitted request that reports its
 // usage by itself.
 type metrics struct {
-	counters map[string]proxywasm.MetricCounter
+	counters  map[string]proxywasm.MetricCounter
+	consumers map[string]bool // the consumers named in the configuration
 }
 
-func newMetrics() *metrics {
-	return &metrics{counters: map[string]proxywasm.MetricCounter{}}
+func newMetrics(rules *config.Config) *metrics {
+	m := &metrics{counters: map[string]proxywasm.MetricCounter{}, consumers: map[string]bool{}}
+	for _, item := range rules.Items {
+		if item.Type != config.ByConsumer {
+			continue
+		}
+		for _, k := range item.Keys {
+			if k.Kind == config.KeyExact {
+				m.consumers[k.Key] = true
+			}
+		}
+	}
+	return m
 }
 
 // count adds one to the named counter for the request's route, upstream,
-// model ("": not known) and consumer.
+// model ("": not known) and consumer ("": none).
 func (m *metrics) count(name, consumer, model string) {
 	full := "route." + property("route_name") + ".upstream." + property("cluster_name") +
-		".model." + metricModel(model) + ".consumer." + orNone(consumer) + ".metric." + name
+		".model." + metricModel(model) + ".consumer." + m.consumerLabel(consumer) + ".metric." + name
 	counter, ok := m.counters[full]
 	if !ok {
 		counter = proxywasm.DefineCounterMetric(full)
@@ -143,6 +166,18 @@ func metricNameByte(c byte) bool {
 		return true
 	}
 	return c == '_' || c == ':' || c == '/' || c == '+' || c == '-'
+}
+
+// consumerLabel is the consumer segment of a counter name: the consumer
+// when the configuration names it, else consumerOther ("none": no consumer).
+func (m *metrics) consumerLabel(consumer string) string {
+	switch {
+	case consumer == "":
+		return "none"
+	case m.consumers[consumer]:
+		return consumer
+	}
+	return consumerOther
 }
 
 func property(name string) string {

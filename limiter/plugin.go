@@ -25,9 +25,7 @@ func Register() {
 		wrapper.PrePluginStartOrReload[PluginConfig](onPluginStart),
 		wrapper.ParseConfig(parseConfig),
 		wrapper.ProcessRequestHeaders(onRequestHeaders),
-		wrapper.ProcessRequestBody(onRequestBody),
 		wrapper.ProcessResponseHeaders(onResponseHeaders),
-		wrapper.ProcessStreamingResponseBody(onResponseBody),
 		wrapper.ProcessStreamDone(onStreamDone),
 	)})
 }
@@ -63,7 +61,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		// call retries the init and applies failure_mode while it fails.
 		log.Warnf("%v; will retry on the first request", err)
 	}
-	pc.metrics = newMetrics()
+	pc.metrics = newMetrics(rules)
 	pc.start = thisStart()
 	if rules.OverLimit == config.Queue {
 		pc.queues = pc.start.waitingRoom()

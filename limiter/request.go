@@ -65,6 +65,9 @@ type request struct {
 	status    int  // the upstream's response status, 0 before response headers
 	usage     tokenusage.Parser
 
+	readsBody     bool // its body is being read (bodies.go): the limiter waits for its end
+	readsResponse bool // its response body is read (bodies.go)
+
 	// stream_usage: inject, see streams.go.
 	mayAsk   bool                // its body is read to ask for the stream's usage
 	injected bool                // its body was rewritten to ask for it
@@ -83,14 +86,13 @@ type group struct {
 
 // onRequestHeaders matches the request and, when rules apply, pauses it
 // until Redis says whether every subject has budget left. With
-// token_reservation, it first waits for the body to estimate the cost.
-// A streaming OpenAI request may have its body read to ask for its usage
-// (streams.go), which does not delay admission.
+// token_reservation (or per-model weights), it first waits for the body to
+// estimate the cost (bodies.go). A streaming OpenAI request may have its
+// body read to ask for its usage (streams.go), which does not delay
+// admission.
 func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	matches := pc.rules.MatchAll(hostRequest{ctx}, nil)
 	if len(matches) == 0 {
-		ctx.DontReadRequestBody()
-		ctx.DontReadResponseBody()
 		return types.ActionContinue
 	}
 	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches), ctxID: currentContextID()}
@@ -109,58 +111,25 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
 
 	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
-	r.mayAsk = r.mayAskForUsage(ctx, size)
+	readable := ctx.HasRequestBody() && readableRequestBody(ctx)
+	r.mayAsk = readable && r.mayAskForUsage(ctx, size)
 
 	if !pc.needsBody() {
-		if !r.mayAsk {
-			ctx.DontReadRequestBody()
-		}
 		// Unread, the prompt is estimated by the body's declared size (read
-		// to ask for the usage, by its size: see onRequestBody).
+		// to ask for the usage, by its size: see bodyEnded).
+		r.readsBody = r.mayAsk
 		r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
 		return r.admit(0)
 	}
 	if !ctx.HasRequestBody() {
 		return r.admit(r.cost(estimate.Request(nil, r.path, r.estimateOptions())))
 	}
-	if ctx.IsBinaryRequestBody() || ctx.IsWebsocket() {
-		// The wrapper hands no compressed or binary body to plugins: estimate
-		// it by its declared size instead of letting it through unreserved.
-		ctx.DontReadRequestBody()
+	if !readable {
 		return r.admit(r.cost(estimate.Size(size, r.path, r.estimateOptions())))
 	}
-	// Wait for the whole body (OnRequestBody) before asking Redis.
+	// Wait for the whole body (bodyEnded) before asking Redis.
+	r.readsBody = true
 	return types.HeaderStopIteration
-}
-
-// onRequestBody estimates the request's cost from its body and admits it,
-// asking a stream for its usage on the way. A body read only to ask for
-// the usage is rewritten and goes on: its request was admitted at the
-// headers (or waits for Redis with them).
-func onRequestBody(ctx wrapper.HttpContext, pc PluginConfig, body []byte) types.Action {
-	r, _ := ctx.GetContext(stateKey).(*request)
-	if r == nil {
-		return types.ActionContinue
-	}
-	if !pc.needsBody() {
-		if r.mayAsk {
-			// Read after all: the prompt is estimated by the body's size.
-			r.promptEstimate = estimate.Size(int64(len(body)), r.path, r.estimateOptions()).Prompt
-			r.askForUsage(body)
-		}
-		if r.pending > 0 || r.queue != nil {
-			return types.ActionPause // Redis has not decided: the body waits with the headers
-		}
-		return types.ActionContinue
-	}
-	cost := r.cost(estimate.Request(body, r.path, r.estimateOptions()))
-	if r.mayAsk {
-		r.askForUsage(body)
-	}
-	if r.admit(cost) == types.ActionContinue {
-		return types.ActionContinue
-	}
-	return types.ActionPause
 }
 
 // needsBody says whether requests are read before admission: to estimate
@@ -316,6 +285,7 @@ func (r *request) decide() {
 		r.reject(*r.rejected)
 	default:
 		r.admitted = true
+		r.holdsLeases()
 		if !r.inHook {
 			_ = proxywasm.ResumeHttpRequest()
 		}

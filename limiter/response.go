@@ -10,57 +10,27 @@ import (
 )
 
 // onResponseHeaders notes the status and adds the quota headers when asked
-// to, and decides whether the response is filtered (streams.go). Local
-// replies (a rejection) pass here too: they are not admitted. The response
-// of a request that asked for its usage is filtered even when the request
-// is not charged (failure_mode allow): the client gets what it asked for.
+// to, and decides whether the response is filtered (streams.go) and whether
+// its body is read (bodies.go). Local replies (a rejection) pass here too:
+// they are not admitted. The response of a request that asked for its
+// usage is filtered even when the request is not charged (failure_mode
+// allow): the client gets what it asked for.
 func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r, _ := ctx.GetContext(stateKey).(*request)
-	if r != nil {
-		r.filterResponse()
-	}
-	if r == nil || !r.admitted {
-		if r == nil || r.filter == nil {
-			ctx.DontReadResponseBody()
-		}
+	if r == nil {
 		return types.ActionContinue
 	}
 	if status, err := proxywasm.GetHttpResponseHeader(":status"); err == nil {
 		r.status, _ = strconv.Atoi(status)
 	}
-	if pc.rules.ShowLimitQuotaHeader {
+	r.filterResponse()
+	r.readResponse()
+	if r.admitted && pc.rules.ShowLimitQuotaHeader {
 		_ = proxywasm.AddHttpResponseHeader(HeaderLimit, strconv.FormatInt(r.verdict.Limit, 10))
 		_ = proxywasm.AddHttpResponseHeader(HeaderRemaining, strconv.FormatInt(r.verdict.Remaining, 10))
 		_ = proxywasm.AddHttpResponseHeader(HeaderReset, strconv.FormatInt(r.verdict.Reset, 10))
 	}
 	return types.ActionContinue
-}
-
-// onResponseBody reads the usage from each chunk as it streams, as the
-// upstream sent it; the chunk itself goes on undelayed and unchanged, except
-// in a filtered response (streams.go), which loses its usage-only chunk and
-// holds an event cut across chunks back until its end. The last chunk may
-// be held until its charges are answered (charges.go): the host keeps what
-// this returns, filtered, until then.
-func onResponseBody(ctx wrapper.HttpContext, pc PluginConfig, chunk []byte, last bool) []byte {
-	r, _ := ctx.GetContext(stateKey).(*request)
-	if r == nil {
-		return chunk
-	}
-	if r.admitted {
-		r.usage.Write(chunk)
-		if last {
-			r.lastChunk = true
-			r.settle(true)
-			r.lastChunk = false
-		} else {
-			r.renewLeases()
-		}
-	}
-	if r.filter != nil {
-		return r.filter.Write(chunk, last)
-	}
-	return chunk
 }
 
 // onStreamDone settles a request that ended without a last body chunk: no

@@ -8,11 +8,12 @@ import (
 
 // startState is what the configurations parsed at one start of the plugin
 // (one per worker; again at each reload) share: the tick, the charges
-// waiting for it (charges.go) and the waiting room of queueing
-// configurations (queue.go).
+// waiting for it (charges.go), the requests whose leases it renews
+// (lease.go) and the waiting room of queueing configurations (queue.go).
 type startState struct {
-	outbox []*pendingCharge
-	room   *waitingRoom // nil until a configuration queues
+	outbox       []*pendingCharge
+	room         *waitingRoom // nil until a configuration queues
+	leaseHolders []*request   // admitted requests in progress that hold concurrency leases (lease.go)
 }
 
 // started is the state of the plugin started last.
@@ -48,10 +49,12 @@ func (s *startState) waitingRoom() *waitingRoom {
 	return s.room
 }
 
-// onTick sends the postponed charges, then moves the queues on. It runs in
-// the plugin's context: calls sent from it are always answered.
+// onTick sends the postponed charges, renews the leases that are due, then
+// moves the queues on. It runs in the plugin's context: calls sent from it
+// are always answered.
 func (s *startState) onTick() {
 	s.sendPostponed()
+	s.renewDueLeases()
 	if s.room != nil {
 		s.room.onTick()
 	}

@@ -24,16 +24,14 @@ import (
 // wait for it: it happens at the headers as before, and the body is only
 // rewritten on its way.
 
-// mayAskForUsage decides, at the request's headers, whether its body is to
-// be read to ask for the stream's usage: stream_usage is inject, the request
-// has a body the wrapper hands to plugins (not compressed, not binary, not
-// a WebSocket), it is a POST of JSON to a completions path, and it declares
-// no more than streamusage.MaxBodyBytes (a larger one would not be
-// rewritten anyway). The body may grow, so its Content-Length is removed
-// (declaredSize is what it said).
+// mayAskForUsage decides, at the headers of a request with a readable body
+// (bodies.go), whether its body is to be read to ask for the stream's
+// usage: stream_usage is inject, it is a POST of JSON to a completions path,
+// and it declares no more than streamusage.MaxBodyBytes (a larger one would
+// not be rewritten anyway). The body may grow, so its Content-Length is
+// removed (declaredSize is what it said).
 func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bool {
-	if r.pc.rules.StreamUsage != config.StreamUsageInject || !ctx.HasRequestBody() ||
-		ctx.IsBinaryRequestBody() || ctx.IsWebsocket() || declaredSize > streamusage.MaxBodyBytes ||
+	if r.pc.rules.StreamUsage != config.StreamUsageInject || declaredSize > streamusage.MaxBodyBytes ||
 		!streamusage.MayAskForUsage(ctx.Method(), r.path, requestHeader("content-type")) {
 		return false
 	}

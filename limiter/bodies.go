@@ -1,0 +1,129 @@
+package limiter
+
+import (
+	"strings"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+)
+
+// Which bodies the limiter reads (host.go explains why it reads them itself
+// rather than through the wrapper's body hooks).
+//
+// A request body is read when its cost or model is needed before admission
+// (token_reservation, per-model weights) or when it is to be rewritten to
+// ask a stream for its usage (streams.go), whatever its Content-Type says:
+// a client chooses that header, and the upstream reads JSON all the same.
+// Two kinds of body are not read, and the request is estimated by its
+// declared size instead: a compressed one (a Content-Encoding other than
+// identity), which could not be parsed, and the stream a WebSocket
+// handshake opens (a GET or CONNECT asking to upgrade), which never ends.
+// A body ends with the end of the stream or with trailers.
+//
+// A response body is read when its request was admitted (its usage is
+// charged) or its usage-only chunk is to be taken out, unless it is
+// compressed (charged as a response without usage, see settle) or the
+// upstream switched protocols (101): every other answer to a request that
+// asked to upgrade is a plain response, read and charged like any other.
+
+// readableRequestBody says whether the request body, if any, can be read:
+// not compressed, and not the stream of a WebSocket handshake.
+func readableRequestBody(ctx wrapper.HttpContext) bool {
+	return !compressed(requestHeader("content-encoding")) && !opensWebSocket(ctx)
+}
+
+// compressed says whether a Content-Encoding makes a body unreadable: any
+// coding but identity.
+func compressed(contentEncoding string) bool {
+	for _, coding := range strings.Split(contentEncoding, ",") {
+		if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
+			return true
+		}
+	}
+	return false
+}
+
+// opensWebSocket says whether the request is a WebSocket handshake: an
+// HTTP/1.1 GET with Connection: upgrade and Upgrade: websocket, or an
+// HTTP/2 extended CONNECT (which the wrapper reports the same way). A POST
+// that carries those headers is not one: no server upgrades it.
+func opensWebSocket(ctx wrapper.HttpContext) bool {
+	method := ctx.Method()
+	return ctx.IsWebsocket() && (method == "GET" || method == "CONNECT")
+}
+
+// bodyEnded takes the whole request body (nil: none came) of a request that
+// reads it: estimates its cost and admits it, asking a stream for its usage
+// on the way. A body read only to ask for the usage is rewritten and goes
+// on: its request was admitted at the headers (or waits for Redis with
+// them).
+func (r *request) bodyEnded(body []byte) types.Action {
+	r.readsBody = false
+	if !r.pc.needsBody() {
+		if r.mayAsk {
+			// Read after all: the prompt is estimated by the body's size.
+			r.promptEstimate = estimate.Size(int64(len(body)), r.path, r.estimateOptions()).Prompt
+			r.askForUsage(body)
+		}
+		if r.pending > 0 || r.queue != nil {
+			return types.ActionPause // Redis has not decided: the body waits with the headers
+		}
+		return types.ActionContinue
+	}
+	cost := r.cost(estimate.Request(body, r.path, r.estimateOptions()))
+	if r.mayAsk {
+		r.askForUsage(body)
+	}
+	if r.admit(cost) == types.ActionContinue {
+		return types.ActionContinue
+	}
+	return types.ActionPause
+}
+
+// readResponse decides, at the response's headers, whether its body is read.
+func (r *request) readResponse() {
+	encoding, _ := proxywasm.GetHttpResponseHeader("content-encoding")
+	r.readsResponse = (r.admitted || r.filter != nil) && r.status != 101 && !compressed(encoding)
+}
+
+// responseChunk reads the usage from a response chunk as it streams, as the
+// upstream sent it; the chunk itself goes on undelayed and unchanged, except
+// in a filtered response (streams.go), which loses its usage-only chunk and
+// holds an event cut across chunks back until its end: changed says the
+// chunk is to be replaced by out. The last chunk may be held until its
+// charges are answered (charges.go): the host keeps it, replaced, until
+// then.
+func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bool) {
+	if r.admitted {
+		r.usage.Write(chunk)
+		if last {
+			r.lastChunk = true
+			r.settle(true)
+			r.lastChunk = false
+		}
+	}
+	if r.filter != nil {
+		return r.filter.Write(chunk, last), true
+	}
+	return chunk, false
+}
+
+// responseTrailers ends a response that ends with trailers as its last
+// chunk would. A filter holding the start of an event cut off by them has
+// nowhere to put it: the event was incomplete anyway.
+func (r *request) responseTrailers() {
+	if r.admitted {
+		r.lastChunk = true
+		r.settle(true)
+		r.lastChunk = false
+	}
+	if r.filter != nil {
+		if rest := r.filter.Write(nil, true); len(rest) > 0 {
+			log.Debugf("the response ended with trailers in the middle of an event: %d bytes dropped", len(rest))
+		}
+	}
+}

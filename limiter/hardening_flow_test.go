@@ -1,0 +1,245 @@
+package limiter_test
+
+// The regression suite of the hardening issue ("Nothing gets through
+// unadmitted or uncharged"), for the request's flow through the plugin:
+// which bodies it reads, when a request may go on, what its metrics name.
+// Each test names the point it keeps closed (go test -run TestHardening).
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// todayKey is the Redis key of a subject's token day bucket now.
+func todayKey(redis *redistest.Server, subject string) string {
+	return fmt.Sprintf("%s:t86400:%d", subject, redis.Now()/86400)
+}
+
+// Point 1: "Request trailers skip admission. With the body read first
+// (token_reservation, or per-model weights), OnRequestHeaders waits for the
+// end of the body; a request that ends with trailers never delivers an
+// end-of-stream body chunk [...] and Envoy forwards the request unadmitted
+// and uncharged." A request that ends with trailers is admitted and
+// reserved like any other, and nothing of it goes on before that.
+func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	trailers := [][2]string{{"x-checksum", "5d41402abc4b2a76"}}
+	body := plugintest.ChatBody(100) // "Hi": 1 prompt token, + 100
+	const reserved = 101
+
+	// endsWithTrailers sends a request whose body ends with trailers, and
+	// returns the action of its trailers hook.
+	endsWithTrailers := func(p *plugintest.Plugin, extra ...[2]string) (*plugintest.Exchange, types.Action) {
+		x := p.Send(append(extra, key)...)
+		require.Equal(t, types.HeaderStopIteration, x.Action, "the headers wait for the body")
+		require.Equal(t, types.ActionPause, p.Host.CallOnRequestBody(x.ID, []byte(body), false), "the body is buffered")
+		return x, p.Host.CallOnRequestTrailers(x.ID, trailers)
+	}
+
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+
+		t.Run("over the limit: rejected, three times", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
+			for i := 0; i < 3; i++ {
+				x, action := endsWithTrailers(p)
+				assert.Equal(t, types.ActionPause, action, "the trailers wait for Redis")
+				x.Answer()
+				x.RequireRejected(429)
+			}
+			assert.Equal(t, int64(1100), p.DayCounter(plugintest.APIKeySubject))
+		})
+
+		t.Run("room left: reserved, then reconciled", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
+			x, action := endsWithTrailers(p)
+			require.Equal(t, types.ActionPause, action)
+			x.Answer()
+			require.True(t, x.Passed(), "admitted: the trailers go on")
+			assert.Equal(t, int64(reserved), p.DayCounter(plugintest.APIKeySubject))
+			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(3, 20, 30))...)
+			assert.Equal(t, int64(50), p.DayCounter(plugintest.APIKeySubject))
+		})
+
+		t.Run("per-model weights read the body the same way", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(
+				`"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"output": 4}}},`, `"token_per_day": 1000`))
+			x, action := endsWithTrailers(p)
+			assert.Equal(t, types.ActionPause, action)
+			x.Answer()
+			x.RequireRejected(429)
+		})
+
+		t.Run("trailers right after the headers: no body, still admitted first", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
+			x := p.Send(key)
+			require.Equal(t, types.HeaderStopIteration, x.Action)
+			assert.Equal(t, types.ActionPause, p.Host.CallOnRequestTrailers(x.ID, trailers))
+			x.Answer()
+			x.RequireRejected(429)
+		})
+
+		t.Run("a stream asked for its usage: rewritten before its trailers go", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
+			x := p.Send(key).Answer()
+			require.True(t, x.Passed())
+			require.Equal(t, types.ActionPause, p.Host.CallOnRequestBody(x.ID, []byte(streamBody), false))
+			assert.Equal(t, types.ActionContinue, p.Host.CallOnRequestTrailers(x.ID, trailers))
+			sent, _ := upstreamSees(x)
+			assert.Contains(t, sent, `"stream_options":{"include_usage":true}`)
+		})
+	})
+}
+
+// Point 4: "Connection: upgrade + Upgrade: websocket on a plain request
+// makes the wrapper skip the response body: three 1,000-token responses
+// charged 0." The response of a request that did not switch protocols is
+// read and charged.
+func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	upgrade := [][2]string{{"connection", "Upgrade"}, {"upgrade", "websocket"}}
+	usage := `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],"usage":{"prompt_tokens":400,"completion_tokens":600,"total_tokens":1000}}`
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+
+		t.Run("a POST that asks to upgrade is answered 200: charged", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			for i := 0; i < 3; i++ {
+				x := p.Request(append(upgrade, key)...)
+				require.True(t, x.Passed())
+				x.Respond("application/json", usage)
+			}
+			assert.Equal(t, int64(3000), p.DayCounter(plugintest.APIKeySubject))
+		})
+
+		t.Run("with reservation, its body is read and reserved", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
+			x := p.SendBody(plugintest.ChatBody(5000), append(upgrade, key)...).Answer()
+			require.True(t, x.Passed())
+			assert.Equal(t, int64(5001), p.DayCounter(plugintest.APIKeySubject), "the body's cap, not the default")
+			x.Respond("application/json", usage)
+			assert.Equal(t, int64(1000), p.DayCounter(plugintest.APIKeySubject))
+		})
+
+		t.Run("a WebSocket handshake that switches protocols: not read", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			headers := [][2]string{{":authority", "llm.example.com"}, {":method", "GET"}, {":path", "/v1/realtime"}, key}
+			x := &plugintest.Exchange{P: p, ID: p.Host.InitializeHttpContext()}
+			x.Action = p.Host.CallOnRequestHeaders(x.ID, append(headers, upgrade...), true)
+			x.Answer()
+			require.True(t, x.Passed())
+			require.Equal(t, types.ActionContinue, p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "101"}, {"connection", "Upgrade"}, {"upgrade", "websocket"}}, false))
+			frame := "\x81\x05hello" + usage // a WebSocket frame is not an HTTP body to parse
+			assert.Equal(t, types.ActionContinue, p.Host.CallOnResponseBody(x.ID, []byte(frame), false))
+			assert.Equal(t, frame, string(p.Host.GetCurrentResponseBody(x.ID)), "passed as it came")
+			x.DoneAndTick()
+			assert.Zero(t, p.DayCounter(plugintest.APIKeySubject))
+		})
+	})
+}
+
+// Point 5: "Unbounded metrics from a client header. A counter is created per
+// distinct x-mse-consumer value [...] 200 rejected requests with distinct
+// 8 KB values made 200 counters." Consumers the configuration names get
+// counters of their own; every other consumer counts under "other".
+func TestHardening5MetricsDoNotGrowWithClientConsumers(t *testing.T) {
+	redis := redistest.Start(t)
+	config := `{"rule_name": "chat", "rule_items": [
+		{"limit_by_consumer": "", "limit_keys": [{"key": "alice", "query_per_day": 1}]},
+		{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "query_per_day": 1}]}],
+		` + plugintest.RedisSection + `}`
+	counter := func(p *plugintest.Plugin, consumer string) (uint64, error) {
+		return p.Host.GetCounterMetric("route.test-route-default.upstream.test-cluster-default.model.none.consumer." +
+			consumer + ".metric.token_ratelimit_count")
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, config)
+		for i := 0; i < 2; i++ {
+			p.Request([2]string{"x-mse-consumer", "alice"})
+		}
+		const clients = 200
+		consumers := make([]string, clients)
+		for i := range consumers {
+			consumers[i] = strconv.Itoa(i) + strings.Repeat("x", 8<<10)
+			require.True(t, p.Request([2]string{"x-mse-consumer", consumers[i]}).Passed())
+			p.Request([2]string{"x-mse-consumer", consumers[i]}).RequireRejected(429)
+		}
+		n, err := counter(p, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), n, "a configured consumer by name")
+		n, err = counter(p, "other")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(clients), n, "every other consumer under one name")
+		for _, c := range consumers[:5] {
+			_, err := counter(p, c)
+			assert.Error(t, err, "no counter of its own")
+		}
+	})
+}
+
+// Point 6: "Per-model weights can be dodged: Content-Encoding: identity;
+// Content-Type: application/json; x=octet-stream (the wrapper matches a
+// substring and hides the body)". The body is read whatever its
+// Content-Type claims, and identity is no encoding.
+func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	// Output tokens of gpt-4o cost 10, others 1: the body's model decides.
+	config := plugintest.APIKeyConfig(plugintest.ReservationOn+
+		`"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"output": 10}}},`, `"token_per_day": 100000`)
+	body := plugintest.ChatBody(100)
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for _, c := range []struct {
+			name    string
+			headers [][2]string
+		}{
+			{"Content-Encoding: identity", [][2]string{{"content-encoding", "identity"}}},
+			{"a Content-Type parameter naming octet-stream", [][2]string{{"content-type", "application/json; x=octet-stream"}}},
+			{"a binary Content-Type on a JSON body", [][2]string{{"content-type", "application/octet-stream"}}},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, config)
+				x := p.SendBody(body, append(c.headers, key)...).Answer()
+				require.True(t, x.Passed())
+				assert.Equal(t, int64(1+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(3, 20, 30))...)
+				assert.Equal(t, int64(20+30*10), p.DayCounter(plugintest.APIKeySubject), "charged at gpt-4o's weights")
+			})
+		}
+
+		t.Run("a compressed body is estimated by its size", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.Send(key, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", "400"}).Answer()
+			require.True(t, x.Passed(), "not held for a body it cannot read")
+			assert.Equal(t, int64(100+1024), p.DayCounter(plugintest.APIKeySubject))
+		})
+	})
+}
