@@ -32,6 +32,7 @@ type pendingCharge struct {
 	subjects             []scripts.Subject
 	tokens, requests, at int64
 	id                   string // marks it applied in Redis (see charge.lua)
+	cancel               string // the marker of an admission it cancels instead (see cancelAdmission)
 	retried              bool   // this is its second try
 }
 
@@ -64,6 +65,9 @@ func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64)
 // send dispatches the charge call; done gets its answer.
 func (c *pendingCharge) send(done func(error)) error {
 	r := c.r
+	if c.cancel != "" {
+		return r.pc.redis.Cancel(c.subjects, c.tokens, c.requests, r.leaseID, c.cancel, done)
+	}
 	return r.pc.redis.Charge(c.subjects, c.tokens, c.requests, c.at, r.leaseID, c.id, done)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // todayKey is the Redis key of a subject's token day bucket now.
@@ -240,6 +241,64 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 			x := p.Send(key, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", "400"}).Answer()
 			require.True(t, x.Passed(), "not held for a body it cannot read")
 			assert.Equal(t, int64(100+1024), p.DayCounter(plugintest.APIKeySubject))
+		})
+	})
+}
+
+// Point 8: "A client reset before Redis answers keeps its reservation and
+// request count: HEADERS+RST with max_tokens equal to the limit burns a
+// shared window with no upstream call." The admission of a stream that ends
+// before its answer is cancelled from the plugin's tick: undone if it ran,
+// refused if it runs later.
+func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	config := plugintest.APIKeyConfig(plugintest.ReservationOn+`"concurrency_lease_seconds": 600,`,
+		`"token_per_day": 1000, "query_per_day": 100, "max_concurrent_requests": 1`)
+	body := plugintest.ChatBody(999) // 1 + 999: the whole window
+	requests := func() int64 {
+		return redis.Int("GET", fmt.Sprintf("%s:q86400:%d", plugintest.APIKeySubject, redis.Now()/86400))
+	}
+	leases := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
+
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+
+		t.Run("Redis runs the admission, the stream has gone when it answers", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // loaded by earlier requests, as in production
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(body, key)
+			p.Host.CompleteHttpContext(x.ID) // the client resets
+			x.Answer()                       // Redis runs it; the answer is dropped
+			require.Equal(t, []int64{1000, 1, 1}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			p.SendPostponed()
+			assert.Equal(t, []int64{0, 0, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()}, "undone")
+			y := p.SendBody(body, key).Answer()
+			assert.True(t, y.Passed(), "the window is whole again")
+		})
+
+		t.Run("the cancel reaches Redis before the admission", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(body, key)
+			p.Host.CompleteHttpContext(x.ID)
+			p.SendPostponed() // the cancel goes first
+			x.Answer()        // then the admission runs: it takes nothing
+			assert.Equal(t, []int64{0, 0, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			p.SendPostponed()
+			assert.True(t, p.SendBody(body, key).Answer().Passed())
+		})
+
+		t.Run("an admission answered in time is not cancelled", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(body, key).Answer()
+			require.True(t, x.Passed())
+			x.Respond("application/json", `{"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+			p.SendPostponed()
+			assert.Equal(t, []int64{30, 1, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			assert.Empty(t, redis.Keys(plugintest.APIKeySubject+":a:c*"))
 		})
 	})
 }

@@ -47,6 +47,7 @@ type request struct {
 	renewed        time.Time        // when its leases were last taken or renewed
 	pending        int              // admission calls not answered yet
 	inHook         bool             // the admission is being dispatched from a hook, not yet paused
+	fromStream     bool             // the pending admission calls were sent from the request's own hooks
 	failure        error            // the first admission call that failed
 	rejected       *scripts.Verdict // the closed window that resets last, if any
 	verdict        scripts.Verdict  // the tightest open window, once admitted
@@ -79,6 +80,8 @@ type group struct {
 	subjects []scripts.Subject
 	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
 	answered bool            // got a verdict (allowed or not)
+	marker   string          // names its admission call in Redis, to cancel it ("": it takes nothing)
+	canceled bool            // its admission was cancelled: a late answer is ignored
 	tokens   bool            // some subject has a token window: usage is charged to it
 	requests bool            // some subject has a request window: admission counts in it
 	leases   bool            // some subject limits concurrency: admission takes a lease
@@ -215,12 +218,17 @@ func (r *request) admit(cost int64) types.Action {
 	}
 	r.pending = len(r.groups)
 	r.inHook = true
+	r.fromStream = current != nil
 	if r.leaseID != "" {
 		r.renewed = time.Now()
 	}
 	for i := range r.groups {
 		g := &r.groups[i]
-		err := r.pc.redis.Admit(g.subjects, cost, r.leaseID, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+		g.marker = ""
+		if r.fromStream && (cost != 0 || g.requests || g.leases) {
+			g.marker = newLeaseID() // its answer may be lost with the stream: see cancelAdmission
+		}
+		err := r.pc.redis.Admit(g.subjects, cost, r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
 		if err != nil { // the call never left: that group fails now
 			r.answer(g, scripts.Verdict{}, err)
 		}
@@ -237,6 +245,9 @@ func (r *request) admit(cost int64) types.Action {
 
 // answer takes one group's answer; the last one decides.
 func (r *request) answer(g *group, v scripts.Verdict, err error) {
+	if g.canceled {
+		return // answered after all, but its stream is gone and its admission was cancelled
+	}
 	r.pending--
 	switch {
 	case err != nil:
@@ -300,6 +311,35 @@ func (r *request) rollBack() {
 		g := &r.groups[i]
 		if g.answered && g.verdict.Allowed && (r.reserved != 0 || g.requests || g.leases) {
 			r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
+		}
+	}
+}
+
+// cancelAdmission undoes the admission of a request whose stream ended
+// before Redis answered it. The gateway delivers the answer to a call only
+// while the stream it was sent from lives, so an admission sent from the
+// request's hooks may never be answered: each group still waiting is
+// cancelled (scripts.Client.Cancel: its admission is undone if it ran and
+// admitted, and takes nothing if it runs later), and the groups that did
+// admit it are rolled back, from the plugin's tick, whose calls are always
+// answered. (A retry of a queued request is sent from the tick: its answer
+// comes, and decide rolls it back.)
+func (r *request) cancelAdmission() {
+	if r.pending == 0 || !r.fromStream {
+		return
+	}
+	r.pending = 0
+	for i := range r.groups {
+		g := &r.groups[i]
+		switch {
+		case g.answered:
+			if g.verdict.Allowed && (r.reserved != 0 || g.requests || g.leases) {
+				r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
+			}
+		case g.marker != "":
+			g.canceled = true
+			c := &pendingCharge{r: r, subjects: g.subjects, tokens: -r.reserved, requests: -1, cancel: g.marker}
+			c.postpone()
 		}
 	}
 }

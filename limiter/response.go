@@ -36,7 +36,8 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 // onStreamDone settles a request that ended without a last body chunk: no
 // body, or a stream reset by the client or the upstream. Its concurrency
 // leases are released either way. A request still waiting in a queue (its
-// client gave up) leaves it.
+// client gave up) leaves it; one whose admission Redis has not answered yet
+// has it cancelled.
 func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	r, _ := ctx.GetContext(stateKey).(*request)
 	if r == nil {
@@ -44,6 +45,7 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	}
 	r.gone = true
 	r.leaveQueue()
+	r.cancelAdmission() // its answer may never come
 	if r.admitted {
 		r.settle(false) // a no-op when the last chunk settled it
 	}

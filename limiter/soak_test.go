@@ -862,7 +862,7 @@ func cutRandomly(r *rand.Rand, s string, maxChunks int) []int {
 
 var (
 	soakKeyPattern    = regexp.MustCompile(`^(atrl:\{[^}]*\}):(t\d+|q\d+|c)(?::(\d+))?$`)
-	soakMarkerPattern = regexp.MustCompile(`^atrl:\{[^}]*\}:x:[A-Za-z0-9_.-]+$`) // charge markers (charge.lua)
+	soakMarkerPattern = regexp.MustCompile(`^atrl:\{[^}]*\}:[xa]:[A-Za-z0-9_.-]+$`) // charge and admission markers (charge.lua, admit.lua)
 )
 
 // checkEveryCounter compares every counter in Redis with the expected sums:
@@ -872,7 +872,7 @@ func (s *soakRun) checkEveryCounter() {
 	for _, key := range s.redis.Keys("*") {
 		if soakMarkerPattern.MatchString(key) {
 			if ttl := s.redis.Int("TTL", key); ttl == -1 { // 0: under half a second left; -2: expired since KEYS
-				t.Fatalf("charge marker %s does not expire (TTL %d)", key, ttl)
+				t.Fatalf("marker %s does not expire (TTL %d)", key, ttl)
 			}
 			continue
 		}

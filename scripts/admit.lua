@@ -11,12 +11,16 @@
 -- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
 --            more admits only when "used + cost <= limit" in every token window
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
---            request takes leases, '<lease seconds>:<lease id>'
+--            request takes leases, '<lease seconds>:<lease id>', then, when
+--            the admission takes anything, '!<seconds>/<marker id>': it notes
+--            when it ran in its marker for that long, so that a cancel (see
+--            charge.lua) can undo it, and takes nothing once cancelled
 -- ARGV[4..]  per subject, in KEYS order: its window count n, followed by 'c<N>'
 --            when at most N of its requests may be in progress; then n pairs
 --            (window, limit), window being 't' (tokens) or 'q' (requests)
 --            and its length in seconds, e.g. 't60'
--- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms}
+-- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms},
+--   {0, 1, 0, 0, now, 0, 0} when cancelled before it ran
 --   where limit, remaining, reset, kind and wait describe the limit that
 --   decides (rejected: the closed one that has room last; allowed: the token
 --   window with the fewest tokens left, else the request window with the
@@ -28,7 +32,14 @@
 
 local cost = tonumber(ARGV[2])
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local lease, id = string.match(ARGV[3], '^.(%d+):(.+)$')        -- nil when no lease is taken
+local lease, id = string.match(ARGV[3], '^.(%d+):([^!]+)')      -- nil when no lease is taken
+local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when nothing would need undoing
+if marker then
+  marker = KEYS[1] .. ':a:' .. marker
+  if redis.call('EXISTS', marker) == 1 then                     -- cancelled before it ran (its stream had gone):
+    return {0, 1, 0, 0, math.floor(now), 0, 0}                  -- take nothing; no one reads the answer
+  end
+end
 local kinds = {t = 0, q = 1}
 local eps = 1e-6                                                -- sliding weights are fractions: compare with a margin
                                                                 -- (a millionth of a token: counts up to 10^9 stay exact)
@@ -104,6 +115,7 @@ for k = 1, #KEYS do
   end
 end
 if verdict[1] == 1 then                                         -- admitted: count, reserve and lease everywhere
+  if marker then redis.call('SET', marker, math.floor(now), 'EX', marker_seconds) end -- the buckets a cancel gives back to
   for _, c in ipairs(counters) do
     redis.call('INCRBY', c[1], c[2])
     if redis.call('TTL', c[1]) < 0 then redis.call('EXPIRE', c[1], c[3]) end -- only a new bucket gets its expiry

@@ -14,21 +14,34 @@
 --            request holds leases, ':<lease id>' to release, then, when the
 --            charge may be sent twice, '/<seconds>/<charge id>': its marker
 --            lives that long, so a retry whose first try did go through is
---            not counted twice
+--            not counted twice; or, to cancel an admission whose answer was
+--            lost with its stream, '!<seconds>/<marker id>' (see admit.lua):
+--            the charge undoes it in the buckets it took from if it ran and
+--            admitted, and marks it cancelled for that long, so that it takes
+--            nothing if it runs later (ARGV[2] is then not read)
 -- ARGV[4]    tokens to add to token windows (negative: give back)
 -- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
 -- ARGV[6..]  per subject, in KEYS order: its window count n, followed by 'c'
 --            when it holds a lease; then its n windows, e.g. 't60' (see admit.lua)
 -- Reply: the new total of each window, in the order given (0 when untouched);
--- empty when the charge id's marker was there: it had been applied already.
+-- empty when the charge id's marker was there: it had been applied already,
+-- and when a cancelled admission had not admitted (or not run).
 
-local marker_seconds, charge = string.match(ARGV[3], '/(%d+)/(.+)$')
+local cancel_seconds, cancel = string.match(ARGV[3], '!(%d+)/(.+)$')
+if cancel then
+  cancel = KEYS[1] .. ':a:' .. cancel
+  local admitted = tonumber(redis.call('GET', cancel))          -- when it admitted; nil: it did not, or has not run
+  redis.call('SET', cancel, 'c', 'EX', cancel_seconds)          -- cancelled: if it runs later, it takes nothing
+  if not admitted then return {} end                            -- nothing to undo
+  ARGV[2] = admitted                                            -- undo in the buckets it took from
+end
+local marker_seconds, charge = string.match(ARGV[3], '/(%d+)/([^!]+)$')
 if charge and not redis.call('SET', KEYS[1] .. ':x:' .. charge, '1', 'NX', 'EX', marker_seconds) then
   return {}                                                     -- a retry of a charge that went through: done already
 end
 local at = tonumber(ARGV[2]) or now
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local id = string.match(ARGV[3], '^.:([^/]+)')                  -- the lease to release, if any
+local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
 local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
 local totals = {}
 local a = 6

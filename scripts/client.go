@@ -104,11 +104,12 @@ type Options struct {
 // Admit asks whether one more request of the subjects (all in one Redis
 // Cluster slot) may go, reserving cost tokens in every token window when it
 // may (cost 0: check only), counting it in every request window, and taking a
-// lease named leaseID in every subject with a concurrency limit. done gets
-// the verdict, or an error when Redis could not give one; when Admit itself
+// lease named leaseID in every subject with a concurrency limit. markerID
+// ("": none) names the admission so that Cancel can undo it. done gets the
+// verdict, or an error when Redis could not give one; when Admit itself
 // returns an error, done is never called.
-func (c *Client) Admit(subjects []Subject, cost int64, leaseID string, done func(Verdict, error)) error {
-	encode := func(bySource bool) []byte { return c.encodeAdmit(subjects, cost, leaseID, bySource) }
+func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string, done func(Verdict, error)) error {
+	encode := func(bySource bool) []byte { return c.encodeAdmit(subjects, cost, leaseID, markerID, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err != nil {
 			done(Verdict{}, err)
@@ -119,11 +120,11 @@ func (c *Client) Admit(subjects []Subject, cost int64, leaseID string, done func
 }
 
 // encodeAdmit encodes one call of admit.lua.
-func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)), bySource, opAdmit, subjects, 3+windowArgs(subjects, 2))
+func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID, markerID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)), bySource, opAdmit, subjects, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendBulkInt(q, cost)
-	q = c.appendOptions(q, true, leaseID, true)
+	q = c.appendOptions(q, true, leaseID, true, markerID)
 	for _, s := range subjects {
 		q = appendSubjectHead(q, s, true)
 		for _, w := range s.Windows {
@@ -143,11 +144,31 @@ func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID string, byS
 // when Charge itself returns an error, done is never called.
 func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID string, done func(error)) error {
 	encode := func(bySource bool) []byte {
-		return c.encodeCharge(subjects, tokens, requests, at, leaseID, chargeID, bySource)
+		return c.encodeCharge(subjects, tokens, requests, at, leaseID, chargeID, "", bySource)
 	}
+	return c.dispatchCharge(subjects, chargeID != "", encode, done)
+}
+
+// Cancel undoes the admission markerID of the subjects (all in one slot)
+// whose answer was lost: when it ran and admitted, it adds tokens (the
+// reservation given back, negative) and requests (-1) in the buckets it
+// took from and releases the lease leaseID ("": none); when it did not, or
+// has not run yet, it makes sure it never takes anything. Sent twice, it
+// applies once. done, if not nil, gets nil or the error; when Cancel itself
+// returns an error, done is never called.
+func (c *Client) Cancel(subjects []Subject, tokens, requests int64, leaseID, markerID string, done func(error)) error {
+	encode := func(bySource bool) []byte {
+		return c.encodeCharge(subjects, tokens, requests, 0, leaseID, "", markerID, bySource)
+	}
+	return c.dispatchCharge(subjects, true, encode, done)
+}
+
+// dispatchCharge sends a call of charge.lua and checks its reply: a total
+// per window, or nothing (maybeEmpty: a charge applied before, a cancel with
+// nothing to undo).
+func (c *Client) dispatchCharge(subjects []Subject, maybeEmpty bool, encode func(bySource bool) []byte, done func(error)) error {
 	return c.dispatch(encode, func(v resp.Value, err error) {
-		// An empty reply is also a charge applied before (its marker was there).
-		if n := len(v.Array()); err == nil && n != windowArgs(subjects, 1)-len(subjects) && (chargeID == "" || n != 0) {
+		if n := len(v.Array()); err == nil && n != windowArgs(subjects, 1)-len(subjects) && (!maybeEmpty || n != 0) {
 			err = fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
 		}
 		if done != nil {
@@ -157,15 +178,15 @@ func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID,
 }
 
 // encodeCharge encodes one call of charge.lua.
-func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+12), bySource, opCharge, subjects, 5+windowArgs(subjects, 1))
+func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID, cancelID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+len(cancelID)+12), bySource, opCharge, subjects, 5+windowArgs(subjects, 1))
 	q = appendBulkString(q, "") // now, by Redis's clock
 	if at > 0 {
 		q = appendBulkInt(q, at)
 	} else {
 		q = appendBulkString(q, "") // the buckets of now
 	}
-	q = c.appendChargeOptions(q, leaseID, chargeID)
+	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID)
 	q = appendBulkInt(q, tokens)
 	q = appendBulkInt(q, requests)
 	for _, s := range subjects {
@@ -184,7 +205,7 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 	encode := func(bySource bool) []byte {
 		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, 2)
 		q = appendBulkString(q, "") // now, by Redis's clock
-		return c.appendOptions(q, false, leaseID, true)
+		return c.appendOptions(q, false, leaseID, true, "")
 	}
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err == nil && v.Type() != resp.Integer {
@@ -199,9 +220,10 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 // appendOptions appends the options argument of a call, without allocating:
 // the window type ('f' or 's') when withWindowType (admit.lua, charge.lua),
 // then, with a lease, "<lease seconds>:<id>" to take or renew it
-// (withSeconds) or ":<id>" to release it.
-func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool) []byte {
-	var buf [64]byte
+// (withSeconds) or ":<id>" to release it, then, with an admission marker,
+// "!<seconds>/<marker id>".
+func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool, markerID string) []byte {
+	var buf [96]byte
 	arg := buf[:0]
 	if withWindowType {
 		windowType := byte('f')
@@ -216,13 +238,25 @@ func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, 
 		}
 		arg = append(append(arg, ':'), leaseID...)
 	}
-	return appendBulk(dst, arg)
+	return appendBulk(dst, c.appendMarker(arg, markerID))
+}
+
+// appendMarker appends "!<seconds>/<marker id>" for an admission marker ("":
+// none), the suffix of an admission that notes it ran and of the charge that
+// cancels it.
+func (c *Client) appendMarker(arg []byte, markerID string) []byte {
+	if markerID == "" {
+		return arg
+	}
+	arg = strconv.AppendInt(append(arg, '!'), c.AdmissionMarkerSeconds(), 10)
+	return append(append(arg, '/'), markerID...)
 }
 
 // appendChargeOptions appends the options argument of a charge (see
 // charge.lua): the window type, ":<lease id>" to release a lease, and
-// "/<seconds>/<charge id>" to mark the charge applied, without allocating.
-func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID string) []byte {
+// "/<seconds>/<charge id>" to mark the charge applied, or "!<seconds>/<marker
+// id>" to cancel an admission, without allocating.
+func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string) []byte {
 	var buf [128]byte
 	arg := append(buf[:0], 'f')
 	if c.options.Sliding {
@@ -235,7 +269,7 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID string) []byt
 		arg = strconv.AppendInt(append(arg, '/'), c.ChargeMarkerSeconds(), 10)
 		arg = append(append(arg, '/'), chargeID...)
 	}
-	return appendBulk(dst, arg)
+	return appendBulk(dst, c.appendMarker(arg, cancelID))
 }
 
 // ChargeMarkerSeconds is how long Redis remembers a charge id: a retry is
@@ -244,6 +278,17 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID string) []byt
 // covers the plugin's tick and clocks.
 func (c *Client) ChargeMarkerSeconds() int64 {
 	return 2*(int64(c.endpoint.TimeoutMs)+999)/1000 + 60
+}
+
+// AdmissionMarkerSeconds is how long Redis keeps an admission's marker, and
+// a cancelled one's: a cancel is sent when the admission's stream ends
+// before its answer came, within a timeout of the admission's sending, from
+// the plugin's next tick, and tried again at most a timeout later; Redis
+// runs each call within a timeout of its sending. Three timeouts and a few
+// seconds cover that; markers of admissions that are never cancelled (all
+// but a few) cost Redis no more than that long.
+func (c *Client) AdmissionMarkerSeconds() int64 {
+	return 3*(int64(c.endpoint.TimeoutMs)+999)/1000 + 5
 }
 
 // appendSubjectHead appends a subject's window count and, when it has a

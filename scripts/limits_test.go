@@ -195,3 +195,50 @@ func TestRejectionSaysHowLongToWait(t *testing.T) {
 	assert.Equal(t, int64(KindConcurrent), v[5])
 	assert.Equal(t, int64(0), v[6])
 }
+
+// An admission whose answer is lost with its stream is cancelled: undone
+// when it ran and admitted (in the buckets it took from), and unable to
+// take anything when it runs after the cancel. A cancel sent twice applies
+// once; an admission without a marker cannot be cancelled.
+func TestCancelAnAdmission(t *testing.T) {
+	r := redistest.Start(t)
+	minute := float64((r.Now()/60 + 60) * 60)
+	bucket := func(spec string) int64 {
+		return r.Int("GET", subject+":"+spec+":"+strconv.FormatInt(int64(minute)/60, 10))
+	}
+	leases := func() int64 { return r.Int("ZCARD", subject+":c") }
+	// 500 tokens reserved, a request counted and a lease taken, marked m1.
+	admit := func(marker string) []int64 {
+		return call(r, opAdmit, secs(minute+1), "500", "f600:lease-1!8/"+marker, "2c5", "t60", "1000", "q60", "10")
+	}
+	cancel := func(marker string, at float64) []int64 {
+		return call(r, opCharge, secs(at), "", "f:lease-1!8/"+marker, "-500", "-1", "2c", "t60", "q60")
+	}
+
+	t.Run("after it admitted: undone where it took", func(t *testing.T) {
+		r.Do("FLUSHALL")
+		require.Equal(t, int64(1), admit("m1")[0])
+		require.Equal(t, []int64{500, 1, 1}, []int64{bucket("t60"), bucket("q60"), leases()})
+		assert.Equal(t, []int64{0, 0}, cancel("m1", minute+70), "given back in the admission's buckets, a minute later too")
+		assert.Equal(t, []int64{0, 0, 0}, []int64{bucket("t60"), bucket("q60"), leases()})
+		assert.Empty(t, cancel("m1", minute+71), "a second cancel does nothing")
+		assert.Equal(t, []int64{0, 0, 0}, []int64{bucket("t60"), bucket("q60"), leases()})
+	})
+
+	t.Run("before it ran: it takes nothing", func(t *testing.T) {
+		r.Do("FLUSHALL")
+		assert.Empty(t, cancel("m2", minute), "nothing to undo")
+		assert.Equal(t, int64(0), admit("m2")[0], "a cancelled admission is refused")
+		assert.Equal(t, []int64{0, 0, 0}, []int64{bucket("t60"), bucket("q60"), leases()})
+		assert.Equal(t, int64(1), admit("m3")[0], "another admission goes as usual")
+	})
+
+	t.Run("its marker lives for the seconds given", func(t *testing.T) {
+		r.Do("FLUSHALL")
+		require.Equal(t, int64(1), admit("m4")[0])
+		ttl := r.Int("TTL", subject+":a:m4")
+		assert.True(t, ttl > 0 && ttl <= 8, "TTL %d", ttl)
+		call(r, opAdmit, secs(minute+1), "500", "f600:lease-2", "2c5", "t60", "1000", "q60", "10")
+		assert.Len(t, r.Keys(subject+":a:*"), 1, "an admission without a marker writes none")
+	})
+}

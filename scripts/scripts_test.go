@@ -127,22 +127,22 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}}}
 	c := &Client{}
 
-	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", false)), nil)
+	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", false)), nil)
 	require.Error(t, err, "a fresh Redis does not know the script")
 	assert.Contains(t, err.Error(), "NOSCRIPT")
 
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v)
 	require.NoError(t, err)
 	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 1200, 0, 0, "", "", false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 1200, 0, 0, "", "", "", false)), nil)
 	require.NoError(t, err, "loading the script for the admission loaded the charge too")
 	assert.Len(t, v.Array(), 2)
 
-	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", false)), nil)
 	require.NoError(t, err, "EVAL cached the script: EVALSHA works now")
 	verdict, err = parseVerdict(v)
 	require.NoError(t, err)
@@ -159,15 +159,15 @@ func TestChargeIDAppliesARetriedChargeOnce(t *testing.T) {
 	c := &Client{endpoint: Endpoint{TimeoutMs: 1000}}
 	day := func() int64 { return r.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, r.Now()/86400)) }
 
-	v, err := ParseReply(r.Forward(c.encodeCharge(subjects, 300, 0, 0, "", "req-1", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeCharge(subjects, 300, 0, 0, "", "req-1", "", true)), nil)
 	require.NoError(t, err)
 	assert.Len(t, v.Array(), 1, "the first try reports the window's total")
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 300, 0, 0, "", "req-1", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 300, 0, 0, "", "req-1", "", true)), nil)
 	require.NoError(t, err)
 	assert.Empty(t, v.Array(), "the retry finds the marker: nothing added")
 	assert.Equal(t, int64(300), day())
 
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, 5, 0, 0, "", "req-2", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, 5, 0, 0, "", "req-2", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(305), day(), "another charge id is another charge")
 
@@ -178,7 +178,7 @@ func TestChargeIDAppliesARetriedChargeOnce(t *testing.T) {
 func TestCallsAreSmall(t *testing.T) {
 	one := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 10000}}}}
 	c := &Client{}
-	admit, charge := c.encodeAdmit(one, 0, "", false), c.encodeCharge(one, 1234, 0, 0, "", "", false)
+	admit, charge := c.encodeAdmit(one, 0, "", "", false), c.encodeCharge(one, 1234, 0, 0, "", "", "", false)
 	t.Logf("admit %d bytes, charge %d bytes", len(admit), len(charge))
 	assert.LessOrEqual(t, len(admit)+len(charge), 450, "bytes sent to Redis per request")
 }
