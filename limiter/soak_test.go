@@ -36,9 +36,13 @@ import (
 //     the output text it carried, at bytes_per_token; with
 //     token_reservation, one cut short pays at least its reservation; a
 //     non-2xx without usage costs nothing (gives its reservation back);
-//   - a request no rule matches is not touched.
+//   - a request no rule matches is not touched;
+//   - a request whose client resets while its admission is with Redis
+//     costs nothing (its admission is cancelled, whether Redis runs it
+//     before or after the cancel).
 //
-// After every request the day bucket of each subject it was charged to must
+// An eighth of the request bodies end with trailers instead of the end of
+// the stream. After every request the day bucket of each subject it was charged to must
 // hold exactly the sum the test computed from what the requests did; at the
 // end every counter in Redis is compared with it. The four configurations
 // run side by side in one plugin, one per route (the wrapper's _rules_), so
@@ -547,16 +551,17 @@ func errorResponse(r *rand.Rand) soakResponse {
 
 // Outcomes of a request.
 const (
-	outCompleted      = iota // the response ended normally with its usage
-	outNoUsage               // a 2xx that reported no usage
-	outUpstreamError         // a non-2xx without usage
-	outAbortedHeaders        // the client went away before the response headers
-	outAbortedStream         // the client went away before the (last) usage object
-	outNotLimited            // no rule applied (any response)
+	outCompleted       = iota // the response ended normally with its usage
+	outNoUsage                // a 2xx that reported no usage
+	outUpstreamError          // a non-2xx without usage
+	outAbortedHeaders         // the client went away before the response headers
+	outAbortedStream          // the client went away before the (last) usage object
+	outNotLimited             // no rule applied (any response)
+	outResetUnanswered        // the client reset before Redis answered the admission: cancelled, nothing charged
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"completed", "2xx without usage", "upstream non-2xx", "aborted before response headers", "aborted mid-stream", "no rule applied"}
+var outcomeNames = [numOutcomes]string{"completed", "2xx without usage", "upstream non-2xx", "aborted before response headers", "aborted mid-stream", "no rule applied", "reset before the admission's answer"}
 
 // soakRun is the plugin, Redis and what the test expects of them.
 type soakRun struct {
@@ -651,14 +656,30 @@ func (s *soakRun) play(i int) {
 	id := s.host.InitializeHttpContext()
 	headers := append([][2]string{{":authority", "llm.example.com"}, {":method", "POST"},
 		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}}, m.headers...)
+	// Now and then the client resets while the admission is with Redis.
+	resetUnanswered := r.IntN(40) == 0
 	action := s.host.CallOnRequestHeaders(id, headers, body == nil)
 	if action == types.HeaderStopAllIterationAndWatermark { // paused for Redis: no body reaches it before the answer
+		if resetUnanswered {
+			s.resetUnanswered(i, what, id, m)
+			return
+		}
 		s.redis.Answer(s.host, id)
 	}
+	// The body, in chunks; now and then it ends with trailers, not with
+	// the end of the stream.
+	trailers := len(body) > 0 && r.IntN(8) == 0
 	prev := 0
 	for _, end := range cutRandomly(r, string(body), 3) {
-		s.host.CallOnRequestBody(id, body[prev:end], end == len(body))
+		s.host.CallOnRequestBody(id, body[prev:end], end == len(body) && !trailers)
 		prev = end
+	}
+	if trailers {
+		s.host.CallOnRequestTrailers(id, [][2]string{{"x-request-checksum", "soak"}})
+	}
+	if resetUnanswered && len(s.host.GetRedisCalloutAttributesFromContext(id)) > 0 {
+		s.resetUnanswered(i, what, id, m)
+		return
 	}
 	s.redis.Answer(s.host, id)
 	if s.host.GetSentLocalResponse(id) != nil || s.host.GetCurrentHttpStreamAction(id) != types.ActionContinue {
@@ -760,6 +781,33 @@ func (s *soakRun) play(i int) {
 	}
 	for _, subject := range m.counted {
 		s.wantRequests[subject]++
+	}
+}
+
+// resetUnanswered plays a client that resets while its admission is with
+// Redis: the gateway drops Redis's answer, and the plugin cancels the
+// admission from its next tick, which reaches Redis before or after the
+// admission itself. Either way the request costs nothing: no tokens, no
+// request count, no lease.
+func (s *soakRun) resetUnanswered(i int, what string, id uint32, m soakMatch) {
+	cancelFirst := s.rng.IntN(2) == 0
+	s.host.CompleteHttpContext(id)
+	if cancelFirst {
+		s.tickAndAnswer()
+	}
+	s.redis.Answer(s.host, id) // Redis runs the admission; its answer goes nowhere
+	s.tickAndAnswer()
+	s.outcomes[outResetUnanswered]++
+	for _, subject := range m.subjects {
+		s.check(subject, s.want[subject], "after a reset before the admission's answer", i, what+", reset before Redis answered")
+	}
+}
+
+// tickAndAnswer ticks the plugin and answers what it sends from its own
+// context.
+func (s *soakRun) tickAndAnswer() {
+	s.host.Tick()
+	for s.redis.Answer(s.host, proxytest.PluginContextID) > 0 {
 	}
 }
 
