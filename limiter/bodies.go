@@ -94,7 +94,8 @@ func (r *request) readResponse() {
 // upstream sent it; the chunk itself goes on undelayed and unchanged, except
 // in a filtered response (streams.go), which loses its usage-only chunk and
 // holds an event cut across chunks back until its end: changed says the
-// chunk is to be replaced by out. The last chunk may be held until its
+// chunk is to be replaced by out (a host call and a copy, saved for the
+// chunks a filter passes whole). The last chunk may be held until its
 // charges are answered (charges.go): the host keeps it, replaced, until
 // then.
 func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bool) {
@@ -107,9 +108,16 @@ func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bo
 		}
 	}
 	if r.filter != nil {
-		return r.filter.Write(chunk, last), true
+		out = r.filter.Write(chunk, last)
+		return out, !sameBytes(out, chunk)
 	}
 	return chunk, false
+}
+
+// sameBytes says whether out is chunk itself, as a Filter returns a chunk
+// it passes whole: then the host keeps the chunk it has.
+func sameBytes(out, chunk []byte) bool {
+	return len(out) == len(chunk) && (len(out) == 0 || &out[0] == &chunk[0])
 }
 
 // responseTrailers ends a response that ends with trailers as its last
