@@ -98,6 +98,18 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 			x.RequireRejected(429)
 		})
 
+		t.Run("no body chunk passes while Redis decides", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 1000`))
+			x := p.Send(key)
+			require.Equal(t, types.HeaderStopAllIterationAndWatermark, x.Action)
+			assert.Equal(t, types.ActionPause, p.Host.CallOnRequestBody(x.ID, []byte(body), false))
+			assert.Equal(t, types.ActionPause, p.Host.CallOnRequestTrailers(x.ID, trailers))
+			x.Answer()
+			x.RequireRejected(429)
+		})
+
 		t.Run("a stream asked for its usage: rewritten before its trailers go", func(t *testing.T) {
 			redis.Do("FLUSHALL")
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))

@@ -68,11 +68,17 @@ func (h *httpContext) request() *request {
 }
 
 // OnHttpRequestBody buffers a body the limiter reads (the host keeps it
-// while the hook pauses) and hands it over at its end.
+// while the hook pauses) and hands it over at its end. Any other body waits
+// while Redis decides: a gateway does not deliver it before the headers go
+// on, but nothing of a request may pass before its admission, whatever the
+// host.
 func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 	current = h
 	defer func() { current = nil }()
 	r := h.request()
+	if r != nil && !r.readsBody && (r.pending > 0 || r.queue != nil) {
+		return types.ActionPause
+	}
 	if r == nil || !r.readsBody {
 		return h.HttpContext.OnHttpRequestBody(size, end)
 	}
