@@ -3,6 +3,8 @@ package config
 import (
 	"math"
 	"strconv"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
 // MatchMode says how many rule items apply to one request.
@@ -75,7 +77,14 @@ type Cost struct {
 
 // Tokens is what a response with these counts costs; input includes the
 // cache reads and writes. Weighted costs are rounded up to whole tokens.
+//
+// The counts come from a response or a request's estimate, which a client
+// or an upstream may set to anything: each is taken in [0,
+// estimate.MaxTokens], and the cost saturates at estimate.MaxTokens, so it
+// never wraps into a negative charge and Redis's Lua always holds it exactly.
 func (c *Cost) Tokens(input, output, cacheRead, cacheCreation int64, model string) int64 {
+	input, output = bound(input), bound(output)
+	cacheRead, cacheCreation = bound(cacheRead), bound(cacheCreation)
 	switch c.Strategy {
 	case CountInput:
 		return input
@@ -86,10 +95,15 @@ func (c *Cost) Tokens(input, output, cacheRead, cacheCreation int64, model strin
 		uncached := max(input-cacheRead-cacheCreation, 0)
 		sum := float64(uncached)*w.Input + float64(output)*w.Output +
 			float64(cacheRead)*w.CacheRead + float64(cacheCreation)*w.CacheCreation
-		return int64(math.Ceil(sum - 1e-9)) // 1e-9: 0.1*30 must not round up to 4
+		// Clamped before converting: up to 4 × MaxTokens × maxWeight does
+		// not fit an int64. 1e-9: 0.1*30 must not round up to 4.
+		return int64(math.Ceil(min(sum, float64(estimate.MaxTokens)) - 1e-9))
 	}
-	return input + output
+	return min(input+output, estimate.MaxTokens) // no overflow: each is at most MaxTokens
 }
+
+// bound takes a token count into [0, estimate.MaxTokens].
+func bound(n int64) int64 { return min(max(n, 0), estimate.MaxTokens) }
 
 func (c *Cost) weightsFor(model string) Weights {
 	if w, ok := c.ModelWeights[model]; ok {

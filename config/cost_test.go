@@ -1,11 +1,14 @@
 package config
 
 import (
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
 func TestCostOptionsInvalid(t *testing.T) {
@@ -96,4 +99,36 @@ func TestMatchAllLayersEveryMatchingItem(t *testing.T) {
 	got = first.MatchAll(r, got[:0])
 	require.Len(t, got, 1, "first mode: one")
 	assert.Equal(t, "alice", got[0].Value)
+}
+
+// Every count a response reports, or an estimate names, costs at most
+// estimate.MaxTokens, and so does their sum: a huge or negative count never
+// wraps into a negative charge (which gave a window back) nor sends Redis a
+// number its Lua cannot hold.
+func TestCostTokensSaturate(t *testing.T) {
+	const most = estimate.MaxTokens
+	huge := int64(math.MaxInt64)
+	weighted := Cost{Strategy: CountWeighted, Weights: Weights{Input: 1, Output: maxWeight, CacheRead: maxWeight, CacheCreation: maxWeight}}
+	for _, c := range []struct {
+		name                                  string
+		cost                                  Cost
+		input, output, cacheRead, cacheCreate int64
+		want                                  int64
+	}{
+		{"total of two huge counts", Cost{}, 1, huge, 0, 0, most},
+		{"total of two counts just under the bound", Cost{}, most - 1, most - 1, 0, 0, most},
+		{"total exactly at the bound", Cost{}, most - 10, 10, 0, 0, most},
+		{"input", Cost{Strategy: CountInput}, huge, 5, 0, 0, most},
+		{"output", Cost{Strategy: CountOutput}, 5, huge, 0, 0, most},
+		{"weighted huge output", weighted, 1, huge, 0, 0, most},
+		{"weighted huge cache reads", weighted, huge, 0, huge, 0, most},
+		{"weighted: a price past the bound", weighted, 0, most / 1000, 0, 0, most},
+		{"weighted exactly at the bound", weighted, 0, most / maxWeight, 0, 0, most},
+		{"negative counts count as none", Cost{}, -5, math.MinInt64, 0, 0, 0},
+		{"weighted negative counts", weighted, -1, -1, -1, -1, 0},
+		{"cache counts above the input", weighted, 10, 0, huge, huge, most},
+	} {
+		got := c.cost.Tokens(c.input, c.output, c.cacheRead, c.cacheCreate, "")
+		assert.Equal(t, c.want, got, c.name)
+	}
 }

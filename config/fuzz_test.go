@@ -227,9 +227,12 @@ func checkConfig(t *testing.T, c *Config) {
 			t.Fatalf("bad key: %+v", k)
 		}
 		for i, w := range k.Windows {
-			if w.Limit <= 0 || w.Seconds <= 0 || w.Field == "" || (i > 0 && k.Windows[i-1].Seconds >= w.Seconds) {
+			if w.Limit <= 0 || w.Limit > MaxLimit || w.Seconds <= 0 || w.Field == "" || (i > 0 && k.Windows[i-1].Seconds >= w.Seconds) {
 				t.Fatalf("bad windows: %+v", k.Windows)
 			}
+		}
+		if k.MaxConcurrent < 0 || k.MaxConcurrent > MaxLimit {
+			t.Fatalf("bad concurrency limit: %+v", k)
 		}
 	}
 }

@@ -8,6 +8,7 @@ package config
 import (
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -25,6 +26,13 @@ const (
 	limitKeysField    = "limit_keys"
 	keyField          = "key"
 )
+
+// MaxLimit is the largest limit (token_per_*, query_per_*,
+// max_concurrent_requests): 2^53. Redis's Lua scripts count in doubles,
+// which hold every integer up to it exactly and no odd one above; a larger
+// limit (an operator's "unlimited", 2^63 − 1) would be read rounded, and
+// turns into a garbage reply. Real limits are far below it.
+const MaxLimit = 1 << 53
 
 // Bounds of top-level fields.
 const (
@@ -98,11 +106,23 @@ var limitKeyFields = append(slices.Clip(globalFields), required(customField(keyF
 func limitTable() fields[LimitKey] {
 	fs := make(fields[LimitKey], 0, len(windowKinds)+1)
 	for _, w := range windowKinds {
-		fs = append(fs, intField(w.field, 1, math.MaxInt64, func(k *LimitKey, n int64) {
+		fs = append(fs, limitField(w.field, func(k *LimitKey, n int64) {
 			k.Windows = append(k.Windows, Window{Field: w.field, Unit: w.unit, Seconds: w.seconds, Limit: n})
 		}))
 	}
-	return append(fs, intField("max_concurrent_requests", 1, math.MaxInt64, func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
+	return append(fs, limitField("max_concurrent_requests", func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
+}
+
+// limitField is a limit: a positive integer, at most MaxLimit.
+func limitField(name string, set func(*LimitKey, int64)) field[LimitKey] {
+	return valueField(name, func(path string, v gjson.Result) (int64, error) {
+		n, err := readInt(path, v, 1, math.MaxInt64)
+		if err == nil && n > MaxLimit {
+			return 0, fieldErr(path, "must be at most ", strconv.FormatInt(MaxLimit, 10),
+				" (2^53, the largest count Redis's Lua scripts hold exactly), got ", describe(v))
+		}
+		return n, err
+	}, set)
 }
 
 // limitFields returns the names of a limit key's limits, in table order.

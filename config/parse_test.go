@@ -543,3 +543,28 @@ func TestRequestWindowsAndConcurrency(t *testing.T) {
 	c = mustParse(t, `{"rule_name":"r","over_limit_action":"queue","max_queue_wait_ms":200,"global_threshold":{"query_per_second":10},`+redisOK+`}`)
 	require.Equal(t, int64(200), c.MaxQueueWaitMs)
 }
+
+// Redis's Lua scripts count in doubles, exact only up to 2^53: a limit above
+// it (an operator's "unlimited", 2^63 − 1) made every admission of its key
+// fail. Such limits are refused, naming the field; 2^53 itself is accepted.
+func TestLimitsAboveTwoToThe53AreRefused(t *testing.T) {
+	const most = "must be at most 9007199254740992 (2^53, the largest count Redis's Lua scripts hold exactly), got number "
+	for _, c := range []struct{ name, json, want string }{
+		{"key tokens", withItems(`{"limit_by_header":"h","limit_keys":[{"key":"a","token_per_day":9223372036854775295}]}`),
+			`rule_items[0].limit_keys[0].token_per_day: ` + most + `9223372036854775295`},
+		{"2^53 + 1", withItems(`{"limit_by_header":"h","limit_keys":[{"key":"a","token_per_second":9007199254740993}]}`),
+			`rule_items[0].limit_keys[0].token_per_second: ` + most + `9007199254740993`},
+		{"global requests", `{"rule_name":"r","global_threshold":{"query_per_minute":9223372036854775807},` + redisOK + `}`,
+			`global_threshold.query_per_minute: ` + most + `9223372036854775807`},
+		{"concurrency as a float", `{"rule_name":"r","global_threshold":{"max_concurrent_requests":1e16},` + redisOK + `}`,
+			`global_threshold.max_concurrent_requests: ` + most + `1e16`},
+	} {
+		_, err := ParseString(c.json)
+		require.EqualError(t, err, c.want, c.name)
+	}
+
+	cfg := mustParse(t, withItems(`{"limit_by_header":"h","limit_keys":[{"key":"a","token_per_day":9007199254740992,
+		"query_per_day":9007199254740992,"max_concurrent_requests":9007199254740992}]}`))
+	k := cfg.Items[0].Keys[0]
+	require.Equal(t, []int64{1 << 53, 1 << 53, 1 << 53}, []int64{k.Windows[0].Limit, k.Windows[1].Limit, k.MaxConcurrent})
+}

@@ -41,9 +41,20 @@
 // The completion estimate is the first of max_completion_tokens,
 // max_tokens, max_output_tokens (top level) and the maxOutputTokens (or
 // max_output_tokens) of generationConfig (or generation_config) that holds a
-// positive integer written as one (no fraction, no exponent, at most
-// math.MaxInt64); without one, Options.DefaultCompletionTokens. The value is
-// returned as the request names it, however large.
+// positive number, however it is written (4096, 4096.0, 4.096e3); a
+// fraction is rounded up. Without one, Options.DefaultCompletionTokens.
+//
+// # Bounds
+//
+// Prompt and Completion are at most MaxTokens (10^15): a larger cap (an
+// "unlimited" 9223372036854775807, 1e300, a number of any length), default
+// or declared body size counts as MaxTokens. Clients choose these numbers,
+// and the limiter adds them up, prices them and sends them to Redis, whose
+// Lua scripts count in doubles, exact up to 2^53 (about 9 × 10^15): bounded
+// at MaxTokens, a few of them summed and a counter they are added to stay
+// exact, and nothing overflows an int64. No real request comes near it (the
+// largest context windows are ~10^7 tokens), and a reservation of MaxTokens
+// exceeds any real window's limit: such a request is rejected.
 //
 // # Odd bodies
 //
@@ -90,10 +101,14 @@ import (
 // counting as 1, of a body that is parsed. Deeper bodies are estimated by size.
 const MaxDepth = 1000
 
+// MaxTokens is the largest Prompt or Completion an estimate holds, and the
+// largest token amount the limiter charges or reserves (see Bounds).
+const MaxTokens int64 = 1_000_000_000_000_000
+
 // Estimate is what a request is expected to cost before it runs.
 type Estimate struct {
-	Prompt     int64  // estimated input tokens: bytes of prompt text / BytesPerToken, rounded up
-	Completion int64  // the output cap the request names, else the default
+	Prompt     int64  // estimated input tokens: bytes of prompt text / BytesPerToken, rounded up, at most MaxTokens
+	Completion int64  // the output cap the request names, else the default; at most MaxTokens
 	Model      string // the model the request names ("" when none)
 	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep): Prompt is then len(body)/BytesPerToken, rounded up
 }
@@ -135,7 +150,7 @@ func Request(body []byte, path string, o Options) Estimate {
 		return e
 	}
 	e.Parsed = true
-	e.Prompt = ceilDiv(w.text, max(o.BytesPerToken, 1))
+	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1)), MaxTokens)
 	for _, c := range w.caps {
 		if c > 0 {
 			e.Completion = c
@@ -152,11 +167,12 @@ func Request(body []byte, path string, o Options) Estimate {
 }
 
 // Size estimates a request whose body cannot be read (compressed, binary) by
-// its declared size in bytes, as Request does an unparsed body.
+// its declared size in bytes, as Request does an unparsed body. The size
+// comes from the client (Content-Length): any int64 gives at most MaxTokens.
 func Size(bodyBytes int64, path string, o Options) Estimate {
 	return Estimate{
-		Prompt:     ceilDiv(max(bodyBytes, 0), max(o.BytesPerToken, 1)),
-		Completion: max(o.DefaultCompletionTokens, 0),
+		Prompt:     min(ceilDiv(max(bodyBytes, 0), max(o.BytesPerToken, 1)), MaxTokens),
+		Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens),
 		Model:      ModelFromPath(path),
 	}
 }

@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -200,21 +201,61 @@ func TestOutputCap(t *testing.T) {
 		body: `{"max_completion_tokens":0,"max_tokens":"100","max_output_tokens":-5,"generationConfig":{"maxOutputTokens":7}}`,
 		want: Estimate{Completion: 7, Parsed: true},
 	}, {
-		name: "non-integers",
-		body: `{"max_tokens":1.5,"max_completion_tokens":1e3,"max_output_tokens":100.0}`,
+		name: "integer-valued floats",
+		body: `{"max_tokens":2048.0,"max_completion_tokens":2.048e3,"max_output_tokens":100.0}`,
+		want: Estimate{Completion: 2048, Parsed: true},
+	}, {
+		name: "an integer-valued float alone",
+		body: `{"max_output_tokens":100.0}`,
+		want: Estimate{Completion: 100, Parsed: true},
+	}, {
+		name: "a float with an exponent",
+		body: `{"max_output_tokens":1E3}`,
+		want: Estimate{Completion: 1000, Parsed: true},
+	}, {
+		name: "a fraction is rounded up",
+		body: `{"max_tokens":1.5}`,
+		want: Estimate{Completion: 2, Parsed: true},
+	}, {
+		name: "a positive fraction below one counts as one",
+		body: `{"max_tokens":0.25}`,
+		want: Estimate{Completion: 1, Parsed: true},
+	}, {
+		name: "zero written as a float",
+		body: `{"max_tokens":0.0,"max_output_tokens":0e5}`,
+		want: Estimate{Completion: 4096, Parsed: true},
+	}, {
+		name: "a float too small to be a number of tokens",
+		body: `{"max_tokens":1e-400}`,
 		want: Estimate{Completion: 4096, Parsed: true},
 	}, {
 		name: "other types",
 		body: `{"max_tokens":true,"max_completion_tokens":null,"max_output_tokens":[1],"generationConfig":{"maxOutputTokens":{}}}`,
 		want: Estimate{Completion: 4096, Parsed: true},
 	}, {
-		name: "largest int64",
+		name: "largest int64: MaxTokens",
 		body: `{"max_tokens":9223372036854775807}`,
-		want: Estimate{Completion: 9223372036854775807, Parsed: true},
+		want: Estimate{Completion: MaxTokens, Parsed: true},
 	}, {
-		name: "overflow",
-		body: `{"max_tokens":9223372036854775808}`,
-		want: Estimate{Completion: 4096, Parsed: true},
+		name: "past int64: MaxTokens, not ignored",
+		body: `{"max_tokens":92233720368547758080000000000000000000000}`,
+		want: Estimate{Completion: MaxTokens, Parsed: true},
+	}, {
+		name: "MaxTokens exactly, and one more",
+		body: `{"max_tokens":1000000000000000,"max_completion_tokens":1000000000000001}`,
+		want: Estimate{Completion: MaxTokens, Parsed: true},
+	}, {
+		name: "one less than MaxTokens",
+		body: `{"max_tokens":999999999999999}`,
+		want: Estimate{Completion: MaxTokens - 1, Parsed: true},
+	}, {
+		name: "huge floats: MaxTokens",
+		body: `{"max_tokens":1e300,"max_output_tokens":1e400,"generationConfig":{"maxOutputTokens":9.3e18}}`,
+		want: Estimate{Completion: MaxTokens, Parsed: true},
+	}, {
+		name: "a float past MaxTokens, by a fraction",
+		body: `{"max_tokens":1000000000000000.5}`,
+		want: Estimate{Completion: MaxTokens, Parsed: true},
 	}, {
 		name: "the last usable occurrence wins",
 		body: `{"max_tokens":5,"max_tokens":6,"max_tokens":"7"}`,
@@ -462,7 +503,7 @@ func TestValidity(t *testing.T) {
 	}
 	values := []string{
 		// Valid.
-		`0`, `-0`, `7`, `-12.34`, `1.5e+10`, `1E-2`, `2e5`, `0.0`, `true`, `false`, `null`,
+		`0`, `-0`, `7`, `-12.34`, `1.5e+10`, `1E-2`, `2e5`, `0.0`, `1e400`, `1e-400`, `99999999999999999999`, `true`, `false`, `null`,
 		`""`, `"x"`, `"\u00e9\ud83d\ude00\uD83D\uDE00"`, `"\b\f\n\r\t\/\\\""`, `"\u0000"`, "\"\x7f\xff\xc3\xa9\"",
 		`{}`, `[]`, `{ }`, `[ ]`, `{"a":[1,{"b":null}],"c":"d"}`, `[ 1 , "2" , [ ] , { } ]`,
 		`[{"type":"text","text":"t"}]`, `[{"type":"tool_result","content":[{"text":"x"}]}]`,
@@ -497,4 +538,19 @@ func TestSizeEstimatesAnUnreadableBody(t *testing.T) {
 		Size(1000, "/v1beta/models/gemini-2.5-flash:generateContent", o))
 	assert.Equal(t, Estimate{Prompt: 1, Completion: 512}, Size(3, "/v1/chat/completions", o))
 	assert.Equal(t, Size(5000, "", o).Prompt, Request(make([]byte, 5000), "", o).Prompt, "same as an unparsed body")
+}
+
+// No estimate exceeds MaxTokens: not a declared size a client can set to
+// anything (Content-Length: 9223372036854775807), nor a default, however
+// they were configured; a request for more tokens than MaxTokens reserves
+// MaxTokens, which no window below it admits.
+func TestEstimatesStayWithinMaxTokens(t *testing.T) {
+	o := Options{BytesPerToken: 1, DefaultCompletionTokens: math.MaxInt64}
+	assert.Equal(t, Estimate{Prompt: MaxTokens, Completion: MaxTokens}, Size(math.MaxInt64, "", o))
+	assert.Equal(t, Estimate{Prompt: MaxTokens, Completion: MaxTokens}, Size(MaxTokens+1, "", o))
+	assert.Equal(t, Estimate{Prompt: MaxTokens - 1, Completion: MaxTokens}, Size(MaxTokens-1, "", o))
+	assert.Equal(t, Estimate{Completion: MaxTokens}, Request(nil, "", o), "a bodyless request")
+	assert.Equal(t, Estimate{Prompt: 2, Completion: MaxTokens, Parsed: true}, Request([]byte(`{"input":"Hi"}`), "", o))
+	assert.Equal(t, Estimate{Prompt: 2, Completion: 7, Parsed: true}, Request([]byte(`{"input":"Hi","max_tokens":7}`), "", o))
+	assert.Equal(t, reference([]byte(`{"input":"Hi"}`), "", o), Request([]byte(`{"input":"Hi"}`), "", o), "reference")
 }

@@ -1,7 +1,7 @@
 package estimate
 
 import (
-	"strconv"
+	"math"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -14,10 +14,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	if bpt <= 0 {
 		bpt = 1
 	}
-	e := Estimate{Completion: o.DefaultCompletionTokens, Model: ModelFromPath(path)}
-	if e.Completion < 0 {
-		e.Completion = 0
-	}
+	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: ModelFromPath(path)}
 	if len(body) == 0 {
 		return e
 	}
@@ -25,6 +22,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	if int64(len(body))%bpt != 0 {
 		bySize++
 	}
+	bySize = min(bySize, MaxTokens)
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		e.Prompt = bySize
 		if m := gjson.GetBytes(body, "model"); o.ModelOfLargeBodies && e.Model == "" && m.Type == gjson.String {
@@ -51,11 +49,8 @@ func reference(body []byte, path string, o Options) Estimate {
 		}
 	}
 	positive := func(slot int, v gjson.Result) {
-		if v.Type != gjson.Number {
-			return
-		}
-		if n, err := strconv.ParseInt(v.Raw, 10, 64); err == nil && n > 0 {
-			caps[slot] = n
+		if v.Type == gjson.Number && v.Num > 0 { // gjson reads a number too large for a float64 as +Inf
+			caps[slot] = int64(math.Ceil(min(v.Num, float64(MaxTokens))))
 		}
 	}
 	var content func(v gjson.Result, nested bool)
@@ -154,6 +149,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	if text%bpt != 0 {
 		e.Prompt++
 	}
+	e.Prompt = min(e.Prompt, MaxTokens)
 	for _, c := range caps {
 		if c > 0 {
 			e.Completion = c

@@ -2,6 +2,7 @@ package estimate
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -219,14 +220,14 @@ func (w *walker) generationConfig() {
 	}
 }
 
-// cap reads an output cap, keeping it if it is a positive integer.
+// cap reads an output cap, keeping it if it is a positive number.
 func (w *walker) cap(slot int) {
 	v := w.i
 	if c := w.peek(); c < '0' || c > '9' {
 		return
 	}
 	w.skip()
-	if n := positiveInt(w.s[v:w.i]); n > 0 {
+	if n := capValue(w.s[v:w.i]); n > 0 {
 		w.caps[slot] = n
 	}
 }
@@ -608,23 +609,21 @@ func hex4(s string, i int) (rune, bool) {
 	return r, true
 }
 
-// positiveInt parses a positive decimal integer, returning 0 for anything
-// else, overflow included.
-func positiveInt(s string) int64 {
-	if s == "" {
-		return 0
-	}
+// capValue is the number of tokens a non-negative JSON number names as an
+// output cap: its value rounded up, at most MaxTokens, however many digits
+// it has (0 for zero, and for a number too small for a float64).
+func capValue(num string) int64 {
 	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+	for i := 0; i < len(num); i++ {
+		c := num[i]
 		if c < '0' || c > '9' {
-			return 0
+			// A fraction or an exponent (4096.0, 4.096e3): rare, read as a
+			// float64, which holds every integer up to MaxTokens exactly.
+			// Too large for one, it is +Inf (and an error): MaxTokens.
+			f, _ := strconv.ParseFloat(num, 64)
+			return int64(math.Ceil(min(f, float64(MaxTokens))))
 		}
-		d := int64(c - '0')
-		if n > (math.MaxInt64-d)/10 {
-			return 0
-		}
-		n = n*10 + d
+		n = min(n*10+int64(c-'0'), MaxTokens) // no overflow: 10·MaxTokens + 9 < 2^63
 	}
 	return n
 }

@@ -37,10 +37,11 @@ type pendingCharge struct {
 }
 
 // charge adds tokens (negative: gives back) to every token window of
-// subjects and requests to every request window, in the buckets of time at
-// (0: now), and releases the request's lease, if any. From the hook of the
-// response's last chunk it goes out at once and holds that chunk until
-// answered; otherwise it goes out from the next tick.
+// subjects and requests to every request window, and releases the request's
+// lease, if any: what is added goes to the buckets current now, what is
+// given back to the buckets of time at (the admission's; 0: now). From the
+// hook of the response's last chunk it goes out at once and holds that chunk
+// until answered; otherwise it goes out from the next tick.
 func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
 	c := &pendingCharge{r: r, subjects: subjects, tokens: tokens, requests: requests, at: at, id: newLeaseID()}
 	if !r.lastChunk {

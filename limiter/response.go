@@ -91,11 +91,11 @@ func (r *request) settle(complete bool) {
 		if (delta == 0 || !g.tokens) && !g.leases {
 			continue // nothing to charge, nothing to release
 		}
-		at := int64(0) // not reserved: charge the windows current now
-		if r.reserved > 0 {
-			at = g.verdict.At // reconcile in the buckets of the reservation
-		}
-		r.charge(g.subjects, delta, 0, at)
+		// What the response used beyond its reservation goes to the windows
+		// current now, where the next admission reads it, however long the
+		// stream lasted; a refund goes back to the buckets the reservation
+		// went into, those of the admission (charge.lua).
+		r.charge(g.subjects, delta, 0, g.verdict.At)
 	}
 }
 

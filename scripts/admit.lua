@@ -10,6 +10,7 @@
 --            (scripts.go) reads it into sec + frac = now
 -- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
 --            more admits only when "used + cost <= limit" in every token window
+--            (at most estimate.MaxTokens, and limits at most 2^53: exact here)
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
 --            request takes leases, '<lease seconds>:<lease id>', then, when
 --            the admission takes anything, '!<seconds>/<marker id>': it notes
@@ -25,7 +26,7 @@
 --   decides (rejected: the closed one that has room last; allowed: the token
 --   window with the fewest tokens left, else the request window with the
 --   fewest requests left), remaining counts this request, now is the second
---   the buckets were taken at (to reconcile into the same buckets later), kind
+--   the buckets were taken at (a refund goes back into them later), kind
 --   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
 --   progress, and wait is how long until it has room, in milliseconds (0 when
 --   allowed, and for requests in progress, which can end any time).

@@ -1,15 +1,18 @@
 -- charge.lua: settle a request in every subject in KEYS (one slot).
 -- Adds the usage a response reported to the token windows, reconciles a
--- reservation (the difference between usage and reservation, possibly
--- negative) or rolls an admission back, and releases the request's
--- concurrency leases. Whole amounts are added even past the limit: the next
--- admission sees it.
+-- reservation (the difference between usage and reservation) or rolls an
+-- admission back, and releases the request's concurrency leases. What is
+-- added goes to the buckets current now, even past the limit: the next
+-- admission sees it, however long ago the request was admitted. What is
+-- given back (negative) goes to the buckets of the admission, where the
+-- reservation went. A bucket holds 0 to 2^53; one brought to 0 is deleted.
 --
 -- KEYS[k]    subject k (see package cachekey)
 -- ARGV[1]    the time in seconds; empty in production, for Redis's clock; the
---            prelude (scripts.go) reads it into now, which expiries follow
--- ARGV[2]    the time whose buckets are charged: the admission's when
---            reconciling or rolling back; empty for now
+--            prelude (scripts.go) reads it into sec + frac = now: what is
+--            added goes to its buckets, and expiries follow it
+-- ARGV[2]    the admission's time (a Verdict's At), whose buckets what is
+--            given back goes to; empty for now
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
 --            request holds leases, ':<lease id>' to release, then, when the
 --            charge may be sent twice, '/<seconds>/<charge id>': its marker
@@ -23,9 +26,10 @@
 -- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
 -- ARGV[6..]  per subject, in KEYS order: its window count n, followed by 'c'
 --            when it holds a lease; then its n windows, e.g. 't60' (see admit.lua)
--- Reply: the new total of each window, in the order given (0 when untouched);
--- empty when the charge id's marker was there: it had been applied already,
--- and when a cancelled admission had not admitted (or not run).
+-- Reply: the new total of each window, in the order given (0 when untouched
+-- or deleted); empty when the charge id's marker was there: it had been
+-- applied already, and when a cancelled admission had not admitted (or not
+-- run).
 
 local cancel_seconds, cancel = string.match(ARGV[3], '!(%d+)/(.+)$')
 if cancel then
@@ -39,7 +43,9 @@ local marker_seconds, charge = string.match(ARGV[3], '/(%d+)/([^!]+)$')
 if charge and not redis.call('SET', KEYS[1] .. ':x:' .. charge, '1', 'NX', 'EX', marker_seconds) then
   return {}                                                     -- a retry of a charge that went through: done already
 end
-local at = tonumber(ARGV[2]) or now
+local most = 2^53                                               -- what a bucket holds at most (config.MaxLimit, the largest
+                                                                -- limit): Lua's doubles hold every count up to it exactly
+local at = tonumber(ARGV[2]) or sec                             -- the admission's second (its buckets), else now's
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
 local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
@@ -53,21 +59,27 @@ for k = 1, #KEYS do
     a = a + 1
     local amount = amounts[string.sub(spec, 1, 1)]
     local w = tonumber(string.sub(spec, 2))
-    local bucket = math.floor(at / w)                           -- the bucket of that time
+    local bucket = math.floor((amount > 0 and sec or at) / w)   -- added: the bucket current now; given back: the admission's
     local key = KEYS[k] .. ':' .. spec .. ':' .. bucket         -- same slot as KEYS[k]: the hash tag is shared
-    if amount == 0 or (amount < 0 and redis.call('EXISTS', key) == 0) then -- nothing to add, or expired: nothing to give back
+    local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
+    if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
       totals[#totals + 1] = 0
     else
-      local total = redis.call('INCRBY', key, amount)
-      if total < 0 then                                         -- gave back more than the bucket holds (its reservation
-        total = redis.call('INCRBY', key, -total)               -- went with a Redis restart): back to zero, not below,
-      end                                                       -- or the window would admit more than its limit
-      totals[#totals + 1] = total
-      if redis.call('TTL', key) < 0 then                        -- new bucket: it lives until its window ends,
-        local ttl = math.max(math.ceil((bucket + 1) * w - now), 0) + 1 -- and one more when sliding reads it
-        if sliding then ttl = ttl + w end
-        redis.call('EXPIRE', key, ttl)
+      held = held or 0
+      local total = math.min(math.max(held + amount, 0), most)  -- not below zero (a refund whose reservation went with a
+                                                                -- Redis restart: the window would admit more than its
+                                                                -- limit), not past 2^53 (charges past the limit pile up)
+      if total == 0 then
+        redis.call('DEL', key)                                  -- empty: gone now rather than at its expiry
+      else
+        redis.call('INCRBY', key, total - held)                 -- exact: both at most 2^53; keeps the bucket's expiry
+        if redis.call('TTL', key) < 0 then                      -- new bucket: it lives until its window ends,
+          local ttl = math.max(math.ceil((bucket + 1) * w - now), 0) + 1 -- and one more when sliding reads it
+          if sliding then ttl = ttl + w end
+          redis.call('EXPIRE', key, ttl)
+        end
       end
+      totals[#totals + 1] = total
     end
   end
   if leased == 'c' and id then redis.call('ZREM', KEYS[k] .. ':c', id) end -- the request is no longer in progress

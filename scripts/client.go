@@ -14,6 +14,7 @@ import (
 	"github.com/tidwall/resp"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
 // Errors a call can end with; the limiter applies its failure mode to all of them.
@@ -103,11 +104,12 @@ type Options struct {
 
 // Admit asks whether one more request of the subjects (all in one Redis
 // Cluster slot) may go, reserving cost tokens in every token window when it
-// may (cost 0: check only), counting it in every request window, and taking a
-// lease named leaseID in every subject with a concurrency limit. markerID
-// ("": none) names the admission so that Cancel can undo it. done gets the
-// verdict, or an error when Redis could not give one; when Admit itself
-// returns an error, done is never called.
+// may (cost 0: check only; more than estimate.MaxTokens reserves that),
+// counting it in every request window, and taking a lease named leaseID in
+// every subject with a concurrency limit. markerID ("": none) names the
+// admission so that Cancel can undo it. done gets the verdict, or an error
+// when Redis could not give one; when Admit itself returns an error, done is
+// never called.
 func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string, done func(Verdict, error)) error {
 	encode := func(bySource bool) []byte { return c.encodeAdmit(subjects, cost, leaseID, markerID, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
@@ -123,7 +125,7 @@ func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string,
 func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID, markerID string, bySource bool) []byte {
 	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)), bySource, opAdmit, subjects, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
-	q = appendBulkInt(q, cost)
+	q = appendBulkInt(q, tokenAmount(max(cost, 0)))
 	q = c.appendOptions(q, true, leaseID, true, markerID)
 	for _, s := range subjects {
 		q = appendSubjectHead(q, s, true)
@@ -136,12 +138,15 @@ func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID, markerID s
 }
 
 // Charge settles a request in the subjects (all in one slot): it adds tokens
-// (negative: gives back) to every token window and requests to every request
-// window, in the buckets of time at (a Verdict's At; 0: now), and releases the
-// lease leaseID ("": none) where the subjects have a concurrency limit.
-// chargeID ("": none) names the charge so that sending it again applies it
-// once (see ChargeMarkerSeconds). done, if not nil, gets nil or the error;
-// when Charge itself returns an error, done is never called.
+// to every token window and requests to every request window, and releases
+// the lease leaseID ("": none) where the subjects have a concurrency limit.
+// What is added goes to the buckets current now, by Redis's clock; what is
+// given back (negative amounts: a refund, a rollback) to the buckets of time
+// at (a Verdict's At, where the reservation went; 0: now). Amounts are
+// taken within ±estimate.MaxTokens. chargeID ("": none) names the charge so
+// that sending it again applies it once (see ChargeMarkerSeconds). done, if
+// not nil, gets nil or the error; when Charge itself returns an error, done
+// is never called.
 func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID string, done func(error)) error {
 	encode := func(bySource bool) []byte {
 		return c.encodeCharge(subjects, tokens, requests, at, leaseID, chargeID, "", bySource)
@@ -187,8 +192,8 @@ func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, le
 		q = appendBulkString(q, "") // the buckets of now
 	}
 	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID)
-	q = appendBulkInt(q, tokens)
-	q = appendBulkInt(q, requests)
+	q = appendBulkInt(q, tokenAmount(tokens))
+	q = appendBulkInt(q, tokenAmount(requests))
 	for _, s := range subjects {
 		q = appendSubjectHead(q, s, false)
 		for _, w := range s.Windows {
@@ -196,6 +201,12 @@ func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, le
 		}
 	}
 	return q
+}
+
+// tokenAmount takes an amount the scripts add into ±estimate.MaxTokens:
+// they read it as a double, exact only up to 2^53.
+func tokenAmount(n int64) int64 {
+	return min(max(n, -estimate.MaxTokens), estimate.MaxTokens)
 }
 
 // Renew extends the lease leaseID in every subject with a concurrency limit

@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/tidwall/resp"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
@@ -242,25 +244,137 @@ func TestConcurrentReservationsNeverOvershoot(t *testing.T) {
 	assert.Equal(t, int64(10000), r.Int("GET", bucketKey(subject, 60, now)))
 }
 
-func TestReconcileLandsInTheReservationsBucket(t *testing.T) {
-	r := redistest.Start(t)
-	admission := (r.Now()/60 + 60) * 60 // some minute ahead
-	reserveAt(r, admission, 1000, window{60, 10000})
-	// The stream ends two minutes later, having used 1,400: +400 into the admission's minute.
-	assert.Equal(t, []int64{1400}, chargeAt(r, admission, 400, 60))
-	assert.Equal(t, int64(1400), r.Int("GET", bucketKey(subject, 60, admission)))
-	assert.Equal(t, int64(0), r.Int("GET", bucketKey(subject, 60, admission+120)), "not into the minute current at the end")
-	// A refund gives back; into a bucket that has expired it writes nothing.
-	assert.Equal(t, []int64{400}, chargeAt(r, admission, -1000, 60))
-	assert.Equal(t, []int64{0}, chargeAt(r, admission-600, -1000, 60))
-	assert.Empty(t, r.Keys(bucketKey(subject, 60, admission-600)))
+// reconcile runs charge.lua for a request admitted at admission and
+// settled at now, with the window type ('f' or 's').
+func reconcile(r *redistest.Server, windowType string, admission, now, tokens int64, windows ...int64) []int64 {
+	args := []string{"EVAL", Limiter.Source, "1", subject, opCharge, strconv.FormatInt(now, 10), strconv.FormatInt(admission, 10),
+		windowType, strconv.FormatInt(tokens, 10), "0", strconv.Itoa(len(windows))}
+	for _, w := range windows {
+		args = append(args, "t"+strconv.FormatInt(w, 10))
+	}
+	return ints(r.Do(args...))
+}
 
-	// After a Redis restart, a reservation made before it is gone, but the
-	// bucket may exist again (new admissions): its refund stops at zero.
-	r.Do("SET", bucketKey(subject, 60, admission), "300", "EX", "100")
-	assert.Equal(t, []int64{0}, chargeAt(r, admission, -700, 60), "never below zero")
-	assert.Equal(t, int64(0), r.Int("GET", bucketKey(subject, 60, admission)))
-	assert.InDelta(t, 100, r.Int("TTL", bucketKey(subject, 60, admission)), 1, "the bucket keeps its expiry")
+// A stream that outlives its window: what it used beyond its reservation
+// goes to the buckets current when it is charged, where the next admission
+// reads it; a refund goes back to the buckets the reservation went into.
+func TestReconcileSplitsAcrossWindows(t *testing.T) {
+	r := redistest.Start(t)
+	admission := (r.Now()/86400+1)*86400 + 3600 // tomorrow, 1 h in: minute M
+	later := admission + 120                    // minute M+2, the same day
+	reserveAt(r, admission, 1000, window{60, 10000}, window{86400, 100000})
+
+	// Used 1,400: +400 into minute M+2 (the minute M keeps its 1,000), and
+	// into the day, current at both times.
+	assert.Equal(t, []int64{400, 1400}, reconcile(r, "f", admission, later, 400, 60, 86400))
+	assert.Equal(t, int64(1000), r.Int("GET", bucketKey(subject, 60, admission)), "the admission's minute keeps the reservation")
+	assert.Equal(t, int64(400), r.Int("GET", bucketKey(subject, 60, later)), "the current minute holds the excess")
+	assert.Equal(t, int64(1400), r.Int("GET", bucketKey(subject, 86400, later)))
+	assert.InDelta(t, 60+1, r.Int("TTL", bucketKey(subject, 60, later)), 1, "a new current bucket expires with its window")
+	assert.Equal(t, []int64{0, 400, 0}, admitAt(r, later, window{60, 400})[:3], "the next admission of minute M+2 sees it")
+
+	// Another stream of minute M used 600 of its 1,000: 400 go back to
+	// minute M, nothing to minute M+2.
+	reserveAt(r, admission, 1000, window{60, 10000}, window{86400, 100000})
+	assert.Equal(t, []int64{1600, 2000}, reconcile(r, "f", admission, later, -400, 60, 86400))
+	assert.Equal(t, int64(400), r.Int("GET", bucketKey(subject, 60, later)), "untouched")
+
+	// Settled in the minute it was admitted in: the whole difference there.
+	assert.Equal(t, []int64{2100, 3700}, reconcile(r, "f", later, later, 1700, 60, 86400))
+	assert.Equal(t, int64(1300), reconcile(r, "f", later, later, -800, 60)[0])
+
+	// A refund into a bucket that has expired writes nothing.
+	assert.Equal(t, []int64{0}, reconcile(r, "f", admission-600, later, -1000, 60))
+	assert.Empty(t, r.Keys(bucketKey(subject, 60, admission-600)))
+}
+
+// A sliding window reads its previous bucket weighted: an excess charged
+// there would count only in part. It goes to the current bucket, which
+// lives a window longer for the next one to read.
+func TestSlidingReconcileChargesTheExcessToTheCurrentBucket(t *testing.T) {
+	r := redistest.Start(t)
+	minute := (r.Now()/60 + 60) * 60
+	admission := minute + 50
+	args := func(at int64, cost string) []string {
+		return []string{secs(float64(at)), cost, "s", "1", "t60", "10000"}
+	}
+	require.Equal(t, int64(1), call(r, opAdmit, args(admission, "1000")...)[0])
+	now := minute + 70 // the next minute: the admission's bucket is the previous one
+	assert.Equal(t, []int64{8000}, reconcile(r, "s", admission, now, 8000, 60))
+	assert.Equal(t, int64(1000), r.Int("GET", bucketKey(subject, 60, admission)))
+	assert.Equal(t, int64(8000), r.Int("GET", bucketKey(subject, 60, now)))
+	assert.InDelta(t, 50+1+60, r.Int("TTL", bucketKey(subject, 60, now)), 1, "it outlives its window by one")
+	// 8,000 + 1,000 × 50/60 used: 1,166 left, not 9,000 − 833.
+	assert.Equal(t, []int64{1, 10000, 1166}, call(r, opAdmit, args(now, "0")...)[:3])
+	assert.Equal(t, int64(0), call(r, opAdmit, args(now, "1200")...)[0])
+}
+
+// When a charge brings a bucket to zero, or would take it below (its
+// reservation went with a Redis restart), the bucket is deleted rather than
+// left at 0 until it expires.
+func TestBucketsGivenBackToZeroAreDeleted(t *testing.T) {
+	r := redistest.Start(t)
+	now := (r.Now()/60 + 60) * 60
+	reserveAt(r, now, 700, window{60, 1000})
+	assert.Equal(t, []int64{0}, reconcile(r, "f", now, now, -700, 60))
+	assert.Empty(t, r.Keys(subject+"*"), "given back exactly")
+
+	// After a Redis restart the bucket may exist again (new admissions)
+	// without the reservation: a refund stops at zero.
+	r.Do("SET", bucketKey(subject, 60, now), "300", "EX", "100")
+	assert.Equal(t, []int64{0}, reconcile(r, "f", now, now, -700, 60), "never below zero")
+	assert.Empty(t, r.Keys(subject+"*"))
+
+	// A rolled-back admission uncounts its request windows the same way.
+	at := secs(float64(now))
+	require.Equal(t, int64(1), call(r, opAdmit, at, "0", "f", "1", "q60", "5")[0])
+	assert.Equal(t, []int64{0}, call(r, opCharge, at, at, "f", "0", "-1", "1", "q60"))
+	assert.Empty(t, r.Keys(subject+"*"))
+}
+
+// A bucket holds at most 2^53 (config.MaxLimit), the largest count Lua's
+// doubles hold exactly: charges past the limit, however many and however
+// large, never make INCRBY overflow nor the script fail, and a limit of
+// 2^53 is still enforced.
+func TestBucketsHoldAtMostTwoToThe53(t *testing.T) {
+	r := redistest.Start(t)
+	now := (r.Now()/60 + 60) * 60
+	key := bucketKey(subject, 60, now)
+	most := strconv.FormatInt(config.MaxLimit, 10)
+	for i := 1; i <= 1030; i++ { // 1,024 charges of 2^53 reach 2^63
+		if got := reconcile(r, "f", now, now, config.MaxLimit, 60); len(got) != 1 || got[0] != config.MaxLimit {
+			t.Fatalf("charge %d of 2^53: %v %v", i, got, r.Do("GET", key))
+		}
+	}
+	assert.Equal(t, most, r.Do("GET", key).String())
+	assert.InDelta(t, 61, r.Int("TTL", key), 1, "it keeps its expiry")
+	assert.Equal(t, []int64{config.MaxLimit}, reconcile(r, "f", now, now, math.MaxInt64, 60), "even an amount no caller sends")
+	assert.Equal(t, []int64{0, config.MaxLimit, 0}, admitAt(r, now, window{60, config.MaxLimit})[:3], "a limit of 2^53 is used up")
+	assert.Equal(t, []int64{config.MaxLimit - 1}, reconcile(r, "f", now, now, -1, 60), "and given back to exactly")
+	assert.Equal(t, []int64{0, config.MaxLimit, 0}, reserveAt(r, now, 2, window{60, config.MaxLimit})[:3])
+	assert.Equal(t, []int64{1, config.MaxLimit, 0}, reserveAt(r, now, 1, window{60, config.MaxLimit})[:3])
+}
+
+// The client never sends Redis a cost or a charge past estimate.MaxTokens,
+// whatever it is asked: Lua reads arguments as doubles.
+func TestClientBoundsWhatItSends(t *testing.T) {
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: config.MaxLimit}}}}
+	c := &Client{}
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, math.MaxInt64, "", "", true)), nil)
+	require.NoError(t, err)
+	verdict, err := parseVerdict(v)
+	require.NoError(t, err)
+	assert.True(t, verdict.Allowed)
+	assert.Equal(t, config.MaxLimit-estimate.MaxTokens, verdict.Remaining, "MaxTokens reserved")
+
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, math.MinInt64, 0, verdict.At, "", "", "", true)), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "[0]", fmt.Sprint(ints(v)), "MaxTokens given back")
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, math.MaxInt64, 0, 0, "", "", "", true)), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{estimate.MaxTokens}, ints(v))
 }
 
 func TestOneCallCoversSeveralSubjects(t *testing.T) {

@@ -1,0 +1,290 @@
+package limiter_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// Issue 14 ("Nothing gets through unadmitted or uncharged"), the points
+// about token arithmetic and reconciliation, through the plugin (Go and
+// WASM mode) on a real Redis.
+
+// minuteCounter reads the subject's minute bucket of a time (0 when absent).
+func minuteCounter(redis *redistest.Server, at float64) int64 {
+	return redis.Int("GET", fmt.Sprintf("%s:t60:%d", plugintest.APIKeySubject, int64(at)/60))
+}
+
+// Point 2: "Huge output caps overflow int64. "max_output_tokens":
+// 9223372036854775807 makes prompt + cap wrap negative […]: admitted past a
+// used-up window even with failure_mode: deny, X-TokenRateLimit-Remaining
+// reads 9223372036854774784, and the charge fails." And: "a request whose
+// estimate exceeds a window's limit is rejected (or, with
+// over_limit_action: queue, rejected at once since it can never fit)".
+func TestHardening2HugeOutputCap(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	huge := `{"model":"gpt-4o","max_output_tokens":9223372036854775807,"input":"Hi"}`
+	strategies := []struct{ name, extra string }{
+		{"total_tokens", ""},
+		{"weighted", `"token_count_strategy": "weighted", "token_weights": {"output": 4},`},
+	}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		for _, s := range strategies {
+			t.Run(s.name+": a used-up window rejects it", func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
+					`"failure_mode": "deny", "show_limit_quota_header": true,`, `"token_per_minute": 1000`))
+				used := p.SendBody(plugintest.ChatBody(10), key).Answer()
+				require.True(t, used.Passed())
+				used.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1000, 0))...)
+				require.Equal(t, int64(1000), p.MinuteCounter(plugintest.APIKeySubject), "the minute is used up")
+
+				x := p.SendBody(huge, key).Answer()
+				local := x.RequireRejected(429)
+				assert.Equal(t, "0", plugintest.Header(local.Headers, "X-TokenRateLimit-Remaining"))
+				x.Done()
+				assert.Equal(t, int64(1000), p.MinuteCounter(plugintest.APIKeySubject), "nothing reserved, nothing given back")
+			})
+
+			t.Run(s.name+": with room, it can never fit", func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
+					`"show_limit_quota_header": true,`, `"token_per_minute": 1000000`))
+				x := p.SendBody(huge, key).Answer()
+				x.RequireRejected(429)
+				x.Done()
+				assert.Empty(t, redis.Keys(plugintest.APIKeySubject+":*"), "nothing reserved")
+			})
+
+			t.Run(s.name+": the largest limit holds the largest estimate", func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
+					`"show_limit_quota_header": true,`, `"token_per_minute": 9007199254740992`))
+				x := p.SendBody(huge, key).Answer()
+				require.True(t, x.Passed())
+				headers := x.ResponseHeaders("text/event-stream")
+				assert.Equal(t, strconv.FormatInt(1<<53-estimate.MaxTokens, 10), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
+					"it reserved MaxTokens")
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 10, 20))...)
+				want := int64(30)
+				if s.name == "weighted" {
+					want = 10 + 20*4
+				}
+				assert.Equal(t, want, p.MinuteCounter(plugintest.APIKeySubject), "reconciled to its usage")
+			})
+		}
+
+		t.Run("queue: rejected at once, since it can never fit", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+
+				`"over_limit_action": "queue", "max_queue_wait_ms": 600000,`, `"token_per_minute": 1000`))
+			x := p.SendBody(huge, key).Answer()
+			x.RequireRejected(429)
+			assert.Zero(t, p.RetriesPending(), "not waiting")
+			x.Done()
+		})
+	})
+}
+
+// Point 2: "`max_tokens: 4096.0` (a float) is ignored and the default 1,024
+// reserved instead. […] numeric caps given as integer-valued floats (4096.0,
+// 4.096e3) are read".
+func TestHardening2FloatOutputCap(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		for _, cap := range []string{"4096.0", "4.096e3", "4096E0", "409.55e1"} {
+			t.Run(cap, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 100000`))
+				x := p.SendBody(`{"model":"gpt-4o","max_tokens":`+cap+`,"messages":[{"role":"user","content":"Hi"}]}`, key).Answer()
+				require.True(t, x.Passed())
+				headers := x.ResponseHeaders("text/event-stream")
+				assert.Equal(t, strconv.Itoa(100000-4096-1), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
+					"4,096 output tokens and 1 for the prompt reserved")
+				x.Done()
+			})
+		}
+	})
+}
+
+// Point 2: "usage numbers from responses (tokenusage gives int64) are
+// clamped the same way before charging". A response reporting absurd usage
+// costs MaxTokens: under weighted prices it once overflowed into a negative
+// charge that gave the window back.
+func TestHardening2HugeUsage(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	const most = "9007199254740992" // the largest count tokenusage reads
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		for _, s := range []struct{ name, extra string }{
+			{"total_tokens", ""},
+			{"weighted", `"token_count_strategy": "weighted", "token_weights": {"output": 1000000},`},
+		} {
+			for _, reserve := range []string{"", plugintest.ReservationOn} {
+				t.Run(fmt.Sprintf("%s, reservation %t", s.name, reserve != ""), func(t *testing.T) {
+					redis.Do("FLUSHALL")
+					p := plugintest.Start(t, redis, plugintest.APIKeyConfig(reserve+s.extra, `"token_per_minute": 1000000000`))
+					x := p.SendBody(plugintest.ChatBody(10), key).Answer()
+					require.True(t, x.Passed())
+					x.Respond("application/json", `{"id":"chatcmpl-1","object":"chat.completion","choices":[],`+
+						`"usage":{"prompt_tokens":`+most+`,"completion_tokens":`+most+`,"total_tokens":18014398509481984}}`)
+					assert.Equal(t, estimate.MaxTokens, p.MinuteCounter(plugintest.APIKeySubject), "charged MaxTokens")
+					next := p.SendBody(plugintest.ChatBody(10), key).Answer()
+					next.RequireRejected(429)
+					next.Done()
+				})
+			}
+		}
+	})
+}
+
+// Point 7: "A limit of 2^63−512 or more (an operator's "unlimited") breaks
+// every admission of that key (Lua doubles); under rule_match_mode: all with
+// failure_mode allow, that failure rolls back the other layers and the
+// request goes through uncharged." Limits above 2^53 are refused when the
+// plugin starts; 2^53 itself works in every layer.
+func TestHardening7HugeLimits(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		t.Run("above 2^53: refused at start", func(t *testing.T) {
+			for _, limits := range []string{
+				`"token_per_day": 9223372036854775295`,
+				`"token_per_minute": 9007199254740993`,
+				`"query_per_second": 9223372036854775807`,
+				`"max_concurrent_requests": 1e17`,
+			} {
+				host, status := test.NewTestHost([]byte(plugintest.APIKeyConfig(`"rule_match_mode": "all",`, limits)))
+				assert.Equal(t, types.OnPluginStartStatusFailed, status, limits)
+				host.Reset()
+			}
+		})
+
+		t.Run("2^53 under rule_match_mode all: admitted and charged in every layer", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.AvoidWindowEdge(60, 10)
+			p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_match_mode": "all", "failure_mode": "allow", "show_limit_quota_header": true,
+				"rule_items": [
+					{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 9007199254740992, "query_per_minute": 9007199254740992, "max_concurrent_requests": 9007199254740992}]},
+					{"limit_by_header": "x-team", "limit_keys": [{"key": "blue", "token_per_minute": 1000}]}],
+				`+plugintest.RedisSection+`}`)
+			team := "atrl:{chat|limit_by_header|x-team|blue}"
+			for i := 0; i < 2; i++ {
+				x := p.Request([2]string{"x-api-key", "sk-1"}, [2]string{"x-team", "blue"})
+				require.True(t, x.Passed(), "request %d", i)
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 300, 200))...)
+			}
+			assert.Equal(t, int64(1000), p.MinuteCounter(plugintest.APIKeySubject), "the 2^53 layer is charged")
+			assert.Equal(t, int64(1000), p.MinuteCounter(team), "and so is the other one")
+			x := p.Request([2]string{"x-api-key", "sk-1"}, [2]string{"x-team", "blue"})
+			x.RequireRejected(429)
+			x.DoneAndTick()
+			assert.Equal(t, int64(2), redis.Int("GET", fmt.Sprintf("%s:q60:%d", plugintest.APIKeySubject, redis.Now()/60)),
+				"the rejected request is uncounted in the other layer")
+		})
+
+		t.Run("a bucket of a 2^53 limit charged past it holds 2^53 and rejects", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.AvoidWindowEdge(60, 10)
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"failure_mode": "allow", "show_limit_quota_header": true,`, `"token_per_minute": 9007199254740992`))
+			key := [2]string{"x-api-key", "sk-1"}
+			// Each response reports 2 × 2^53 tokens, charged MaxTokens.
+			charges := int(1<<53/estimate.MaxTokens) + 1
+			for i := 0; i < charges; i++ {
+				x := p.Request(key)
+				require.True(t, x.Passed(), "charge %d", i)
+				x.Respond("application/json", `{"choices":[],"usage":{"prompt_tokens":9007199254740992,"completion_tokens":9007199254740992}}`)
+			}
+			assert.Equal(t, int64(1<<53), p.MinuteCounter(plugintest.APIKeySubject), "the bucket holds 2^53")
+			x := p.Request(key)
+			local := x.RequireRejected(429)
+			assert.Equal(t, "9007199254740992", plugintest.Header(local.Headers, "X-TokenRateLimit-Limit"))
+			x.Done()
+			n, err := p.Host.GetCounterMetric(metricName("none", "token_ratelimit_charge_failure_count"))
+			assert.True(t, err != nil || n == 0, "no charge failed")
+		})
+	})
+}
+
+// Point 3: "Usage past the reservation vanishes when a stream outlives its
+// window. Today the reconcile charge goes to the admission's bucket […], so
+// five streams that reserved 1,025 each and used 30,100 each two minutes
+// later put 150,500 into a bucket no one reads, and the current minute
+// admits the next request." Refunds go back to the admission's bucket; the
+// usage beyond a reservation goes to the window current when it is charged.
+func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		for _, windowType := range []string{"fixed", "sliding"} {
+			t.Run(windowType, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				minute := float64((redis.Now()/60 + 60) * 60) // a minute an hour ahead
+				redis.SetClock(minute + 1)
+				defer redis.SetClock(0)
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"window_type": "`+windowType+`",`, `"token_per_minute": 100000`))
+
+				// Six streams admitted in minute M, each reserving 1,025.
+				var streams []*plugintest.Exchange
+				for i := 0; i < 6; i++ {
+					x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+					require.True(t, x.Passed())
+					streams = append(streams, x)
+				}
+				require.Equal(t, int64(6*1025), minuteCounter(redis, minute))
+
+				// They end in minute M+2: five used 30,100 each, one only 25.
+				redis.SetClock(minute + 121)
+				for _, x := range streams[:5] {
+					x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 100, 30000))...)
+				}
+				streams[5].Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 24))...)
+
+				assert.Equal(t, int64(5*(30100-1025)), minuteCounter(redis, minute+120), "the current minute holds what went past the reservations")
+				assert.Equal(t, int64(6*1025-1000), minuteCounter(redis, minute), "the admission's minute keeps the reservations, less the refund")
+				assert.Zero(t, minuteCounter(redis, minute+60))
+
+				next := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+				next.RequireRejected(429)
+				next.Done()
+			})
+		}
+	})
+}
+
+// Point 8 (one part): "Buckets refunded to 0 stay until their TTL: when a
+// charge brings a bucket to 0 (or below, clamped), delete the key".
+func TestHardening8BucketsRefundedToZeroAreDeleted(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000, "token_per_day": 1000000`))
+		x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+		require.True(t, x.Passed())
+		require.Len(t, redis.Keys(plugintest.APIKeySubject+":t*"), 2, "a reservation in the minute and the day")
+
+		// The upstream fails without usage: the reservation is given back.
+		action := p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "500"}, {"content-type", "application/json"}}, false)
+		require.Equal(t, types.ActionContinue, action)
+		if p.Host.CallOnResponseBody(x.ID, []byte(`{"error":{"message":"boom"}}`), true) == types.ActionPause {
+			x.Answer()
+		}
+		x.Done()
+		assert.Empty(t, redis.Keys(plugintest.APIKeySubject+":t*"), "emptied buckets are deleted, not left at 0 until they expire")
+	})
+}
