@@ -295,6 +295,38 @@ type LimitKey struct {
 	MaxConcurrent int64
 }
 
+// ModelKind says how a token_weights.models key matches a model name.
+type ModelKind uint8
+
+const (
+	ModelExact  ModelKind = iota // the name itself
+	ModelPrefix                  // "<prefix>*": the names that start with the prefix
+	ModelRegexp                  // "regexp:<re>": the names Regexp matches (unanchored)
+)
+
+func (k ModelKind) String() string {
+	switch k {
+	case ModelExact:
+		return "exact"
+	case ModelPrefix:
+		return "prefix"
+	case ModelRegexp:
+		return "regexp"
+	}
+	return "ModelKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ModelRule is an entry of token_weights.models: the weights of the models
+// its key matches.
+type ModelRule struct {
+	Key    string // as configured
+	Kind   ModelKind
+	Name   string         // ModelExact: the name; ModelPrefix: the prefix
+	Regexp *regexp.Regexp // ModelRegexp
+	// Weights are the model's, the token_weights ones where it sets none.
+	Weights Weights
+}
+
 // Unit is what a window counts.
 type Unit uint8
 

@@ -237,28 +237,40 @@ func readKeyText(k *LimitKey, path string, v gjson.Result) error {
 	return nil
 }
 
-// readModelWeights reads token_weights.models: weights by model name. A
-// model's weights start from the token_weights ones: it sets only what
-// differs.
+// readModelWeights reads token_weights.models: weights by model name,
+// prefix ("claude-opus-4*") or regexp ("regexp:<re>"), in configuration
+// order (see parseModelKey). A model's weights start from the token_weights
+// ones: it sets only what differs.
 func readModelWeights(c *Cost, path string, v gjson.Result) (err error) {
 	if !v.IsObject() {
 		return fieldErr(path, "must be an object keyed by model name, got ", describe(v))
 	}
-	c.ModelWeights = map[string]Weights{}
+	c.ModelWeights = nil
+	seen := map[string]bool{}
 	v.ForEach(func(k, mv gjson.Result) bool {
-		name := k.String()
-		if name == "" {
+		key := k.String()
+		p := child(path, key)
+		if key == "" {
 			err = fieldErr(path, "model names must not be empty")
 			return false
 		}
-		if _, dup := c.ModelWeights[name]; dup {
-			err = fieldErr(child(path, name), "duplicate field")
+		if seen[key] {
+			err = fieldErr(p, "duplicate field")
+			return false
+		}
+		seen[key] = true
+		rule := ModelRule{Key: key}
+		if err = rule.parseKey(p); err != nil {
 			return false
 		}
 		model := Cost{Weights: c.Weights}
-		err = weightFields.read(&model, child(path, name), mv)
-		c.ModelWeights[name] = model.Weights
+		err = weightFields.read(&model, p, mv)
+		rule.Weights = model.Weights
+		c.ModelWeights = append(c.ModelWeights, rule)
 		return err == nil
 	})
+	if err == nil {
+		c.indexModels()
+	}
 	return err
 }
