@@ -18,6 +18,7 @@ import (
 const (
 	globalField       = "global_threshold"
 	itemsField        = "rule_items"
+	unmatchedField    = "unmatched_threshold"
 	strategyField     = "token_count_strategy"
 	weightsField      = "token_weights"
 	overLimitField    = "over_limit_action"
@@ -38,11 +39,13 @@ var topFields = fields[Config]{
 	required(nonEmptyStringField("rule_name", func(c *Config, s string) { c.RuleName = s })),
 	customField(globalField, readGlobal),
 	customField(itemsField, readRuleItems),
+	customField(unmatchedField, readUnmatched),
 	intField("rejected_code", minRejectedCode, maxRejectedCode, func(c *Config, n int64) { c.RejectedCode = uint32(n) }),
 	stringField("rejected_msg", func(c *Config, s string) { c.RejectedMsg = s }),
 	boolField("show_limit_quota_header", func(c *Config, b bool) { c.ShowLimitQuotaHeader = b }),
 	enumField("failure_mode", []string{"allow", "deny"}, func(c *Config, i int) { c.FailureMode = FailureMode(i) }),
 	intField("xff_num_trusted_hops", 0, maxXFFTrustedHops, func(c *Config, n int64) { c.XFFTrustedHops = int(n) }),
+	intField("ipv6_prefix_length", 1, 128, func(c *Config, n int64) { c.IPv6PrefixLength = int(n) }),
 	enumField("rule_match_mode", []string{"first", "all"}, func(c *Config, i int) { c.MatchMode = MatchMode(i) }),
 	objectField("token_reservation", reservationFields, func(c *Config) *Reservation { return &c.Reservation }),
 	enumField(strategyField, countStrategies[:], func(c *Config, i int) { c.Cost.Strategy = CountStrategy(i) }),
@@ -87,8 +90,9 @@ var weightFields = fields[Cost]{
 // models overriding them (last, so that they start from every weight set).
 var tokenWeightFields = append(slices.Clip(weightFields), customField("models", readModelWeights))
 
-// globalFields is the table of global_threshold, a limit key without a key:
-// its limits, a window per windowKinds entry and max_concurrent_requests.
+// globalFields is the table of global_threshold (and of unmatched_threshold,
+// its shape), a limit key without a key: its limits, a window per
+// windowKinds entry and max_concurrent_requests.
 var globalFields = limitTable()
 
 // limitKeyFields is the table of a limit_keys entry: the limits and the key.
@@ -167,11 +171,12 @@ func isGatewayKey(key string) bool { return strings.HasPrefix(key, gatewayReserv
 // newConfig returns a Config holding the defaults of the optional fields.
 func newConfig() *Config {
 	return &Config{
-		RejectedCode:   DefaultRejectedCode,
-		RejectedMsg:    DefaultRejectedMsg,
-		FailureMode:    FailAllow,
-		XFFTrustedHops: xffTrustedHopsUnset,
-		Redis:          Redis{TimeoutMs: DefaultRedisTimeoutMs},
+		RejectedCode:     DefaultRejectedCode,
+		RejectedMsg:      DefaultRejectedMsg,
+		FailureMode:      FailAllow,
+		XFFTrustedHops:   xffTrustedHopsUnset,
+		IPv6PrefixLength: DefaultIPv6PrefixLength,
+		Redis:            Redis{TimeoutMs: DefaultRedisTimeoutMs},
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
 			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
 		Cost:           Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
@@ -189,6 +194,12 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 		return fieldErr("", globalField, " and ", itemsField, " cannot both be set")
 	case !hasGlobal && !hasItems:
 		return fieldErr("", "one of ", globalField, " or ", itemsField, " is required")
+	}
+	// Under global_threshold every request is matched: a threshold for the
+	// unmatched ones would never apply.
+	if isSet(members[unmatchedField]) && c.Global != nil {
+		return fieldErr(unmatchedField, "applies only with ", itemsField, ", to the requests no rule item matches: ",
+			globalField, " already limits every request")
 	}
 	if isSet(members[weightsField]) && c.Cost.Strategy != CountWeighted {
 		return fieldErr(weightsField, "only used with ", strategyField, ` "`, CountWeighted.String(), `", which is not set`)
@@ -213,6 +224,17 @@ func readGlobal(c *Config, path string, v gjson.Result) error {
 		return err
 	}
 	c.Global = k
+	return k.checkLimits(path)
+}
+
+// readUnmatched reads unmatched_threshold: a limit key matching every
+// request that no rule item matches, shaped like global_threshold.
+func readUnmatched(c *Config, path string, v gjson.Result) error {
+	k := &LimitKey{Key: AnyKey, Kind: KeyAny}
+	if err := globalFields.read(k, path, v); err != nil {
+		return err
+	}
+	c.Unmatched = k
 	return k.checkLimits(path)
 }
 
