@@ -205,20 +205,22 @@ func modelOfSegments(path string, decode bool) string {
 		}
 		return seg
 	}
-	var next string // the segment after the last "models" one
+	const models = "models"
+	var next string // what follows the last "models" segment
 	found := false
-	for rest, seg := path, ""; ; {
+	for rest := path; ; {
 		i := strings.IndexByte(rest, '/')
 		if i < 0 {
 			break
 		}
 		rest = rest[i+1:]
-		seg = rest
-		if j := strings.IndexByte(rest, '/'); j >= 0 {
-			seg = rest[:j]
-			if unescape(seg) == "models" {
-				next, found = rest[j+1:], true
-			}
+		j := strings.IndexByte(rest, '/')
+		if j < 0 {
+			break // the last segment, which no model follows
+		}
+		// Only a segment short enough to decode to "models" is decoded.
+		if seg := rest[:j]; seg == models || len(seg) <= 3*len(models) && unescape(seg) == models {
+			next, found = rest[j+1:], true
 		}
 	}
 	if !found {
