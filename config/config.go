@@ -13,6 +13,16 @@
 //     window_type and concurrency_lease_seconds.
 //   - over_limit_action: queue, with max_queue_wait_ms: an over-limit request
 //     waits for capacity instead of being rejected at once.
+//   - unmatched_threshold: a limit for the requests no rule item matches,
+//     which Higress lets through unlimited.
+//   - ipv6_prefix_length: per-IP limits key an IPv6 client by its network
+//     (a /64 by default), not by each of its addresses.
+//   - token_weights.models keys may be prefixes ("claude-opus-4*") and
+//     regexps, besides exact model names.
+//
+// A query parameter or cookie sent more than once is read both as its first
+// and as its last value (see Config.MatchAll), since upstreams and auth
+// layers differ in which they take.
 //
 // It is stricter than Higress: wrong JSON types, unknown or duplicate fields
 // (except top-level keys starting with "_", which the gateway adds), invalid
@@ -33,19 +43,20 @@ import (
 
 // Defaults and well-known names.
 const (
-	DefaultRejectedCode    = 429
-	DefaultRejectedMsg     = "Too many requests"
-	DefaultRedisTimeoutMs  = 1000
-	DefaultRedisPort       = 6379
-	DefaultRedisStaticPort = 80 // when service_name ends with StaticServiceSuffix
-	DefaultLeaseSeconds    = 600
-	DefaultMaxQueueWaitMs  = 5000
-	StaticServiceSuffix    = ".static"
-	ConsumerHeader         = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
-	CookieHeader           = "cookie"
-	XForwardedForHeader    = "x-forwarded-for"
-	RegexpKeyPrefix        = "regexp:"
-	AnyKey                 = "*"
+	DefaultRejectedCode     = 429
+	DefaultRejectedMsg      = "Too many requests"
+	DefaultRedisTimeoutMs   = 1000
+	DefaultRedisPort        = 6379
+	DefaultRedisStaticPort  = 80 // when service_name ends with StaticServiceSuffix
+	DefaultLeaseSeconds     = 600
+	DefaultMaxQueueWaitMs   = 5000
+	DefaultIPv6PrefixLength = 64 // what one client (a home, a cloud instance) is given
+	StaticServiceSuffix     = ".static"
+	ConsumerHeader          = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
+	CookieHeader            = "cookie"
+	XForwardedForHeader     = "x-forwarded-for"
+	RegexpKeyPrefix         = "regexp:"
+	AnyKey                  = "*"
 )
 
 const (
@@ -77,7 +88,14 @@ type Config struct {
 	FailureMode          FailureMode
 	// XFFTrustedHops is xff_num_trusted_hops, or -1 when unset.
 	XFFTrustedHops int
-	Redis          Redis
+	// IPv6PrefixLength is ipv6_prefix_length: a limit_by_per_ip subject of
+	// an IPv6 client is its network of this many bits.
+	IPv6PrefixLength int
+	// Unmatched is set when unmatched_threshold is used: the limit of the
+	// requests no rule item matches, all sharing one subject. Its Key is "*"
+	// and its Kind KeyAny.
+	Unmatched *LimitKey
+	Redis     Redis
 
 	// MatchMode is rule_match_mode.
 	MatchMode MatchMode
@@ -293,6 +311,38 @@ type LimitKey struct {
 	// MaxConcurrent is max_concurrent_requests: at most this many requests of
 	// the subject in progress at once; 0 when not set.
 	MaxConcurrent int64
+}
+
+// ModelKind says how a token_weights.models key matches a model name.
+type ModelKind uint8
+
+const (
+	ModelExact  ModelKind = iota // the name itself
+	ModelPrefix                  // "<prefix>*": the names that start with the prefix
+	ModelRegexp                  // "regexp:<re>": the names Regexp matches (unanchored)
+)
+
+func (k ModelKind) String() string {
+	switch k {
+	case ModelExact:
+		return "exact"
+	case ModelPrefix:
+		return "prefix"
+	case ModelRegexp:
+		return "regexp"
+	}
+	return "ModelKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ModelRule is an entry of token_weights.models: the weights of the models
+// its key matches.
+type ModelRule struct {
+	Key    string // as configured
+	Kind   ModelKind
+	Name   string         // ModelExact: the name; ModelPrefix: the prefix
+	Regexp *regexp.Regexp // ModelRegexp
+	// Weights are the model's, the token_weights ones where it sets none.
+	Weights Weights
 }
 
 // Unit is what a window counts.

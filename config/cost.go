@@ -71,8 +71,13 @@ type Weights struct {
 type Cost struct {
 	Strategy CountStrategy
 	Weights  Weights
-	// ModelWeights override Weights for the model the request names.
-	ModelWeights map[string]Weights
+	// ModelWeights are token_weights.models, in configuration order: they
+	// override Weights for the models they match (see weightsFor).
+	ModelWeights []ModelRule
+
+	// Built from ModelWeights by indexModels, for weightsFor.
+	exactModels   map[string]Weights // the exact names
+	modelPatterns []*ModelRule       // the prefixes, longest first, then the regexps in configuration order
 }
 
 // Tokens is what a response with these counts costs; input includes the
@@ -105,9 +110,22 @@ func (c *Cost) Tokens(input, output, cacheRead, cacheCreation int64, model strin
 // bound takes a token count into [0, estimate.MaxTokens].
 func bound(n int64) int64 { return min(max(n, 0), estimate.MaxTokens) }
 
+// weightsFor returns the weights of a model: those of its exact name in
+// token_weights.models, else of the longest prefix it starts with, else of
+// the first regexp (in configuration order) that matches it, else the
+// token_weights ones. A request that names no model ("") gets the
+// token_weights ones. It runs on every charge: an exact name costs one map
+// lookup.
 func (c *Cost) weightsFor(model string) Weights {
-	if w, ok := c.ModelWeights[model]; ok {
+	if w, ok := c.exactModels[model]; ok {
 		return w
+	}
+	if model != "" {
+		for _, p := range c.modelPatterns {
+			if p.matches(model) {
+				return p.Weights
+			}
+		}
 	}
 	return c.Weights
 }

@@ -30,6 +30,11 @@ func TestCostOptionsInvalid(t *testing.T) {
 		{"models type", `,"token_count_strategy":"weighted","token_weights":{"models":[]}`, `token_weights.models: must be an object keyed by model name, got array`},
 		{"model weight", `,"token_count_strategy":"weighted","token_weights":{"models":{"gpt-4o":{"output":"x"}}}`, `token_weights.models.gpt-4o.output: must be a number between 0 and 1000000, got string "x"`},
 		{"nested models", `,"token_count_strategy":"weighted","token_weights":{"models":{"gpt-4o":{"models":{}}}}`, `token_weights.models.gpt-4o.models: unknown field`},
+		{"model regexp", `,"token_count_strategy":"weighted","token_weights":{"models":{"regexp:claude-(":{"input":2}}}`, "token_weights.models.\"regexp:claude-(\": invalid regexp \"claude-(\": error parsing regexp: missing closing ): `claude-(`"},
+		{"model star inside", `,"token_count_strategy":"weighted","token_weights":{"models":{"claude-*-4":{"input":2}}}`, `token_weights.models."claude-*-4": '*' may only end a model name, as a prefix ("claude-opus-4*"), got "claude-*-4"`},
+		{"model two stars", `,"token_count_strategy":"weighted","token_weights":{"models":{"claude**":{"input":2}}}`, `token_weights.models."claude**": '*' may only end a model name, as a prefix ("claude-opus-4*"), got "claude**"`},
+		{"model star alone", `,"token_count_strategy":"weighted","token_weights":{"models":{"*":{"input":2}}}`, `token_weights.models."*": a prefix must not be empty (token_weights' own weights apply to every model no key matches)`},
+		{"model duplicate", `,"token_count_strategy":"weighted","token_weights":{"models":{"a*":{},"a*":{}}}`, `token_weights.models."a*": duplicate field`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseString(withGlobal(c.extra))
@@ -51,13 +56,16 @@ func TestCostOptionsDefaultsAndValues(t *testing.T) {
 	assert.Equal(t, MatchAll, c.MatchMode)
 	assert.Equal(t, Reservation{Enabled: true, BytesPerToken: 3, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
 	assert.Equal(t, Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheCreation: 1}, c.Cost.Weights)
-	assert.Equal(t, Weights{Input: 5, Output: 25, CacheRead: 0.1, CacheCreation: 1}, c.Cost.ModelWeights["claude-opus-4"], "unset weights come from the defaults")
-	assert.Equal(t, c.Cost.Weights, c.Cost.ModelWeights["cheap"])
+	assert.Equal(t, []ModelRule{
+		{Key: "claude-opus-4", Kind: ModelExact, Name: "claude-opus-4", Weights: Weights{Input: 5, Output: 25, CacheRead: 0.1, CacheCreation: 1}},
+		{Key: "cheap", Kind: ModelExact, Name: "cheap", Weights: c.Cost.Weights},
+	}, c.Cost.ModelWeights, "in configuration order; unset weights come from the defaults")
 }
 
 func TestCostTokens(t *testing.T) {
 	weighted := Cost{Strategy: CountWeighted, Weights: Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheCreation: 1.25},
-		ModelWeights: map[string]Weights{"big": {Input: 5, Output: 25, CacheRead: 0.5, CacheCreation: 6.25}}}
+		ModelWeights: []ModelRule{{Key: "big", Kind: ModelExact, Name: "big", Weights: Weights{Input: 5, Output: 25, CacheRead: 0.5, CacheCreation: 6.25}}}}
+	weighted.indexModels()
 	for _, c := range []struct {
 		name                                  string
 		cost                                  Cost
@@ -131,4 +139,43 @@ func TestCostTokensSaturate(t *testing.T) {
 		got := c.cost.Tokens(c.input, c.output, c.cacheRead, c.cacheCreate, "")
 		assert.Equal(t, c.want, got, c.name)
 	}
+}
+
+// token_weights.models keys may be prefixes ("claude-opus-4*") and regexps
+// as well as exact names, so that dated aliases and snapshots
+// (claude-opus-4-20250514) pay their model's weights (issue 14, point 6c:
+// they paid the default ones). Precedence: the exact name, then the longest
+// prefix, then the regexps in configuration order.
+func TestModelWeightsMatchDatedAliases(t *testing.T) {
+	c := mustParse(t, withGlobal(`,"token_count_strategy":"weighted","token_weights":{"models":{
+		"regexp:opus":            {"input": 2},
+		"claude-*":               {"input": 3},
+		"claude-opus-4*":         {"input": 4},
+		"claude-opus-4":          {"input": 5},
+		"regexp:^claude-opus-4-": {"input": 6},
+		"regexp:^gpt-4o-\\d{4}-": {"input": 7},
+		"gpt-4o*":                {"input": 8}}}`))
+	for model, want := range map[string]int64{
+		"claude-opus-4":            500, // exact, before the prefixes and regexps that match it too
+		"claude-opus-4-20250514":   400, // the longest prefix, before "claude-*" and the regexps
+		"claude-opus-4-1":          400,
+		"claude-sonnet-4-20250514": 300, // a shorter prefix
+		"claude-":                  300, // a prefix matches itself
+		"claude":                   100, // shorter than every prefix: the defaults
+		"big-opus":                 200, // no exact name, no prefix: the first matching regexp
+		"gpt-4o-2024-08-06":        800, // a prefix before a regexp, whatever their order
+		"gpt-4":                    100,
+		"":                         100, // no model named: the defaults
+		"Claude-opus-4":            200, // case-sensitive, as upstreams are ("regexp:opus" still matches)
+	} {
+		assert.Equal(t, want, c.Cost.Tokens(100, 0, 0, 0, model), model)
+	}
+
+	// Regexps in configuration order, whatever their keys.
+	c = mustParse(t, withGlobal(`,"token_count_strategy":"weighted","token_weights":{"models":{
+		"regexp:z": {"input": 2}, "regexp:a": {"input": 3}}}`))
+	assert.Equal(t, int64(200), c.Cost.Tokens(100, 0, 0, 0, "az"))
+	c = mustParse(t, withGlobal(`,"token_count_strategy":"weighted","token_weights":{"models":{
+		"regexp:a": {"input": 3}, "regexp:z": {"input": 2}}}`))
+	assert.Equal(t, int64(300), c.Cost.Tokens(100, 0, 0, 0, "az"))
 }

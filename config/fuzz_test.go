@@ -15,31 +15,38 @@ import (
 const asciiSpace = " \t\n\v\f\r"
 
 // refCookieValue is a straightforward reference for CookieValue.
-func refCookieValue(header, name string) (string, bool) {
+func refCookieValue(header, name string) (first, last string, ok bool) {
+	var values []string
 	for _, pair := range strings.Split(header, ";") {
-		k, v, ok := strings.Cut(pair, "=")
-		if ok && strings.Trim(k, asciiSpace) == name {
-			return strings.Trim(v, asciiSpace), true
+		k, v, found := strings.Cut(pair, "=")
+		if found && strings.Trim(k, asciiSpace) == name {
+			values = append(values, strings.Trim(v, asciiSpace))
 		}
 	}
-	return "", false
+	if len(values) == 0 {
+		return "", "", false
+	}
+	return values[0], values[len(values)-1], true
 }
 
 func FuzzCookieValue(f *testing.F) {
 	f.Add("a=1; b=2", "b")
 	f.Add("b=x=y; b=2", "b")
 	f.Add(" = ; ;=", "")
+	f.Add("b=1; c=; b=; b=3 ", "b")
 	f.Fuzz(func(t *testing.T, header, name string) {
-		v, ok := CookieValue(header, name)
-		rv, rok := refCookieValue(header, name)
-		if v != rv || ok != rok {
-			t.Fatalf("CookieValue(%q, %q) = %q, %v; reference gives %q, %v", header, name, v, ok, rv, rok)
+		first, last, ok := CookieValue(header, name)
+		rf, rl, rok := refCookieValue(header, name)
+		if first != rf || last != rl || ok != rok {
+			t.Fatalf("CookieValue(%q, %q) = %q, %q, %v; reference gives %q, %q, %v", header, name, first, last, ok, rf, rl, rok)
 		}
-		if !ok && v != "" {
-			t.Fatalf("not found but value %q", v)
+		if !ok && (first != "" || last != "") {
+			t.Fatalf("not found but values %q, %q", first, last)
 		}
-		if strings.Contains(v, ";") || trimSpace(v) != v {
-			t.Fatalf("value %q contains ';' or surrounding space", v)
+		for _, v := range []string{first, last} {
+			if strings.Contains(v, ";") || trimSpace(v) != v {
+				t.Fatalf("value %q contains ';' or surrounding space", v)
+			}
 		}
 	})
 }
@@ -118,31 +125,32 @@ func FuzzClientIP(f *testing.F) {
 	})
 }
 
-// refQueryParam uses net/url, as Higress does.
-func refQueryParam(path, name string) (string, bool) {
+// refQueryParam uses net/url, as Higress does: the first and the last value.
+func refQueryParam(path, name string) (first, last string, ok bool) {
 	path, _, _ = strings.Cut(path, "#")
 	_, q, ok := strings.Cut(path, "?")
 	if !ok {
-		return "", false
+		return "", "", false
 	}
 	vals, _ := url.ParseQuery(q)
 	if vs, ok := vals[name]; ok {
-		return vs[0], true
+		return vs[0], vs[len(vs)-1], true
 	}
-	return "", false
+	return "", "", false
 }
 
 func FuzzQueryParam(f *testing.F) {
 	f.Add("/v1?apikey=a%20b+c&apikey=2", "apikey")
 	f.Add("/v1?a;b=1&%zz=2&k=%41#k=3", "k")
+	f.Add("/v1?k=1&k=%zz&k=a;b&k=2&k=3%4", "k")
 	f.Fuzz(func(t *testing.T, path, name string) {
-		v, ok := QueryParam(path, name)
+		first, last, ok := QueryParam(path, name)
 		if strings.Count(path, "&") >= 1000 {
 			return // net/url caps the number of parameters
 		}
-		rv, rok := refQueryParam(path, name)
-		if v != rv || ok != rok {
-			t.Fatalf("QueryParam(%q, %q) = %q, %v; net/url gives %q, %v", path, name, v, ok, rv, rok)
+		rf, rl, rok := refQueryParam(path, name)
+		if first != rf || last != rl || ok != rok {
+			t.Fatalf("QueryParam(%q, %q) = %q, %q, %v; net/url gives %q, %q, %v", path, name, first, last, ok, rf, rl, rok)
 		}
 	})
 }
@@ -153,6 +161,10 @@ func FuzzParse(f *testing.F) {
 	f.Add(withGlobal(`,"xff_num_trusted_hops":1,"failure_mode":"deny"`))
 	f.Add(withItems(item(`"limit_by_per_ip":"from-remote-addr"`, `"::ffff:10.0.0.0/104"`)))
 	f.Add(`{"rule_name":"r","rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"regexp:(","token_per_minute":1}]}]}`)
+	f.Add(`{"rule_name":"r","rule_match_mode":"all","ipv6_prefix_length":48,"unmatched_threshold":{"query_per_minute":1},
+		"rule_items":[{"limit_by_per_param":"apikey","limit_keys":[{"key":"*","token_per_minute":1}]},
+		{"limit_by_per_ip":"from-header-x-forwarded-for","limit_keys":[{"key":"2001:db8::1/127","token_per_minute":1}]}],
+		"token_count_strategy":"weighted","token_weights":{"models":{"a*":{},"regexp:b":{},"c":{}}},"redis":{"service_name":"x"}}`)
 	f.Fuzz(func(t *testing.T, json string) {
 		c, err := Parse(gjson.Parse(json))
 		c2, err2 := ParseString(json)
@@ -172,8 +184,31 @@ func FuzzParse(f *testing.F) {
 			if c.Global != nil && (!ok || m.Key != c.Global || m.Item != nil) {
 				t.Fatalf("global config did not match: %+v %v", m, ok)
 			}
-			if ok && m.Item != nil && m.Item.Type.PerValue() && m.Value == "" {
-				t.Fatalf("per-value match with empty value: %+v", m)
+			if c.Unmatched != nil && !ok {
+				t.Fatalf("no match despite an unmatched threshold")
+			}
+			if ok && m.Unmatched != (m.Item == nil && m.Key == c.Unmatched) {
+				t.Fatalf("bad unmatched match: %+v", m)
+			}
+			all := c.MatchAll(r, nil)
+			if ok != (len(all) > 0) || ok && all[0] != m && c.MatchMode == MatchFirst {
+				t.Fatalf("Match %+v %v, MatchAll %+v", m, ok, all)
+			}
+			if len(all) > 2*max(len(c.Items), 1) {
+				t.Fatalf("%d matches for %d rule items", len(all), len(c.Items))
+			}
+			for i, m := range all {
+				if m.Item != nil && m.Item.Type.PerValue() && m.Value == "" {
+					t.Fatalf("per-value match with empty value: %+v", m)
+				}
+				if m.Unmatched && len(all) != 1 {
+					t.Fatalf("unmatched beside other matches: %+v", all)
+				}
+				for _, o := range all[:i] {
+					if o == m {
+						t.Fatalf("a subject twice: %+v", all)
+					}
+				}
 			}
 		}
 	})
@@ -182,6 +217,7 @@ func FuzzParse(f *testing.F) {
 var fuzzRequests = []*fakeRequest{
 	req("/v1?apikey=abc&x=%41", "10.0.0.1:80", "x-api-key", "abc", "cookie", "a=1; key1=abc", "x-mse-consumer", "abc",
 		"x-forwarded-for", "1.1.1.1, 2001:db8::1, 10.0.0.1", "h", "1"),
+	req("/v1?apikey=abc&apikey=k&apikey=abd", "[2001:db8::1]:1", "cookie", "key1=abc; key1=; key1=x", "x-forwarded-for", "2001:db8::2"),
 	req("/", "[2001:db8::2]:443"),
 	req("?", "garbage", "x-forwarded-for", "garbage"),
 }
@@ -189,17 +225,25 @@ var fuzzRequests = []*fakeRequest{
 // checkConfig asserts the invariants of an accepted configuration.
 func checkConfig(t *testing.T, c *Config) {
 	t.Helper()
-	if c.RuleName == "" || (c.Global == nil) == (len(c.Items) == 0) {
+	if c.RuleName == "" || (c.Global == nil) == (len(c.Items) == 0) || c.Global != nil && c.Unmatched != nil ||
+		c.IPv6PrefixLength < 1 || c.IPv6PrefixLength > 128 {
 		t.Fatalf("bad config: %+v", c)
+	}
+	for _, r := range c.Cost.ModelWeights {
+		if r.Key == "" || r.Kind == ModelRegexp && r.Regexp == nil || r.Kind == ModelPrefix && r.Name == "" {
+			t.Fatalf("bad model rule: %+v", r)
+		}
 	}
 	if c.RejectedCode < 100 || c.RejectedCode > 599 || c.XFFTrustedHops < -1 ||
 		c.Redis.ServiceName == "" || c.Redis.ServicePort < 1 || c.Redis.ServicePort > 65535 ||
 		c.Redis.TimeoutMs <= 0 || c.Redis.Database < 0 || c.FailureMode > FailDeny {
 		t.Fatalf("bad config: %+v", c)
 	}
-	keys := []*LimitKey{c.Global}
-	if c.Global == nil {
-		keys = keys[:0]
+	var keys []*LimitKey
+	for _, k := range []*LimitKey{c.Global, c.Unmatched} {
+		if k != nil {
+			keys = append(keys, k)
+		}
 	}
 	for i := range c.Items {
 		it := &c.Items[i]

@@ -21,41 +21,141 @@ type Request interface {
 
 // Match is the outcome of Config.Match.
 type Match struct {
-	// Item is the matching rule item, nil for the global threshold.
+	// Item is the matching rule item, nil for the global threshold and the
+	// unmatched threshold.
 	Item *RuleItem
-	// Key is the matching limit key (Config.Global for the global threshold).
+	// Key is the matching limit key (Config.Global for the global threshold,
+	// Config.Unmatched for the unmatched threshold).
 	Key *LimitKey
 	// Value identifies the limited subject: for the limit_by_per_* types the
-	// request's value (for limit_by_per_ip the canonical IP string), for the
+	// request's value (for limit_by_per_ip the canonical IP string, or for
+	// an IPv6 client its network's, see Config.IPv6PrefixLength), for the
 	// other types the configured Key, so that all requests matching the key
-	// share one counter, and "" for the global threshold.
+	// share one counter, and "" for the global and unmatched thresholds.
 	Value string
+	// Unmatched says the request matched no rule item, and Key is
+	// Config.Unmatched.
+	Unmatched bool
 }
 
-// Match returns the limit that applies to r: the global threshold if
-// configured, otherwise the first rule item, in order, whose value is present
-// in the request and matched by one of its keys (the first that matches, in
-// order). ok is false when no rule applies.
+// Match returns the limit that applies to r under rule_match_mode
+// "first": the global threshold if configured, otherwise the first rule
+// item, in order, whose value is present in the request and matched by one
+// of its keys (the first that matches, in order), otherwise the unmatched
+// threshold if configured. ok is false when no limit applies. A request
+// that repeats a parameter or cookie may have a second limit (see
+// MatchAll): Match returns the first.
 func (c *Config) Match(r Request) (m Match, ok bool) {
 	if c.Global != nil {
 		return Match{Key: c.Global}, true
 	}
-	for i := range c.Items {
-		if m, ok = c.matchItem(&c.Items[i], r); ok {
-			return m, true
-		}
+	m, ok, repeated := c.matchFirst(r, false)
+	if !ok && repeated {
+		m, ok, _ = c.matchFirst(r, true)
 	}
-	return Match{}, false
+	if !ok && c.Unmatched != nil {
+		return c.unmatched(), true
+	}
+	return m, ok
 }
 
-// matchItem matches one rule item: its first key that matches the request's value.
-func (c *Config) matchItem(it *RuleItem, r Request) (Match, bool) {
-	if it.Type == ByPerIP {
-		return c.matchIP(it, r)
+// MatchAll appends to dst every limit that applies to r: the global
+// threshold; or under rule_match_mode "all" each rule item whose value is
+// present and matched by one of its keys (the first that matches), in
+// configuration order, and under "first" the first such item, as Match;
+// or, when no rule item matches, the unmatched threshold.
+//
+// A query parameter or cookie that the request sends more than once with
+// different values is read both ways upstreams read it: as its first value
+// (Go's net/url and net/http, Flask, Java servlets, Express's cookie
+// parser) and as its last (PHP, Starlette, Python's http.cookies), and the
+// request is limited by what each reading matches. Whichever value the
+// upstream or its auth layer takes, the subject it names is charged: a
+// client cannot add a value of its choosing to reach a fresh budget. The
+// values in between are not read by any of those, and are ignored, which
+// also bounds the subjects of a request, at two per rule item. Matches that
+// name the same subject are appended once.
+func (c *Config) MatchAll(r Request, dst []Match) []Match {
+	if c.Global != nil {
+		return append(dst, Match{Key: c.Global})
 	}
-	v := it.value(r)
+	start := len(dst)
+	if c.MatchMode == MatchFirst {
+		m, ok, repeated := c.matchFirst(r, false)
+		if ok {
+			dst = append(dst, m)
+		}
+		if repeated {
+			if m, ok, _ := c.matchFirst(r, true); ok {
+				dst = appendNew(dst, start, m)
+			}
+		}
+	} else {
+		for i := range c.Items {
+			it := &c.Items[i]
+			m, ok, repeated := c.matchItem(it, r, false)
+			if ok {
+				dst = append(dst, m)
+			}
+			if repeated {
+				if m, ok, _ := c.matchItem(it, r, true); ok {
+					dst = appendNew(dst, start, m)
+				}
+			}
+		}
+	}
+	if len(dst) == start && c.Unmatched != nil {
+		dst = append(dst, c.unmatched())
+	}
+	return dst
+}
+
+// unmatched is the match of a request no rule item matches.
+func (c *Config) unmatched() Match { return Match{Key: c.Unmatched, Unmatched: true} }
+
+// appendNew appends m to dst unless dst[start:] holds it already.
+func appendNew(dst []Match, start int, m Match) []Match {
+	for _, d := range dst[start:] {
+		if d.Item == m.Item && d.Key == m.Key && d.Value == m.Value {
+			return dst
+		}
+	}
+	return append(dst, m)
+}
+
+// matchFirst returns the first rule item, in order, that matches r, reading
+// the last value of a repeated parameter or cookie if last is set, else the
+// first. repeated reports whether a rule item it read had a value sent more
+// than once, with different first and last values: the other reading may
+// match another item.
+func (c *Config) matchFirst(r Request, last bool) (m Match, ok, repeated bool) {
+	for i := range c.Items {
+		m, ok, rep := c.matchItem(&c.Items[i], r, last)
+		repeated = repeated || rep
+		if ok {
+			return m, true, repeated
+		}
+	}
+	return Match{}, false, repeated
+}
+
+// matchItem matches one rule item: its first key that matches the
+// request's value (the last one of a repeated parameter or cookie if last
+// is set, else the first). repeated reports whether the first and last
+// values differ.
+func (c *Config) matchItem(it *RuleItem, r Request, last bool) (m Match, ok, repeated bool) {
+	if it.Type == ByPerIP {
+		m, ok = c.matchIP(it, r)
+		return m, ok, false
+	}
+	first, lastValue := it.values(r)
+	v := first
+	if last {
+		v = lastValue
+	}
+	repeated = first != lastValue
 	if v == "" {
-		return Match{}, false
+		return Match{}, false, repeated
 	}
 	for j := range it.Keys {
 		k := &it.Keys[j]
@@ -65,30 +165,17 @@ func (c *Config) matchItem(it *RuleItem, r Request) (Match, bool) {
 		if !it.Type.PerValue() {
 			v = k.Key
 		}
-		return Match{Item: it, Key: k, Value: v}, true
+		return Match{Item: it, Key: k, Value: v}, true, repeated
 	}
-	return Match{}, false
+	return Match{}, false, repeated
 }
 
-// MatchAll appends to dst every limit that applies to r under
-// rule_match_mode "all": the global threshold, or each rule item whose value
-// is present and matched by one of its keys (the first that matches), in
-// configuration order. Under "first" it appends at most one, as Match.
-func (c *Config) MatchAll(r Request, dst []Match) []Match {
-	if c.MatchMode == MatchFirst || c.Global != nil {
-		if m, ok := c.Match(r); ok {
-			dst = append(dst, m)
-		}
-		return dst
-	}
-	for i := range c.Items {
-		if m, ok := c.matchItem(&c.Items[i], r); ok {
-			dst = append(dst, m)
-		}
-	}
-	return dst
-}
-
+// matchIP matches a limit_by_per_ip item: its first key that matches the
+// client's address. The subject is the address; for an IPv6 client, its
+// network of IPv6PrefixLength bits, or of the key's length when the key is
+// a narrower network (so that the clients of one network matching
+// different keys never share a counter under different limits). Keys match
+// the whole address.
 func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {
 	addr, ok := ClientIP(r, it.Name, c.XFFTrustedHops)
 	if !ok {
@@ -113,6 +200,10 @@ func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {
 		default:
 			continue
 		}
+		if bits := c.ipv6Bits(addr, k); bits < addr.BitLen() {
+			var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte // one allocation, not Prefix.String's two
+			return Match{Item: it, Key: k, Value: string(netip.PrefixFrom(addr, bits).Masked().AppendTo(buf[:0]))}, true
+		}
 		if s == "" {
 			s = addr.String()
 		}
@@ -121,19 +212,34 @@ func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {
 	return Match{}, false
 }
 
-// value returns the request's value for a non-IP rule item, "" if absent.
-func (it *RuleItem) value(r Request) string {
+// ipv6Bits is the length of the network that is the subject of addr,
+// matched by k: IPv6PrefixLength for an IPv6 address, or k's length when k
+// is a narrower network; the whole address for IPv4.
+func (c *Config) ipv6Bits(addr netip.Addr, k *LimitKey) int {
+	if !addr.Is6() {
+		return addr.BitLen()
+	}
+	bits := c.IPv6PrefixLength
+	if k.Kind == KeyIPNet && k.Prefix.Bits() > bits {
+		bits = k.Prefix.Bits()
+	}
+	return bits
+}
+
+// values returns the request's value for a non-IP rule item, "" if
+// absent: for a query parameter or a cookie sent more than once, its first
+// and its last values; for a header, its value twice.
+func (it *RuleItem) values(r Request) (first, last string) {
 	switch it.Type {
 	case ByHeader, ByPerHeader, ByConsumer, ByPerConsumer:
-		return r.Header(it.Name)
+		v := r.Header(it.Name)
+		return v, v
 	case ByParam, ByPerParam:
-		v, _ := QueryParam(r.Path(), it.Name)
-		return v
+		first, last, _ = QueryParam(r.Path(), it.Name)
 	case ByCookie, ByPerCookie:
-		v, _ := CookieValue(r.Header(CookieHeader), it.Name)
-		return v
+		first, last, _ = CookieValue(r.Header(CookieHeader), it.Name)
 	}
-	return ""
+	return first, last
 }
 
 func (k *LimitKey) matchString(v string) bool {
@@ -148,11 +254,12 @@ func (k *LimitKey) matchString(v string) bool {
 	return false
 }
 
-// CookieValue returns the value of the first cookie called name in a Cookie
-// header: the header is split on ';', each pair at its first '=', and the
-// name and value are trimmed of spaces (RFC 6265 §5.2). Pairs without '='
-// are skipped. The value is returned as is (no unquoting or decoding).
-func CookieValue(cookieHeader, name string) (string, bool) {
+// CookieValue returns the values of the first and of the last cookie called
+// name in a Cookie header (the same when there is one): the header is split
+// on ';', each pair at its first '=', and the name and value are trimmed of
+// spaces (RFC 6265 §5.2). Pairs without '=' are skipped. The values are
+// returned as they are (no unquoting or decoding).
+func CookieValue(cookieHeader, name string) (first, last string, ok bool) {
 	for rest := cookieHeader; rest != ""; {
 		pair := rest
 		if i := strings.IndexByte(rest, ';'); i >= 0 {
@@ -161,26 +268,30 @@ func CookieValue(cookieHeader, name string) (string, bool) {
 			rest = ""
 		}
 		if i := strings.IndexByte(pair, '='); i >= 0 && trimSpace(pair[:i]) == name {
-			return trimSpace(pair[i+1:]), true
+			last = trimSpace(pair[i+1:])
+			if !ok {
+				first, ok = last, true
+			}
 		}
 	}
-	return "", false
+	return first, last, ok
 }
 
-// QueryParam returns the first value of the query parameter name in path
-// (the :path pseudo-header), decoded as net/url.ParseQuery does, which is
-// what Higress uses: the query is what follows the first '?' up to any '#',
-// pairs are separated by '&', names and values are percent-decoded with '+'
-// meaning space, and names are compared after decoding. Like ParseQuery, it
-// skips pairs containing ';' and pairs with a bad percent escape (in the name
-// or the value), so such a pair never matches.
-func QueryParam(path, name string) (string, bool) {
+// QueryParam returns the first and the last values of the query parameter
+// name in path (the :path pseudo-header; the same value twice when it
+// occurs once), decoded as net/url.ParseQuery does, which is what Higress
+// uses: the query is what follows the first '?' up to any '#', pairs are
+// separated by '&', names and values are percent-decoded with '+' meaning
+// space, and names are compared after decoding. Like ParseQuery, it skips
+// pairs containing ';' and pairs with a bad percent escape (in the name or
+// the value), so such a pair never counts.
+func QueryParam(path, name string) (first, last string, ok bool) {
 	if i := strings.IndexByte(path, '#'); i >= 0 {
 		path = path[:i]
 	}
 	i := strings.IndexByte(path, '?')
 	if i < 0 {
-		return "", false
+		return "", "", false
 	}
 	for q := path[i+1:]; q != ""; {
 		pair := q
@@ -196,17 +307,46 @@ func QueryParam(path, name string) (string, bool) {
 		if j := strings.IndexByte(pair, '='); j >= 0 {
 			k, v = pair[:j], pair[j+1:]
 		}
-		if !queryNameIs(k, name) {
+		if !validEscapes(v) || !queryNameIs(k, name) {
 			continue
 		}
-		// QueryUnescape does not allocate when there is nothing to decode.
-		v, err := url.QueryUnescape(v)
-		if err != nil {
-			continue
+		last = v
+		if !ok {
+			first, ok = v, true
 		}
-		return v, true
 	}
-	return "", false
+	if !ok {
+		return "", "", false
+	}
+	// QueryUnescape does not allocate when there is nothing to decode, and
+	// cannot fail on values with valid escapes.
+	same := first == last
+	first, _ = url.QueryUnescape(first)
+	if same {
+		return first, first, true
+	}
+	last, _ = url.QueryUnescape(last)
+	return first, last, true
+}
+
+// validEscapes reports whether every '%' in s starts an escape: two hex
+// digits follow it.
+func validEscapes(s string) bool {
+	for i := strings.IndexByte(s, '%'); i >= 0; {
+		if i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2]) {
+			return false
+		}
+		j := strings.IndexByte(s[i+3:], '%')
+		if j < 0 {
+			break
+		}
+		i += 3 + j
+	}
+	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // queryNameIs reports whether the raw query parameter name k decodes to name.

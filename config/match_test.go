@@ -139,8 +139,8 @@ func TestMatchPerIPRemoteAndCIDR(t *testing.T) {
 		{"10.1.2.3:5555", "limit_by_per_ip#0/10.0.0.0/8=10.1.2.3"},
 		{"10.1.2.3", "limit_by_per_ip#0/10.0.0.0/8=10.1.2.3"},
 		{"[::ffff:10.9.9.9]:80", "limit_by_per_ip#0/10.0.0.0/8=10.9.9.9"},
-		{"[2001:db8:0:0::7]:443", "limit_by_per_ip#0/2001:db8::/32=2001:db8::7"},
-		{"2001:DB8::8", "limit_by_per_ip#0/2001:db8::/32=2001:db8::8"},
+		{"[2001:db8:0:0::7]:443", "limit_by_per_ip#0/2001:db8::/32=2001:db8::/64"}, // an IPv6 client is its /64
+		{"2001:DB8::8", "limit_by_per_ip#0/2001:db8::/32=2001:db8::/64"},
 		{"[::1]:1", "limit_by_per_ip#0/::1=::1"},
 		{"192.168.1.1:2", "limit_by_per_ip#0/regexp:^192\\.168\\.=192.168.1.1"},
 		{"11.0.0.1:1", "none"},
@@ -183,7 +183,7 @@ func TestMatchXFF(t *testing.T) {
 	} {
 		require.Equal(t, "1.2.3.4", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", xff)), xff)
 	}
-	require.Equal(t, "2001:db8::1", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4, [2001:db8::1]:5, 10.0.0.1")))
+	require.Equal(t, "2001:db8::/64", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4, [2001:db8::1]:5, 10.0.0.1")))
 	// Too few entries, none at all, or an unparsable entry at that position: the peer address.
 	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1", "x-forwarded-for", "1.2.3.4")))
 	require.Equal(t, "10.0.0.9", value(c, req("/", "10.0.0.9:1")))
@@ -271,57 +271,66 @@ func TestParseIP(t *testing.T) {
 
 func TestCookieValue(t *testing.T) {
 	tests := []struct {
-		header, name, want string
-		ok                 bool
+		header, name, first, last string
+		ok                        bool
 	}{
-		{"a=1; b=2; c=3", "b", "2", true},
-		{"a=1;b=2", "b", "2", true},
-		{"  b = 2  ;", "b", "2", true},
-		{"b=1; b=2", "b", "1", true},    // first wins
-		{"b=x=y==", "b", "x=y==", true}, // split at the first '='
-		{"ab=1; b=2", "b", "2", true},   // no prefix match
-		{"a=1", "b", "", false},
-		{"b", "b", "", false}, // no '=': skipped
-		{"b; b=3", "b", "3", true},
-		{"b=", "b", "", true}, // present but empty
-		{"", "b", "", false},
-		{";;;", "b", "", false},
-		{"=;=b;b", "b", "", false},
-		{"a=\"quoted\"; b=\"q\"", "b", `"q"`, true}, // not unquoted
-		{"x=%41", "x", "%41", true},                 // not decoded
+		{"a=1; b=2; c=3", "b", "2", "2", true},
+		{"a=1;b=2", "b", "2", "2", true},
+		{"  b = 2  ;", "b", "2", "2", true},
+		{"b=1; b=2", "b", "1", "2", true},           // repeated: the first and the last
+		{"b=1; a=0; b=2; b=3", "b", "1", "3", true}, // only those
+		{"b=x=y==", "b", "x=y==", "x=y==", true},    // split at the first '='
+		{"ab=1; b=2", "b", "2", "2", true},          // no prefix match
+		{"a=1", "b", "", "", false},
+		{"b", "b", "", "", false}, // no '=': skipped
+		{"b; b=3", "b", "3", "3", true},
+		{"b=3; b", "b", "3", "3", true},
+		{"b=", "b", "", "", true}, // present but empty
+		{"b=; b=4", "b", "", "4", true},
+		{"", "b", "", "", false},
+		{";;;", "b", "", "", false},
+		{"=;=b;b", "b", "", "", false},
+		{"a=\"quoted\"; b=\"q\"", "b", `"q"`, `"q"`, true}, // not unquoted
+		{"x=%41", "x", "%41", "%41", true},                 // not decoded
 	}
 	for _, tt := range tests {
-		v, ok := CookieValue(tt.header, tt.name)
+		first, last, ok := CookieValue(tt.header, tt.name)
 		require.Equal(t, tt.ok, ok, tt.header)
-		require.Equal(t, tt.want, v, tt.header)
+		require.Equal(t, tt.first, first, tt.header)
+		require.Equal(t, tt.last, last, tt.header)
 	}
 }
 
 func TestQueryParam(t *testing.T) {
 	tests := []struct {
-		path, name, want string
-		ok               bool
+		path, name, first, last string
+		ok                      bool
 	}{
-		{"/v1/chat?apikey=abc", "apikey", "abc", true},
-		{"/v1/chat?x=1&apikey=abc&apikey=def", "apikey", "abc", true},
-		{"/v1?apikey=a%20b+c", "apikey", "a b c", true},
-		{"/v1?api%6Bey=v", "apikey", "v", true}, // names are decoded
-		{"/v1?apikey", "apikey", "", true},
-		{"/v1?apikey=", "apikey", "", true},
-		{"/v1?apikey=%zz&apikey=ok", "apikey", "ok", true}, // bad escape: pair skipped
-		{"/v1?apikey=a;b&apikey=ok", "apikey", "ok", true}, // ';' : pair skipped
-		{"/v1?a=1#apikey=x", "apikey", "", false},          // fragment
-		{"/v1?a=1&apikey=x#frag", "apikey", "x", true},
-		{"/v1/apikey=abc", "apikey", "", false},
-		{"/v1?&&apikey=z", "apikey", "z", true},
-		{"/v1?xapikey=1", "apikey", "", false},
-		{"", "apikey", "", false},
-		{"?apikey=1?2", "apikey", "1?2", true},
+		{"/v1/chat?apikey=abc", "apikey", "abc", "abc", true},
+		{"/v1/chat?x=1&apikey=abc&apikey=def", "apikey", "abc", "def", true}, // repeated: the first and the last
+		{"/v1?apikey=a&apikey=b&apikey=c", "apikey", "a", "c", true},
+		{"/v1?apikey=a%20b+c", "apikey", "a b c", "a b c", true},
+		{"/v1?apikey=a+b&apikey=a%20b", "apikey", "a b", "a b", true},
+		{"/v1?api%6Bey=v", "apikey", "v", "v", true}, // names are decoded
+		{"/v1?apikey", "apikey", "", "", true},
+		{"/v1?apikey=", "apikey", "", "", true},
+		{"/v1?apikey=%zz&apikey=ok", "apikey", "ok", "ok", true}, // bad escape: pair skipped
+		{"/v1?apikey=ok&apikey=%4", "apikey", "ok", "ok", true},
+		{"/v1?apikey=a;b&apikey=ok", "apikey", "ok", "ok", true}, // ';' : pair skipped
+		{"/v1?apikey=ok&apikey=a;b", "apikey", "ok", "ok", true},
+		{"/v1?a=1#apikey=x", "apikey", "", "", false}, // fragment
+		{"/v1?a=1&apikey=x#frag&apikey=y", "apikey", "x", "x", true},
+		{"/v1/apikey=abc", "apikey", "", "", false},
+		{"/v1?&&apikey=z", "apikey", "z", "z", true},
+		{"/v1?xapikey=1", "apikey", "", "", false},
+		{"", "apikey", "", "", false},
+		{"?apikey=1?2", "apikey", "1?2", "1?2", true},
 	}
 	for _, tt := range tests {
-		v, ok := QueryParam(tt.path, tt.name)
+		first, last, ok := QueryParam(tt.path, tt.name)
 		require.Equal(t, tt.ok, ok, tt.path)
-		require.Equal(t, tt.want, v, tt.path)
+		require.Equal(t, tt.first, first, tt.path)
+		require.Equal(t, tt.last, last, tt.path)
 	}
 }
 
@@ -336,7 +345,10 @@ func TestMatchAllocations(t *testing.T) {
 		{req("/?apikey=b", "", "cookie", "a=1; session=adm-9"), true, 0},
 		{req("/?apikey=a%20b", "", "cookie", "a=1; session=adm-9"), true, 1}, // decoding the value
 		{req("/", "", "x-mse-consumer", "vip-1"), true, 0},
-		{req("/", "10.0.0.1:1", "x-forwarded-for", "1.2.3.4, 10.0.0.1"), true, 1}, // the IP string
+		{req("/", "10.0.0.1:1", "x-forwarded-for", "1.2.3.4, 10.0.0.1"), true, 1},        // the IP string
+		{req("/", "10.0.0.1:1", "x-forwarded-for", "2001:db8::1, 10.0.0.1"), true, 1},    // the network's string
+		{req("/?apikey=b&apikey=k1", "", "cookie", "session=adm-9"), true, 0},            // a repeated parameter
+		{req("/?apikey=b&apikey=k2", "", "cookie", "session=a; session=adm-9"), true, 0}, // a repeated cookie
 		{req("/", "", "x-forwarded-for", "nope"), false, 0},
 	} {
 		_, ok := c.Match(tt.r)
@@ -386,5 +398,144 @@ func BenchmarkMatch(b *testing.B) {
 				c.Match(bc.r)
 			}
 		})
+	}
+}
+
+// matchesDesc summarises MatchAll's matches, as matchDesc does one match.
+func matchesDesc(c *Config, r Request) []string {
+	var out []string
+	for _, m := range c.MatchAll(r, nil) {
+		item := "?"
+		switch {
+		case m.Unmatched:
+			item = "unmatched"
+		case m.Key == c.Global:
+			item = "global"
+		}
+		for i := range c.Items {
+			if m.Item == &c.Items[i] {
+				item = c.Items[i].Type.String() + "#" + itoa(i)
+			}
+		}
+		out = append(out, item+"/"+m.Key.Key+"="+m.Value)
+	}
+	return out
+}
+
+// A parameter or cookie sent more than once is read differently by
+// different upstreams and auth layers (Go, Flask and Java take the first,
+// PHP, Starlette and Python's cookie parser the last): the request is
+// limited as each of them would see it, by its first value and by its last
+// (issue 14, point 8a: ?key=mine&key=fresh was keyed by the first only, so
+// an upstream taking the last was reached with a budget of the client's
+// choosing).
+func TestMatchRepeatedParameterOrCookieLimitsEachReading(t *testing.T) {
+	for _, mode := range []string{"first", "all"} {
+		t.Run(mode, func(t *testing.T) {
+			c := mustParse(t, `{"rule_name":"r","rule_match_mode":"`+mode+`","rule_items":[
+				{"limit_by_param":"apikey","limit_keys":[{"key":"k1","token_per_minute":1},{"key":"regexp:^k","token_per_minute":2}]},
+				{"limit_by_per_param":"apikey","limit_keys":[{"key":"*","token_per_minute":3}]},
+				{"limit_by_per_cookie":"session","limit_keys":[{"key":"*","token_per_minute":4}]}],`+redisOK+`}`)
+			for _, tt := range []struct {
+				r     *fakeRequest
+				first []string // under rule_match_mode first
+				all   []string // under all, when different
+			}{
+				{r: req("/v1?apikey=a&apikey=b", ""),
+					first: []string{"limit_by_per_param#1/*=a", "limit_by_per_param#1/*=b"}},
+				{r: req("/v1?apikey=a&apikey=a", ""),
+					first: []string{"limit_by_per_param#1/*=a"}},
+				// Only the first and the last count: what some upstream takes.
+				{r: req("/v1?apikey=a&apikey=b&apikey=c&apikey=d", ""),
+					first: []string{"limit_by_per_param#1/*=a", "limit_by_per_param#1/*=d"}},
+				// Each reading takes the first item and key that match it.
+				{r: req("/v1?apikey=a&apikey=k1", ""),
+					first: []string{"limit_by_per_param#1/*=a", "limit_by_param#0/k1=k1"},
+					all:   []string{"limit_by_param#0/k1=k1", "limit_by_per_param#1/*=a", "limit_by_per_param#1/*=k1"}},
+				{r: req("/v1?apikey=k1&apikey=k2", ""),
+					first: []string{"limit_by_param#0/k1=k1", "limit_by_param#0/regexp:^k=regexp:^k"},
+					all:   []string{"limit_by_param#0/k1=k1", "limit_by_param#0/regexp:^k=regexp:^k", "limit_by_per_param#1/*=k1", "limit_by_per_param#1/*=k2"}},
+				// Two values sharing one subject are one limit.
+				{r: req("/v1?apikey=k2&apikey=k3", ""),
+					first: []string{"limit_by_param#0/regexp:^k=regexp:^k"},
+					all:   []string{"limit_by_param#0/regexp:^k=regexp:^k", "limit_by_per_param#1/*=k2", "limit_by_per_param#1/*=k3"}},
+				// An empty value is an absent one, as ever.
+				{r: req("/v1?apikey=&apikey=b", ""),
+					first: []string{"limit_by_per_param#1/*=b"}},
+				{r: req("/v1", "", "cookie", "session=s1; theme=dark; session=s2"),
+					first: []string{"limit_by_per_cookie#2/*=s1", "limit_by_per_cookie#2/*=s2"}},
+				{r: req("/v1?apikey=a", "", "cookie", "session=s1; session=s2"),
+					first: []string{"limit_by_per_param#1/*=a"},
+					all:   []string{"limit_by_per_param#1/*=a", "limit_by_per_cookie#2/*=s1", "limit_by_per_cookie#2/*=s2"}},
+			} {
+				want := tt.first
+				if mode == "all" && tt.all != nil {
+					want = tt.all
+				}
+				require.Equal(t, want, matchesDesc(c, tt.r), tt.r.path+" "+tt.r.headers["cookie"])
+			}
+		})
+	}
+}
+
+// Per-IP limits key an IPv6 client by its /64 (ipv6_prefix_length), which
+// is what one client is given: keyed by the whole address, a client had
+// 2^64 budgets (issue 14, point 8b). Keys still match the whole address; a
+// key narrower than the prefix keys each of its clients by that key's
+// length, so that the clients of one /64 matching different keys never
+// share a counter under different limits. IPv4 is unchanged.
+func TestMatchIPv6ClientsByPrefix(t *testing.T) {
+	items := `"rule_items":[{"limit_by_per_ip":"from-remote-addr","limit_keys":[
+		{"key":"2001:db8:1:2::bad","token_per_minute":1},
+		{"key":"2001:db8:1:2:8000::/65","token_per_minute":2},
+		{"key":"regexp:^2001:db8:1:3::","token_per_minute":3},
+		{"key":"::/0","token_per_minute":4},
+		{"key":"0.0.0.0/0","token_per_minute":5}]}]`
+	for _, tt := range []struct {
+		extra string
+		peer  string
+		want  string
+	}{
+		{"", "[2001:db8:1:2::5]:443", "limit_by_per_ip#0/::/0=2001:db8:1:2::/64"},
+		{"", "[2001:db8:1:2:7fff::9]:443", "limit_by_per_ip#0/::/0=2001:db8:1:2::/64"},
+		{"", "2001:db8:1:2::bad", "limit_by_per_ip#0/2001:db8:1:2::bad=2001:db8:1:2::bad"},
+		{"", "[2001:db8:1:2:8000::1]:1", "limit_by_per_ip#0/2001:db8:1:2:8000::/65=2001:db8:1:2:8000::/65"},
+		{"", "[2001:db8:1:3::1]:1", "limit_by_per_ip#0/regexp:^2001:db8:1:3::=2001:db8:1:3::/64"},
+		{"", "[2001:db8:1:3:0:1::]:1", "limit_by_per_ip#0/::/0=2001:db8:1:3::/64"}, // the regexp sees the whole address
+		{"", "10.1.2.3:5", "limit_by_per_ip#0/0.0.0.0/0=10.1.2.3"},
+		{"", "[::ffff:10.1.2.3]:5", "limit_by_per_ip#0/0.0.0.0/0=10.1.2.3"},
+		{`"ipv6_prefix_length":48,`, "[2001:db8:1:2::5]:443", "limit_by_per_ip#0/::/0=2001:db8:1::/48"},
+		{`"ipv6_prefix_length":1,`, "[2001:db8:1:2::5]:443", "limit_by_per_ip#0/::/0=::/1"},
+		{`"ipv6_prefix_length":128,`, "[2001:db8:1:2::5]:443", "limit_by_per_ip#0/::/0=2001:db8:1:2::5"},
+		{`"ipv6_prefix_length":128,`, "10.1.2.3:5", "limit_by_per_ip#0/0.0.0.0/0=10.1.2.3"},
+	} {
+		c := mustParse(t, `{"rule_name":"r",`+tt.extra+items+`,`+redisOK+`}`)
+		require.Equal(t, tt.want, matchDesc(c, req("/", tt.peer)), tt.extra+tt.peer)
+	}
+}
+
+// A request that matches no rule item is limited by unmatched_threshold,
+// all such requests sharing one subject (issue 14, point 8c: they were not
+// limited at all).
+func TestMatchUnmatchedThreshold(t *testing.T) {
+	for _, mode := range []string{"first", "all"} {
+		c := mustParse(t, `{"rule_name":"r","rule_match_mode":"`+mode+`","rule_items":[
+			{"limit_by_header":"x-api-key","limit_keys":[{"key":"sk-1","token_per_minute":10}]},
+			{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"10.0.0.0/8","token_per_minute":20}]}],
+			"unmatched_threshold":{"token_per_minute":30,"query_per_minute":5},`+redisOK+`}`)
+		require.Equal(t, []string{"limit_by_header#0/sk-1=sk-1"}, matchesDesc(c, req("/", "192.0.2.1:1", "x-api-key", "sk-1")), mode)
+		require.Equal(t, []string{"limit_by_per_ip#1/10.0.0.0/8=10.1.1.1"}, matchesDesc(c, req("/", "10.1.1.1:1", "x-api-key", "sk-2")), mode)
+		for _, r := range []*fakeRequest{req("/", "192.0.2.1:1", "x-api-key", "sk-2"), req("/", "192.0.2.1:1"), req("/", "")} {
+			got := c.MatchAll(r, nil)
+			require.Len(t, got, 1, mode)
+			require.True(t, got[0].Unmatched)
+			require.Same(t, c.Unmatched, got[0].Key)
+			require.Nil(t, got[0].Item)
+			require.Equal(t, "", got[0].Value)
+			require.Equal(t, []Window{win("token_per_minute", 60, 30), {Field: "query_per_minute", Unit: UnitRequests, Seconds: 60, Limit: 5}}, got[0].Key.Windows)
+			m, ok := c.Match(r)
+			require.True(t, ok)
+			require.Same(t, got[0].Key, m.Key)
+		}
 	}
 }

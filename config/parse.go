@@ -19,6 +19,7 @@ import (
 const (
 	globalField       = "global_threshold"
 	itemsField        = "rule_items"
+	unmatchedField    = "unmatched_threshold"
 	strategyField     = "token_count_strategy"
 	weightsField      = "token_weights"
 	overLimitField    = "over_limit_action"
@@ -46,11 +47,13 @@ var topFields = fields[Config]{
 	required(nonEmptyStringField("rule_name", func(c *Config, s string) { c.RuleName = s })),
 	customField(globalField, readGlobal),
 	customField(itemsField, readRuleItems),
+	customField(unmatchedField, readUnmatched),
 	intField("rejected_code", minRejectedCode, maxRejectedCode, func(c *Config, n int64) { c.RejectedCode = uint32(n) }),
 	stringField("rejected_msg", func(c *Config, s string) { c.RejectedMsg = s }),
 	boolField("show_limit_quota_header", func(c *Config, b bool) { c.ShowLimitQuotaHeader = b }),
 	enumField("failure_mode", []string{"allow", "deny"}, func(c *Config, i int) { c.FailureMode = FailureMode(i) }),
 	intField("xff_num_trusted_hops", 0, maxXFFTrustedHops, func(c *Config, n int64) { c.XFFTrustedHops = int(n) }),
+	intField("ipv6_prefix_length", 1, 128, func(c *Config, n int64) { c.IPv6PrefixLength = int(n) }),
 	enumField("rule_match_mode", []string{"first", "all"}, func(c *Config, i int) { c.MatchMode = MatchMode(i) }),
 	objectField("token_reservation", reservationFields, func(c *Config) *Reservation { return &c.Reservation }),
 	enumField(strategyField, countStrategies[:], func(c *Config, i int) { c.Cost.Strategy = CountStrategy(i) }),
@@ -95,8 +98,9 @@ var weightFields = fields[Cost]{
 // models overriding them (last, so that they start from every weight set).
 var tokenWeightFields = append(slices.Clip(weightFields), customField("models", readModelWeights))
 
-// globalFields is the table of global_threshold, a limit key without a key:
-// its limits, a window per windowKinds entry and max_concurrent_requests.
+// globalFields is the table of global_threshold (and of unmatched_threshold,
+// its shape), a limit key without a key: its limits, a window per
+// windowKinds entry and max_concurrent_requests.
 var globalFields = limitTable()
 
 // limitKeyFields is the table of a limit_keys entry: the limits and the key.
@@ -187,11 +191,12 @@ func isGatewayKey(key string) bool { return strings.HasPrefix(key, gatewayReserv
 // newConfig returns a Config holding the defaults of the optional fields.
 func newConfig() *Config {
 	return &Config{
-		RejectedCode:   DefaultRejectedCode,
-		RejectedMsg:    DefaultRejectedMsg,
-		FailureMode:    FailAllow,
-		XFFTrustedHops: xffTrustedHopsUnset,
-		Redis:          Redis{TimeoutMs: DefaultRedisTimeoutMs},
+		RejectedCode:     DefaultRejectedCode,
+		RejectedMsg:      DefaultRejectedMsg,
+		FailureMode:      FailAllow,
+		XFFTrustedHops:   xffTrustedHopsUnset,
+		IPv6PrefixLength: DefaultIPv6PrefixLength,
+		Redis:            Redis{TimeoutMs: DefaultRedisTimeoutMs},
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
 			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
 		Cost:           Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
@@ -209,6 +214,12 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 		return fieldErr("", globalField, " and ", itemsField, " cannot both be set")
 	case !hasGlobal && !hasItems:
 		return fieldErr("", "one of ", globalField, " or ", itemsField, " is required")
+	}
+	// Under global_threshold every request is matched: a threshold for the
+	// unmatched ones would never apply.
+	if isSet(members[unmatchedField]) && c.Global != nil {
+		return fieldErr(unmatchedField, "applies only with ", itemsField, ", to the requests no rule item matches: ",
+			globalField, " already limits every request")
 	}
 	if isSet(members[weightsField]) && c.Cost.Strategy != CountWeighted {
 		return fieldErr(weightsField, "only used with ", strategyField, ` "`, CountWeighted.String(), `", which is not set`)
@@ -236,6 +247,17 @@ func readGlobal(c *Config, path string, v gjson.Result) error {
 	return k.checkLimits(path)
 }
 
+// readUnmatched reads unmatched_threshold: a limit key matching every
+// request that no rule item matches, shaped like global_threshold.
+func readUnmatched(c *Config, path string, v gjson.Result) error {
+	k := &LimitKey{Key: AnyKey, Kind: KeyAny}
+	if err := globalFields.read(k, path, v); err != nil {
+		return err
+	}
+	c.Unmatched = k
+	return k.checkLimits(path)
+}
+
 // readRuleItems reads rule_items.
 func readRuleItems(c *Config, path string, v gjson.Result) (err error) {
 	c.Items, err = readNonEmptyArray(path, v, parseRuleItem)
@@ -257,28 +279,40 @@ func readKeyText(k *LimitKey, path string, v gjson.Result) error {
 	return nil
 }
 
-// readModelWeights reads token_weights.models: weights by model name. A
-// model's weights start from the token_weights ones: it sets only what
-// differs.
+// readModelWeights reads token_weights.models: weights by model name,
+// prefix ("claude-opus-4*") or regexp ("regexp:<re>"), in configuration
+// order (see parseModelKey). A model's weights start from the token_weights
+// ones: it sets only what differs.
 func readModelWeights(c *Cost, path string, v gjson.Result) (err error) {
 	if !v.IsObject() {
 		return fieldErr(path, "must be an object keyed by model name, got ", describe(v))
 	}
-	c.ModelWeights = map[string]Weights{}
+	c.ModelWeights = nil
+	seen := map[string]bool{}
 	v.ForEach(func(k, mv gjson.Result) bool {
-		name := k.String()
-		if name == "" {
+		key := k.String()
+		p := child(path, key)
+		if key == "" {
 			err = fieldErr(path, "model names must not be empty")
 			return false
 		}
-		if _, dup := c.ModelWeights[name]; dup {
-			err = fieldErr(child(path, name), "duplicate field")
+		if seen[key] {
+			err = fieldErr(p, "duplicate field")
+			return false
+		}
+		seen[key] = true
+		rule := ModelRule{Key: key}
+		if err = rule.parseKey(p); err != nil {
 			return false
 		}
 		model := Cost{Weights: c.Weights}
-		err = weightFields.read(&model, child(path, name), mv)
-		c.ModelWeights[name] = model.Weights
+		err = weightFields.read(&model, p, mv)
+		rule.Weights = model.Weights
+		c.ModelWeights = append(c.ModelWeights, rule)
 		return err == nil
 	})
+	if err == nil {
+		c.indexModels()
+	}
 	return err
 }

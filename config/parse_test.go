@@ -320,6 +320,8 @@ func TestParseDefaults(t *testing.T) {
 	require.False(t, c.ShowLimitQuotaHeader)
 	require.Equal(t, FailAllow, c.FailureMode)
 	require.Equal(t, -1, c.XFFTrustedHops)
+	require.Equal(t, 64, c.IPv6PrefixLength)
+	require.Nil(t, c.Unmatched)
 	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, Database: 0}, c.Redis)
 
 	c = mustParse(t, withRedis(`{"service_name":"redis.default.svc.cluster.local"}`))
@@ -463,7 +465,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 10)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 18)
+	require.Len(t, topFields, 20)
 }
 
 func TestStrings(t *testing.T) {
@@ -567,4 +569,26 @@ func TestLimitsAboveTwoToThe53AreRefused(t *testing.T) {
 		"query_per_day":9007199254740992,"max_concurrent_requests":9007199254740992}]}`))
 	k := cfg.Items[0].Keys[0]
 	require.Equal(t, []int64{1 << 53, 1 << 53, 1 << 53}, []int64{k.Windows[0].Limit, k.Windows[1].Limit, k.MaxConcurrent})
+}
+
+func TestParseIPv6PrefixLengthAndUnmatchedThreshold(t *testing.T) {
+	items := `"rule_items":[` + item(`"limit_by_header":"h"`, `"k"`) + `]`
+	for _, tt := range []struct{ json, want string }{
+		{`{"rule_name":"r","ipv6_prefix_length":0,` + items + `,` + redisOK + `}`, `ipv6_prefix_length: must be an integer between 1 and 128, got number 0`},
+		{`{"rule_name":"r","ipv6_prefix_length":129,` + items + `,` + redisOK + `}`, `ipv6_prefix_length: must be an integer between 1 and 128, got number 129`},
+		{`{"rule_name":"r","ipv6_prefix_length":"64",` + items + `,` + redisOK + `}`, `ipv6_prefix_length: must be an integer between 1 and 128, got string "64"`},
+		{`{"rule_name":"r","ipv6_prefix_length":56.5,` + items + `,` + redisOK + `}`, `ipv6_prefix_length: must be an integer between 1 and 128, got number 56.5`},
+		{`{"rule_name":"r","unmatched_threshold":{},` + items + `,` + redisOK + `}`, `unmatched_threshold: ` + allWindowsMsg},
+		{`{"rule_name":"r","unmatched_threshold":[],` + items + `,` + redisOK + `}`, `unmatched_threshold: must be an object, got array`},
+		{`{"rule_name":"r","unmatched_threshold":{"token_per_minut":1},` + items + `,` + redisOK + `}`, `unmatched_threshold.token_per_minut: unknown field (did you mean token_per_minute?)`},
+		{`{"rule_name":"r","unmatched_threshold":{"key":"*","token_per_minute":1},` + items + `,` + redisOK + `}`, `unmatched_threshold.key: unknown field`},
+		{`{"rule_name":"r","unmatched_threshold":{"token_per_minute":1},"global_threshold":{"token_per_minute":1},` + redisOK + `}`,
+			`unmatched_threshold: applies only with rule_items, to the requests no rule item matches: global_threshold already limits every request`},
+		{`{"rule_name":"r","unmatched_threshold":{"token_per_minute":1},` + redisOK + `}`, `one of global_threshold or rule_items is required`},
+		{`{"rule_name":"r","unmatched_threshold":{"token_per_minute":1},"global_threshold":{"token_per_minute":1},` + items + `,` + redisOK + `}`,
+			`global_threshold and rule_items cannot both be set`},
+	} {
+		_, err := ParseString(tt.json)
+		require.EqualError(t, err, tt.want, tt.json)
+	}
 }

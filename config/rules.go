@@ -169,6 +169,64 @@ func parseIPKey(s string) (netip.Prefix, bool) {
 	return p, p.IsValid()
 }
 
+// parseKey sets r's Kind, and its Name or Regexp, from its Key, a
+// non-empty key of token_weights.models at path: "regexp:<re>",
+// "<prefix>*" or an exact model name.
+func (r *ModelRule) parseKey(path string) error {
+	s := r.Key
+	switch {
+	case strings.HasPrefix(s, RegexpKeyPrefix):
+		re, err := regexp.Compile(s[len(RegexpKeyPrefix):])
+		if err != nil {
+			return fieldErr(path, "invalid regexp ", quote(s[len(RegexpKeyPrefix):]), ": ", err.Error())
+		}
+		r.Kind, r.Regexp = ModelRegexp, re
+	case s == AnyKey:
+		return fieldErr(path, "a prefix must not be empty (token_weights' own weights apply to every model no key matches)")
+	case strings.Contains(s[:len(s)-1], AnyKey):
+		return fieldErr(path, `'*' may only end a model name, as a prefix ("claude-opus-4*"), got `, quote(s))
+	case strings.HasSuffix(s, AnyKey):
+		r.Kind, r.Name = ModelPrefix, s[:len(s)-1]
+	default:
+		r.Kind, r.Name = ModelExact, s
+	}
+	return nil
+}
+
+// matches reports whether a prefix or regexp rule matches model.
+func (r *ModelRule) matches(model string) bool {
+	switch r.Kind {
+	case ModelPrefix:
+		return strings.HasPrefix(model, r.Name)
+	case ModelRegexp:
+		return r.Regexp.MatchString(model)
+	}
+	return model == r.Name
+}
+
+// indexModels builds what weightsFor looks models up in from ModelWeights:
+// a map of the exact names, then the prefixes, longest first (two prefixes
+// of one length cannot both match a name), then the regexps, in
+// configuration order.
+func (c *Cost) indexModels() {
+	c.exactModels = make(map[string]Weights, len(c.ModelWeights))
+	c.modelPatterns = nil
+	for i := range c.ModelWeights {
+		switch r := &c.ModelWeights[i]; r.Kind {
+		case ModelExact:
+			c.exactModels[r.Name] = r.Weights
+		case ModelPrefix:
+			c.modelPatterns = append(c.modelPatterns, r)
+		}
+	}
+	slices.SortStableFunc(c.modelPatterns, func(a, b *ModelRule) int { return len(b.Name) - len(a.Name) })
+	for i := range c.ModelWeights {
+		if r := &c.ModelWeights[i]; r.Kind == ModelRegexp {
+			c.modelPatterns = append(c.modelPatterns, r)
+		}
+	}
+}
+
 // checkLimits requires at least one limit, and sorts the windows.
 func (k *LimitKey) checkLimits(path string) error {
 	if len(k.Windows) == 0 && k.MaxConcurrent == 0 {

@@ -91,10 +91,9 @@
 package estimate
 
 import (
+	"net/url"
 	"strings"
 	"unsafe"
-
-	"github.com/tidwall/gjson"
 )
 
 // MaxDepth is the deepest nesting of objects and arrays, the top-level object
@@ -119,8 +118,8 @@ type Options struct {
 	DefaultCompletionTokens int64 // used when the request names no output cap; a value < 0 is taken as 0
 	MaxBodyBytes            int64 // bodies larger than this are estimated by size without parsing; ≤ 0: no limit
 	// ModelOfLargeBodies: find the model of a body larger than MaxBodyBytes
-	// all the same (its top-level "model"; one scan that skips the values),
-	// for a cost that depends on the model.
+	// all the same (its last top-level "model", as when the body is parsed;
+	// one scan that skips the values), for a cost that depends on the model.
 	ModelOfLargeBodies bool
 }
 
@@ -139,8 +138,11 @@ func Request(body []byte, path string, o Options) Estimate {
 	}
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		if o.ModelOfLargeBodies && e.Model == "" {
-			if m := gjson.GetBytes(body, "model"); m.Type == gjson.String && m.Str != "" {
-				e.Model = strings.Clone(m.Str) // a copy: the body may be reused
+			w := walker{s: unsafe.String(unsafe.SliceData(body), len(body))}
+			if tok := w.lastModel(); tok != "" {
+				if m := decodeString(tok); m != "" {
+					e.Model = strings.Clone(m) // a copy: the body may be reused
+				}
 			}
 		}
 		return e
@@ -181,25 +183,141 @@ func Size(bodyBytes int64, path string, o Options) Estimate {
 // /v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse, or in a
 // Vertex AI path like
 // /v1/projects/p/locations/l/publishers/google/models/gemini-2.5-pro:generateContent:
-// the path segment after the last "/models/", up to a ':' that introduces
-// the method. It returns "" when there is none, or when the model is not
-// followed by a method (as in OpenAI's GET /v1/models/gpt-4o). The path is
-// taken as it is, without percent-decoding.
+// the path segment after the last "models" segment, up to a ':' that
+// introduces the method. It returns "" when there is none, or when the model
+// is not followed by a method (as in OpenAI's GET /v1/models/gpt-4o).
+//
+// The path is read as its upstream reads it, percent-decoded: each segment
+// (between two '/') is decoded as net/url.PathUnescape does, so that
+// /models/gemini-2.5-pro%3AgenerateContent or /%6Dodels/… name their model.
+// An escaped slash (%2F) is decoded within its segment, as Google's API front
+// end decodes a path variable (/models/a%2Fb:x names "a/b"); a path that
+// names no model that way but does once %2F is taken for a '/' (what a server
+// that decodes the whole path before routing it sees, as uvicorn does) names
+// that one. A path with a malformed escape ('%' not followed by two hex
+// digits) names no model: the upstream refuses it. Only a path with escapes
+// costs an allocation.
 func ModelFromPath(path string) string {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
-	const prefix = "/models/"
-	i := strings.LastIndex(path, prefix)
-	if i < 0 {
+	if !validEscapes(path) {
 		return ""
 	}
-	rest := path[i+len(prefix):]
-	j := strings.IndexByte(rest, ':')
-	if j <= 0 || strings.IndexByte(rest[:j], '/') >= 0 {
+	if m := modelOfSegments(path, true); m != "" || !hasEscapedSlash(path) {
+		return m
+	}
+	decoded, _ := url.PathUnescape(path) // valid: checked above
+	return modelOfSegments(decoded, false)
+}
+
+// modelOfSegments returns the model that follows the last "models" segment
+// of path (not the first, which no '/' starts), up to the ':' of its method;
+// with decode, each segment is percent-decoded first.
+func modelOfSegments(path string, decode bool) string {
+	unescape := func(seg string) string {
+		if decode {
+			seg, _ = url.PathUnescape(seg) // escapes are valid; no allocation without one
+		}
+		return seg
+	}
+	const models = "models"
+	var next string // what follows the last "models" segment
+	found := false
+	for rest := path; ; {
+		i := strings.IndexByte(rest, '/')
+		if i < 0 {
+			break
+		}
+		rest = rest[i+1:]
+		j := strings.IndexByte(rest, '/')
+		if j < 0 {
+			break // the last segment, which no model follows
+		}
+		// Only a segment short enough to decode to "models" is decoded.
+		if seg := rest[:j]; seg == models || len(seg) <= 3*len(models) && unescape(seg) == models {
+			next, found = rest[j+1:], true
+		}
+	}
+	if !found {
 		return ""
 	}
-	return rest[:j]
+	if j := strings.IndexByte(next, '/'); j >= 0 {
+		next = next[:j]
+	}
+	m, _, ok := strings.Cut(unescape(next), ":")
+	if !ok || m == "" {
+		return ""
+	}
+	return m
+}
+
+// validEscapes reports whether every '%' in s starts an escape: two hex
+// digits follow it.
+func validEscapes(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && (i+2 >= len(s) || !isHex(s[i+1]) || !isHex(s[i+2])) {
+			return false
+		}
+	}
+	return true
+}
+
+// hasEscapedSlash reports whether s holds %2F or %2f.
+func hasEscapedSlash(s string) bool {
+	for i := 0; i+2 < len(s); i++ {
+		if s[i] == '%' && s[i+1] == '2' && s[i+2]|0x20 == 'f' {
+			return true
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// lastModel reads the top-level members of the body, skipping their values,
+// and returns the last one called "model" (after decoding) that holds a
+// string, quotes included: the model of a body too large to be walked, as
+// an upstream that lets the last of duplicate keys win reads it. It returns
+// "" when there is none, or when the body is not a JSON object (valid and
+// nested at most MaxDepth deep), as the walk does. It allocates only to
+// decode a five-byte key written with escapes.
+func (w *walker) lastModel() string {
+	w.ws()
+	if w.peek() != '{' || !w.enter() {
+		return ""
+	}
+	var model string
+	for first := true; w.next(first, '}'); first = false {
+		if w.peek() != '"' {
+			w.bad = true
+			break
+		}
+		k := w.i
+		raw, n := w.str()
+		isModel := raw == "model" || n == int64(len("model")) && !w.bad && decodeString(w.s[k:w.i]) == "model"
+		w.ws()
+		if w.peek() != ':' {
+			w.bad = true
+			break
+		}
+		w.i++
+		w.ws()
+		v := w.i
+		if isModel && w.peek() == '"' {
+			w.str()
+			model = w.s[v:w.i]
+		} else {
+			w.skip()
+		}
+	}
+	w.ws()
+	if w.bad || w.i != len(w.s) {
+		return ""
+	}
+	return model
 }
 
 // ceilDiv returns n/d rounded up, for n ≥ 0 and d > 0, without overflow.

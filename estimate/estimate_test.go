@@ -425,6 +425,37 @@ func TestHostileNesting(t *testing.T) {
 	}
 }
 
+// A body over MaxBodyBytes names the model its upstream reads: the last
+// top-level "model", whatever comes before it or is nested inside other
+// members (issue 14, point 6a: the first of two "model" keys bought the
+// default weights).
+func TestLargeBodyModelIsTheLastTopLevelOne(t *testing.T) {
+	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 100, MaxBodyBytes: 64, ModelOfLargeBodies: true}
+	pad := `"messages":[{"role":"user","content":"` + strings.Repeat("x", 80) + `"}]`
+	bySize := func(body string) int64 { return (int64(len(body)) + 3) / 4 }
+	var cases []requestCase
+	for _, c := range []struct{ name, body, model string }{
+		{"two models, padding between", `{"model":"cheap",` + pad + `,"model":"claude-opus-4"}`, "claude-opus-4"},
+		{"two models, padding after", `{"model":"cheap","model":"claude-opus-4",` + pad + `}`, "claude-opus-4"},
+		{"escaped key", `{"model":"cheap",` + pad + `,"\u006dodel":"claude-opus-4"}`, "claude-opus-4"},
+		{"escaped value", `{` + pad + `,"model":"claude-opus-\u0034"}`, "claude-opus-4"},
+		{"nested models do not count", `{"model":"claude-opus-4",` + pad + `,"metadata":{"model":"cheap"},"x":[{"model":"cheap"}]}`, "claude-opus-4"},
+		{"a key that only ends in model", `{"model":"claude-opus-4",` + pad + `,"xmodel":"cheap","model_":"cheap"}`, "claude-opus-4"},
+		{"the last string one", `{"model":"claude-opus-4",` + pad + `,"model":null}`, "claude-opus-4"},
+		{"none", `{` + pad + `,"metadata":{"model":"cheap"}}`, ""},
+		{"not valid JSON", `{"model":"claude-opus-4",` + pad + `,}`, ""},
+		{"not an object", `["model","claude-opus-4",` + pad[len(`"messages":`):] + `]`, ""},
+	} {
+		cases = append(cases, requestCase{name: c.name, body: c.body,
+			want: Estimate{Prompt: bySize(c.body), Completion: 100, Model: c.model}})
+	}
+	runCases(t, o, cases)
+
+	// One scan, allocating only the copy of the model.
+	body := []byte(`{"model":"cheap",` + pad + `,"model":"claude-opus-4"}`)
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, "", o) }))
+}
+
 func TestOptions(t *testing.T) {
 	body := []byte(`{"messages":[{"content":"12345"}]}`)
 	// Rounding up.
@@ -460,6 +491,41 @@ func TestModelFromPath(t *testing.T) {
 	} {
 		assert.Equal(t, want, ModelFromPath(path), path)
 	}
+}
+
+// The model of a path is the one its upstream reads, which decodes the path
+// (issue 14, point 6b: /models/gemini-2.5-pro%3AgenerateContent named no
+// model, so paid the default weights).
+func TestModelFromPathDecodes(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1beta/models/gemini-2.5-pro%3AgenerateContent":                                              "gemini-2.5-pro",
+		"/v1beta/models/gemini-2.5-pro%3agenerateContent?alt=sse":                                      "gemini-2.5-pro",
+		"/v1beta/models/gemini%2D2.5%2Dpro:generateContent":                                            "gemini-2.5-pro",
+		"/v1beta/%6Dodels/gemini-2.5-pro:generateContent":                                              "gemini-2.5-pro",
+		"/v1/projects/p/locations/l/publishers/google/models/gemini%2D2.5-pro%3AstreamGenerateContent": "gemini-2.5-pro",
+		"/v1beta/models/gemini+pro:generateContent":                                                    "gemini+pro", // '+' is not a space in a path
+		"/v1beta/models/gemini%20pro:generateContent":                                                  "gemini pro",
+		// %2F is decoded inside its segment, as Google's API front end decodes
+		// a path variable; a path that names a model only once %2F splits
+		// segments, as a server that decodes the path before routing it sees
+		// it, names that one.
+		"/v1beta/models/google%2Fgemini-2.5-pro:generateContent": "google/gemini-2.5-pro",
+		"/v1beta/models%2Fgemini-2.5-pro:generateContent":        "gemini-2.5-pro",
+		"/v1beta%2Fmodels%2Fgemini-2.5-pro%3AgenerateContent":    "gemini-2.5-pro",
+		// A malformed escape: the upstream refuses the path, which names no model.
+		"/v1beta/models/gemini-2.5-pro%3:generateContent":   "",
+		"/v1beta/models/gemini%zz:generateContent":          "",
+		"/v1beta/models/gemini-2.5-pro:generateContent%":    "",
+		"/v1beta%/models/gemini-2.5-pro:generateContent":    "",
+		"/v1beta/models/%3AgenerateContent":                 "",
+		"/v1/models/gpt%2D4o":                               "",
+		"/v1/chat?next=/models/x%3Ay":                       "",
+		"/v1beta/models/gemini-2.5-pro:generateContent?x=%": "gemini-2.5-pro", // the query is not the path
+	} {
+		assert.Equal(t, want, ModelFromPath(path), path)
+	}
+	// Nothing to decode, nothing allocated.
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { ModelFromPath("/v1beta/models/gemini-2.5-pro:generateContent") }))
 }
 
 func TestModelIsACopy(t *testing.T) {

@@ -25,8 +25,14 @@ func reference(body []byte, path string, o Options) Estimate {
 	bySize = min(bySize, MaxTokens)
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		e.Prompt = bySize
-		if m := gjson.GetBytes(body, "model"); o.ModelOfLargeBodies && e.Model == "" && m.Type == gjson.String {
-			e.Model = m.Str
+		// The last top-level string "model" of a valid object, as when parsed.
+		if o.ModelOfLargeBodies && e.Model == "" && gjson.ValidBytes(body) && nestingDepth(body) <= MaxDepth {
+			gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+				if k.Str == "model" && v.Type == gjson.String {
+					e.Model = v.Str
+				}
+				return true
+			})
 		}
 		return e
 	}
@@ -202,8 +208,11 @@ func FuzzRequest(f *testing.F) {
 		f.Add([]byte(b), "", int64(4), int64(100), int64(1<<20))
 	}
 	f.Add([]byte(`{"contents":[]}`), "/v1beta/models/gemini-2.5-flash:generateContent", int64(1), int64(0), int64(0))
+	f.Add([]byte(`{"model":"a","messages":[],"\u006dodel":"b","x":{"model":"c"}}`), "/v1beta/models%2Fg%3Ax", int64(1), int64(0), int64(3))
 	f.Fuzz(func(t *testing.T, body []byte, path string, bytesPerToken, defaultCompletion, maxBody int64) {
-		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody}
+		// An odd maxBody also looks for the model of a body over it.
+		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
+			ModelOfLargeBodies: maxBody&1 == 1}
 		got := Request(body, path, o)
 		bpt := max(bytesPerToken, 1)
 		if got.Prompt < 0 || got.Prompt > ceilDiv(int64(len(body)), bpt) {

@@ -154,7 +154,7 @@ func TestPerIPLimits(t *testing.T) {
 				require.True(t, spend(p, "6.6.6.6").Passed(), peer)
 				spend(p, "7.7.7.7").RequireRejected(429)
 			}
-			assert.Equal(t, int64(100), p.DayCounter("atrl:{ip|limit_by_per_ip||2001:db8::5}"))
+			assert.Equal(t, int64(100), p.DayCounter("atrl:{ip|limit_by_per_ip||2001:db8::/64}"), "an IPv6 client is its /64")
 		})
 	})
 }

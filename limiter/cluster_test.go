@@ -184,7 +184,7 @@ func clusterEveryConfigurationKeepsItsKeysInOneSlot(t *testing.T, cluster *redis
 		name:   "per IP, from the connection (v6)",
 		config: item("ip", `{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "::/0", "token_per_minute": 150}]}`),
 		peer:   "[2001:db8::5]:443",
-		want:   map[string]int64{"atrl:{ip|limit_by_per_ip||2001:db8::5} t60": 150},
+		want:   map[string]int64{"atrl:{ip|limit_by_per_ip||2001:db8::/64} t60": 150},
 		next:   "rejected",
 	}, {
 		name:    "per header",

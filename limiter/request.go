@@ -106,7 +106,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r.enterQueueing(ctx)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
 		m := matches[i]
-		log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m.Item), m.Key.Key, len(m.Key.Windows))
+		log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m), m.Key.Key, len(m.Key.Windows))
 	}
 
 	// The usage is read from the response body: ask the upstream for an
@@ -194,18 +194,25 @@ func groupBySlot(rules *config.Config, matches []config.Match) []group {
 // subjectKey is the Redis key of the subject a match limits.
 func subjectKey(rules *config.Config, m config.Match) []byte {
 	dst := make([]byte, 0, 96)
-	if m.Item == nil {
+	switch {
+	case m.Unmatched:
+		return cachekey.AppendSubject(dst, rules.RuleName, "unmatched_threshold", "", "")
+	case m.Item == nil:
 		return cachekey.AppendSubject(dst, rules.RuleName, "global_threshold", "", "")
 	}
 	return cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
 }
 
-// describeItem names a rule item for logs: its type and what it reads.
-func describeItem(item *config.RuleItem) string {
-	if item == nil {
+// describeItem names what a match limits by, for logs: its rule item's type
+// and what it reads, or the threshold.
+func describeItem(m config.Match) string {
+	switch {
+	case m.Unmatched:
+		return "unmatched_threshold"
+	case m.Item == nil:
 		return "global_threshold"
 	}
-	return item.Type.String() + " " + item.Raw
+	return m.Item.Type.String() + " " + m.Item.Raw
 }
 
 // admit sends one admission call per slot group, reserving cost tokens in

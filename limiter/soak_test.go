@@ -252,11 +252,12 @@ func pickSoakA(r *rand.Rand) soakMatch {
 }
 
 // soakClients are client addresses as a proxy writes them into
-// X-Forwarded-For, and the IP the README says counts.
+// X-Forwarded-For, and the subject the README says counts (an IPv6
+// client's /64).
 var soakClients = [][2]string{
 	{"10.1.2.3", "10.1.2.3"}, {"10.200.0.9:5123", "10.200.0.9"}, {"::ffff:10.9.8.7", "10.9.8.7"},
 	{"203.0.113.7", "203.0.113.7"}, {"198.51.100.20", "198.51.100.20"},
-	{"2001:db8::5", "2001:db8::5"}, {"[2001:db8::a]:443", "2001:db8::a"},
+	{"2001:db8::5", "2001:db8::/64"}, {"[2001:db8::a]:443", "2001:db8::/64"},
 }
 
 // soakPeer is the connection's peer, which counts when X-Forwarded-For has
