@@ -12,11 +12,24 @@
 // client cannot grow keys without bound, inject separators or braces, or make
 // two different subjects share a key (a part that itself starts with '#' is
 // hashed too, so a raw part never looks like a hashed one).
+//
+// A per-model limit (per_model in the configuration) counts one model's
+// requests within a subject: its key is the subject's, then ":m:" and the
+// model, outside the braces so that it stays in the subject's slot:
+//
+//	atrl:{<rule>|<limit type>|<source>|<value>}:m:<model>:t60:29533012
+//
+// The model is written as is when it is plain, as the parts are, and free
+// of ':'; otherwise it is hashed likewise. What the scripts append to a
+// subject starts with ':' (":t60:", ":q60:", ":c", ":x:", ":a:"), never with
+// ":m:", so neither a subject's own keys and its models' nor two models'
+// keys can be the same.
 package cachekey
 
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 const (
@@ -30,6 +43,10 @@ const (
 	// MaxSubjectBytes bounds a subject key: the prefix, braces, separators and
 	// four parts, each at most MaxPartBytes long.
 	MaxSubjectBytes = len(Prefix) + 2 + 3 + 4*MaxPartBytes
+	// ModelSeparator comes between a subject and its model (AppendModel).
+	ModelSeparator = ":m:"
+	// MaxModelSubjectBytes bounds a subject key with its model.
+	MaxModelSubjectBytes = MaxSubjectBytes + len(ModelSeparator) + MaxPartBytes
 )
 
 // AppendSubject appends the key of one limited subject to dst and returns the
@@ -50,11 +67,28 @@ func AppendSubject(dst []byte, rule, limitType, source, value string) []byte {
 	return append(dst, '}')
 }
 
+// AppendModel appends to a subject key, as AppendSubject builds it, the
+// suffix that narrows it to one model: ":m:" and the model, hashed unless
+// it is plain and free of ':'. The key keeps the subject's hash tag, so its
+// Redis Cluster slot.
+func AppendModel(dst []byte, model string) []byte {
+	dst = append(dst, ModelSeparator...)
+	if strings.IndexByte(model, ':') >= 0 {
+		return appendHashed(dst, model)
+	}
+	return appendPart(dst, model)
+}
+
 // appendPart writes one part of a subject, hashed when it is not plain.
 func appendPart(dst []byte, part string) []byte {
 	if isPlain(part) {
 		return append(dst, part...)
 	}
+	return appendHashed(dst, part)
+}
+
+// appendHashed writes '#' and the hash of a part.
+func appendHashed(dst []byte, part string) []byte {
 	sum := sha256.Sum256([]byte(part))
 	dst = append(dst, '#')
 	var hexed [2 * sha256.Size]byte

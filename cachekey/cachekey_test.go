@@ -2,6 +2,7 @@ package cachekey
 
 import (
 	"bytes"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,11 +52,74 @@ func TestDistinctSubjectsNeverShareAKey(t *testing.T) {
 	}
 }
 
+// withModel is the key of a subject narrowed to a model.
+func withModel(subjectKey, model string) string {
+	return string(AppendModel([]byte(subjectKey), model))
+}
+
+func TestModelKeys(t *testing.T) {
+	alice := subject("llm", "limit_by_per_consumer", "", "alice")
+	assert.Equal(t, "atrl:{llm|limit_by_per_consumer||alice}:m:gpt-4o", withModel(alice, "gpt-4o"))
+	assert.Equal(t, "atrl:{llm|global_threshold||}:m:claude-opus-4-20250514",
+		withModel(subject("llm", "global_threshold", "", ""), "claude-opus-4-20250514"))
+	assert.Equal(t, "atrl:{llm|limit_by_per_consumer||alice}:m:google/gemini-2.5-pro", withModel(alice, "google/gemini-2.5-pro"))
+	assert.Equal(t, "atrl:{llm|limit_by_per_consumer||alice}:m:Qwen2.5 72B", withModel(alice, "Qwen2.5 72B"), "spaces are printable")
+	assert.Equal(t, "atrl:{llm|limit_by_per_consumer||alice}:m:"+strings.Repeat("m", MaxPartBytes),
+		withModel(alice, strings.Repeat("m", MaxPartBytes)), "a model at the bound is kept")
+
+	// Hashed: what a part hashes, and a ':', which would run into the
+	// suffixes the scripts append (":t60:<bucket>", ":c").
+	for _, model := range []string{
+		"models/gemini:generateContent", "gpt:t60", ":c", "a:", ":",
+		strings.Repeat("m", MaxPartBytes+1), "#abc", "模型", "x}y", "x{y", "x|y", "new\nline",
+	} {
+		key := withModel(alice, model)
+		require.True(t, strings.HasPrefix(key, alice+":m:#"), "%q gave %q", model, key)
+		assert.Len(t, key, len(alice)+len(":m:#")+hashedHexBytes, model)
+		assert.Equal(t, 3, strings.Count(key, ":"), "%q gave %q", model, key) // atrl:, :m:
+	}
+	assert.NotEqual(t, withModel(alice, "a:b"), withModel(alice, "a:c"))
+
+	// A model's counters stay in its subject's slot.
+	for _, model := range []string{"gpt-4o", "x}y", "{other}", "a:b"} {
+		assert.Equal(t, Slot([]byte(alice)), Slot([]byte(withModel(alice, model))), model)
+	}
+}
+
+// Once the scripts append a window's bucket or the leases' suffix, no two
+// (subject, model) pairs, with or without a model, share a counter.
+func TestSubjectsAndModelsNeverShareACounter(t *testing.T) {
+	subjects := []string{subject("r", "t", "s", "a"), subject("r", "t", "s", "b"), subject("r", "t", "s", "a:m:x")}
+	models := []string{"", "x", "x:x:1", "x:t60", "x:t60:1", "t60", "m", "m:x", "x:c", "c", strings.Repeat("x", 100), "#x", "a:m"}
+	// The scripts' suffixes, and one that ends with another (as a charge id
+	// holding ':' would): a ':' in a model written as is would let two
+	// models meet there.
+	suffixes := []string{":t60:1", ":t1:60", ":q60:1", ":c", ":x:1", ":a:1", ":x:1:t60:1"}
+	seen := map[string]string{}
+	for _, s := range subjects {
+		var keys []string
+		for _, suffix := range suffixes {
+			keys = append(keys, s+suffix)
+			for _, m := range models {
+				keys = append(keys, withModel(s, m)+suffix)
+			}
+		}
+		for i, k := range keys {
+			what := s + " #" + strconv.Itoa(i)
+			if prev, dup := seen[k]; dup {
+				t.Fatalf("%s and %s share the counter %q", prev, what, k)
+			}
+			seen[k] = what
+		}
+	}
+}
+
 func FuzzSubjectKeys(f *testing.F) {
-	f.Add("chat", "limit_by_header", "x-api-key", "sk-1", "sk-2")
-	f.Add("r", "t", "s", "a|b", "a}b")
-	f.Add("r", "t", "s", "#abc", "abc")
-	f.Fuzz(func(t *testing.T, rule, typ, source, v1, v2 string) {
+	f.Add("chat", "limit_by_header", "x-api-key", "sk-1", "sk-2", "gpt-4o", "gpt-4o-mini")
+	f.Add("r", "t", "s", "a|b", "a}b", "", "x")
+	f.Add("r", "t", "s", "#abc", "abc", "a:t60", "a")
+	f.Add("llm", "limit_by_per_consumer", "", "alice", "alice", "m:x", "m")
+	f.Fuzz(func(t *testing.T, rule, typ, source, v1, v2, m1, m2 string) {
 		k1 := AppendSubject(nil, rule, typ, source, v1)
 		k2 := AppendSubject(nil, rule, typ, source, v2)
 		if len(k1) > MaxSubjectBytes {
@@ -67,6 +131,32 @@ func FuzzSubjectKeys(f *testing.F) {
 		open := bytes.IndexByte(k1, '{')
 		if open < 0 || bytes.IndexByte(k1[open+1:], '}') != len(k1)-open-2 {
 			t.Fatalf("hash tag does not span the subject: %q", k1)
+		}
+
+		km1 := AppendModel(bytes.Clone(k1), m1)
+		km2 := AppendModel(bytes.Clone(k2), m2)
+		if len(km1) > MaxModelSubjectBytes {
+			t.Fatalf("key of %d bytes over the bound %d", len(km1), MaxModelSubjectBytes)
+		}
+		if !bytes.HasPrefix(km1, k1) || Slot(km1) != Slot(k1) {
+			t.Fatalf("model key %q is not in its subject %q's slot", km1, k1)
+		}
+		// The model part holds no ':', so where a script's suffix starts is
+		// never in doubt.
+		if tail := km1[len(k1):]; !bytes.HasPrefix(tail, []byte(ModelSeparator)) ||
+			bytes.IndexByte(tail[len(ModelSeparator):], ':') >= 0 {
+			t.Fatalf("model part of %q holds a ':'", km1)
+		}
+		same := v1 == v2 && m1 == m2
+		for _, suffix := range []string{":t60:1", ":c"} {
+			if same != bytes.Equal(append(bytes.Clone(km1), suffix...), append(bytes.Clone(km2), suffix...)) {
+				t.Fatalf("(%q, %q) and (%q, %q) gave keys %q and %q", v1, m1, v2, m2, km1, km2)
+			}
+			for _, other := range []string{":t60:1", ":c", ":x:1"} {
+				if bytes.Equal(append(bytes.Clone(km1), suffix...), append(bytes.Clone(k2), other...)) {
+					t.Fatalf("model key %q%s is subject key %q%s", km1, suffix, k2, other)
+				}
+			}
 		}
 	})
 }
