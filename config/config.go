@@ -19,6 +19,11 @@
 //     (a /64 by default), not by each of its addresses.
 //   - token_weights.models keys may be prefixes ("claude-opus-4*") and
 //     regexps, besides exact model names.
+//   - Limits by model: limit_by_model and limit_by_per_model rule items,
+//     whose keys match the request's model (read from model_source), and
+//     per_model under a limit key, global_threshold or unmatched_threshold:
+//     within the subject the key limits, each model's own limit, the first
+//     entry that matches it (see Config.MatchAll).
 //
 // A query parameter or cookie sent more than once is read both as its first
 // and as its last value (see Config.MatchAll), since upstreams and auth
@@ -28,11 +33,12 @@
 // (except top-level keys starting with "_", which the gateway adds), invalid
 // header names, invalid regexps and invalid IPs/CIDRs are refused by Parse
 // with a *FieldError naming the field path and the bad value. JSON null is
-// treated as "not set" (an empty YAML value), except for limit_by_consumer and
-// limit_by_per_consumer, whose mere presence selects the limit type.
+// treated as "not set" (an empty YAML value), except for limit_by_consumer,
+// limit_by_per_consumer, limit_by_model and limit_by_per_model, whose mere
+// presence selects the limit type.
 //
 // The package has no proxy-wasm dependency: the plugin implements Request
-// over the host API and calls Config.Match on every request.
+// over the host API and calls Config.MatchAll on every request.
 package config
 
 import (
@@ -62,6 +68,7 @@ const (
 const (
 	perIPRemoteAddr         = "from-remote-addr"
 	perIPHeaderPrefix       = "from-header-"
+	modelSourceHeaderPrefix = "header:"
 	gatewayReservedPrefix   = "_" // top-level keys added by the gateway (_rules_, _match_route_...)
 	xffTrustedHopsUnset     = -1
 	maxXFFTrustedHops       = 1<<31 - 1
@@ -116,6 +123,51 @@ type Config struct {
 	// StreamUsage is stream_usage: whether OpenAI-style streaming requests
 	// are made to ask for their usage.
 	StreamUsage StreamUsage
+	// ModelSources is model_source: where the plugin reads a request's
+	// model (Request.Model), in order, the first that names one winning;
+	// [body, path] unless configured.
+	ModelSources []ModelSource
+}
+
+// ModelSourceKind is where a request's model is read from.
+type ModelSourceKind uint8
+
+const (
+	// ModelFromHeader ("header:<name>"): a request header's value.
+	ModelFromHeader ModelSourceKind = iota + 1
+	// ModelFromBody ("body"): the body's top-level "model".
+	ModelFromBody
+	// ModelFromPath ("path"): the model a Gemini or Vertex AI path names.
+	ModelFromPath
+)
+
+func (k ModelSourceKind) String() string {
+	switch k {
+	case ModelFromHeader:
+		return "header"
+	case ModelFromBody:
+		return "body"
+	case ModelFromPath:
+		return "path"
+	}
+	return "ModelSourceKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ModelSource is one entry of model_source.
+type ModelSource struct {
+	Kind ModelSourceKind
+	// Header is the lower-cased header name, for ModelFromHeader; "" for
+	// the others.
+	Header string
+}
+
+// String returns the entry as configured, the header name lower-cased:
+// "header:x-model", "body" or "path".
+func (s ModelSource) String() string {
+	if s.Kind == ModelFromHeader {
+		return modelSourceHeaderPrefix + s.Header
+	}
+	return s.Kind.String()
 }
 
 // StreamUsage says whether an OpenAI chat or legacy completions request
@@ -216,6 +268,8 @@ const (
 	ByPerConsumer
 	ByPerCookie
 	ByPerIP
+	ByModel    // the request's model (Request.Model); keys are names, prefixes, regexps or "*"
+	ByPerModel // each distinct model of the requests its keys match
 )
 
 // limitTypes is indexed by LimitType; its order is the order used in messages.
@@ -232,6 +286,8 @@ var limitTypes = [...]struct {
 	ByPerConsumer: {"limit_by_per_consumer", true},
 	ByPerCookie:   {"limit_by_per_cookie", true},
 	ByPerIP:       {"limit_by_per_ip", true},
+	ByModel:       {"limit_by_model", false},
+	ByPerModel:    {"limit_by_per_model", true},
 }
 
 // String returns the Higress configuration key, e.g. "limit_by_header".
@@ -249,6 +305,11 @@ func (t LimitType) PerValue() bool {
 	return t >= ByHeader && int(t) < len(limitTypes) && limitTypes[t].per
 }
 
+// ModelValued reports whether the type's value is the request's model
+// (limit_by_model, limit_by_per_model): its keys may be prefixes, and its
+// limit keys take no per_model.
+func (t LimitType) ModelValued() bool { return t == ByModel || t == ByPerModel }
+
 func limitTypeByField(field string) (LimitType, bool) {
 	for t := ByHeader; int(t) < len(limitTypes); t++ {
 		if limitTypes[t].field == field {
@@ -263,11 +324,13 @@ type RuleItem struct {
 	Type LimitType
 	// Name is where the value is read from: the lower-cased header name, the
 	// query parameter name, the cookie name, ConsumerHeader for the consumer
-	// types, and for ByPerIP the lower-cased header name, "" meaning the
-	// connection's peer address.
+	// types, for ByPerIP the lower-cased header name, "" meaning the
+	// connection's peer address, and "" for the model types (the model is
+	// the request's, read from Config.ModelSources).
 	Name string
 	// Raw is the limit_by_* value as configured ("x-mse-consumer" for the
-	// consumer types), which Higress uses in its Redis keys.
+	// consumer types, "" for the model types, whose value is ignored),
+	// which Higress uses in its Redis keys.
 	Raw  string
 	Keys []LimitKey
 }
@@ -280,6 +343,7 @@ const (
 	KeyAny                   // "*": any non-empty value
 	KeyRegexp                // "regexp:<re>": Regexp matches (unanchored) the value
 	KeyIPNet                 // an IP or CIDR (limit_by_per_ip): Prefix contains the IP
+	KeyPrefix                // "<prefix>*" (model keys only): the value starts with Key without its '*'
 )
 
 func (k KeyKind) String() string {
@@ -292,13 +356,16 @@ func (k KeyKind) String() string {
 		return "regexp"
 	case KeyIPNet:
 		return "ipnet"
+	case KeyPrefix:
+		return "prefix"
 	}
 	return "KeyKind(" + strconv.Itoa(int(k)) + ")"
 }
 
-// LimitKey is one entry of limit_keys (or the global threshold).
+// LimitKey is one entry of limit_keys (or the global or unmatched
+// threshold), or one entry of a limit key's per_model.
 type LimitKey struct {
-	Key    string // as configured
+	Key    string // as configured; a per_model entry's model pattern
 	Kind   KeyKind
 	Regexp *regexp.Regexp // KeyRegexp
 	// Prefix is set for KeyIPNet: masked, a bare IP becoming /32 or /128, and
@@ -311,6 +378,12 @@ type LimitKey struct {
 	// MaxConcurrent is max_concurrent_requests: at most this many requests of
 	// the subject in progress at once; 0 when not set.
 	MaxConcurrent int64
+	// PerModel is per_model: within the subject this key limits, the limit
+	// of each model, the first entry whose pattern (Key: an exact name,
+	// "<prefix>*", "regexp:<re>" or "*") matches the request's model
+	// applying. Each entry is a LimitKey of its own, whose PerModel is nil.
+	// nil when not set, and always for the keys of the model types.
+	PerModel []LimitKey
 }
 
 // ModelKind says how a token_weights.models key matches a model name.

@@ -10,14 +10,17 @@ import (
 // read twice by apply: every table must name each field once.
 func TestTablesNameEachFieldOnce(t *testing.T) {
 	for name, names := range map[string][]string{
-		"top":               topFields.names(),
-		"redis":             redisFields.names(),
-		"token_reservation": reservationFields.names(),
-		"weights":           weightFields.names(),
-		"token_weights":     tokenWeightFields.names(),
-		"global_threshold":  globalFields.names(),
-		"limit key":         limitKeyFields.names(),
-		"rule item":         ruleItemFields(),
+		"top":                    topFields.names(),
+		"redis":                  redisFields.names(),
+		"token_reservation":      reservationFields.names(),
+		"weights":                weightFields.names(),
+		"token_weights":          tokenWeightFields.names(),
+		"global_threshold":       globalFields.names(),
+		"limit key":              limitKeyFields.names(),
+		"limit_by_model key":     modelKeyFields[ByModel].names(),
+		"limit_by_per_model key": modelKeyFields[ByPerModel].names(),
+		"per_model entry":        perModelFields.names(),
+		"rule item":              ruleItemFields(),
 	} {
 		seen := map[string]bool{}
 		for _, n := range names {

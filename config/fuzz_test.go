@@ -3,6 +3,7 @@ package config
 import (
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -165,6 +166,11 @@ func FuzzParse(f *testing.F) {
 		"rule_items":[{"limit_by_per_param":"apikey","limit_keys":[{"key":"*","token_per_minute":1}]},
 		{"limit_by_per_ip":"from-header-x-forwarded-for","limit_keys":[{"key":"2001:db8::1/127","token_per_minute":1}]}],
 		"token_count_strategy":"weighted","token_weights":{"models":{"a*":{},"regexp:b":{},"c":{}}},"redis":{"service_name":"x"}}`)
+	f.Add(fromYAML(f, budgetsYAML))
+	f.Add(`{"rule_name":"r","model_source":["header:x-m","body"],"rule_items":[
+		{"limit_by_model":"","limit_keys":[{"key":"a*","token_per_minute":1},{"key":"abc","query_per_minute":1}]},
+		{"limit_by_per_param":"apikey","limit_keys":[{"key":"*","token_per_minute":1,"per_model":[{"model":"ab*","token_per_minute":1},{"model":"*","max_concurrent_requests":1}]}]}],
+		"unmatched_threshold":{"query_per_minute":1,"per_model":[{"model":"regexp:^g","token_per_minute":1}]},"redis":{"service_name":"x"}}`)
 	f.Fuzz(func(t *testing.T, json string) {
 		c, err := Parse(gjson.Parse(json))
 		c2, err2 := ParseString(json)
@@ -180,38 +186,78 @@ func FuzzParse(f *testing.F) {
 		_ = c2
 		checkConfig(t, c)
 		for _, r := range fuzzRequests {
-			m, ok := c.Match(r)
-			if c.Global != nil && (!ok || m.Key != c.Global || m.Item != nil) {
-				t.Fatalf("global config did not match: %+v %v", m, ok)
-			}
-			if c.Unmatched != nil && !ok {
-				t.Fatalf("no match despite an unmatched threshold")
-			}
-			if ok && m.Unmatched != (m.Item == nil && m.Key == c.Unmatched) {
-				t.Fatalf("bad unmatched match: %+v", m)
-			}
-			all := c.MatchAll(r, nil)
-			if ok != (len(all) > 0) || ok && all[0] != m && c.MatchMode == MatchFirst {
-				t.Fatalf("Match %+v %v, MatchAll %+v", m, ok, all)
-			}
-			if len(all) > 2*max(len(c.Items), 1) {
-				t.Fatalf("%d matches for %d rule items", len(all), len(c.Items))
-			}
-			for i, m := range all {
-				if m.Item != nil && m.Item.Type.PerValue() && m.Value == "" {
-					t.Fatalf("per-value match with empty value: %+v", m)
-				}
-				if m.Unmatched && len(all) != 1 {
-					t.Fatalf("unmatched beside other matches: %+v", all)
-				}
-				for _, o := range all[:i] {
-					if o == m {
-						t.Fatalf("a subject twice: %+v", all)
-					}
-				}
-			}
+			checkMatches(t, c, r)
 		}
 	})
+}
+
+// checkMatches asserts the invariants of a configuration's matches of r.
+func checkMatches(t *testing.T, c *Config, r *fakeRequest) {
+	t.Helper()
+	m, ok := c.Match(r)
+	if c.Global != nil && (!ok || m.Key != c.Global || m.Item != nil) {
+		t.Fatalf("global config did not match: %+v %v", m, ok)
+	}
+	if c.Unmatched != nil && !ok {
+		t.Fatalf("no match despite an unmatched threshold")
+	}
+	if ok && (m.Unmatched != (m.Item == nil && m.Key == c.Unmatched) || m.Parent != nil) {
+		t.Fatalf("bad match: %+v", m)
+	}
+	all := c.MatchAll(r, nil)
+	if ok != (len(all) > 0) || ok && all[0] != m && c.MatchMode == MatchFirst {
+		t.Fatalf("Match %+v %v, MatchAll %+v", m, ok, all)
+	}
+	// Each rule item reads at most two values, and each match may be
+	// followed by a per_model match.
+	if len(all) > 4*max(len(c.Items), 1) {
+		t.Fatalf("%d matches for %d rule items", len(all), len(c.Items))
+	}
+	for i, m := range all {
+		if m.Item != nil && m.Item.Type.PerValue() && m.Value == "" {
+			t.Fatalf("per-value match with empty value: %+v", m)
+		}
+		if m.Unmatched && (len(all) > 2 || all[0].Key != c.Unmatched) {
+			t.Fatalf("unmatched beside other matches: %+v", all)
+		}
+		byModel := m.Item != nil && m.Item.Type.ModelValued()
+		if (m.Model != "") != (byModel || m.Parent != nil) || m.Model != "" && m.Model != r.model {
+			t.Fatalf("match with model %q for a request with %q: %+v", m.Model, r.model, m)
+		}
+		if m.Parent != nil {
+			p := all[i-1]
+			if p.Key != m.Parent || p.Item != m.Item || p.Value != m.Value || p.Unmatched != m.Unmatched || byModel ||
+				m.Key != firstEntry(m.Parent.PerModel, m.Model) {
+				t.Fatalf("per_model match %d is not its parent's first matching entry: %+v", i, all)
+			}
+		} else if want := firstEntry(m.Key.PerModel, r.model); r.model != "" && want != nil {
+			if i+1 == len(all) || all[i+1].Parent != m.Key {
+				t.Fatalf("match %d is not followed by its per_model match: %+v", i, all)
+			}
+		} else if i+1 < len(all) && all[i+1].Parent != nil {
+			t.Fatalf("match %d is followed by a per_model match: %+v", i, all)
+		}
+		for _, o := range all[:i] {
+			if o == m {
+				t.Fatalf("a subject twice: %+v", all)
+			}
+		}
+	}
+}
+
+// firstEntry returns the first per_model entry that matches model, if any.
+func firstEntry(entries []LimitKey, model string) *LimitKey {
+	for i := range entries {
+		e := &entries[i]
+		switch {
+		case e.Kind == KeyAny,
+			e.Kind == KeyExact && model == e.Key,
+			e.Kind == KeyPrefix && strings.HasPrefix(model, strings.TrimSuffix(e.Key, "*")),
+			e.Kind == KeyRegexp && e.Regexp.MatchString(model):
+			return e
+		}
+	}
+	return nil
 }
 
 var fuzzRequests = []*fakeRequest{
@@ -220,6 +266,9 @@ var fuzzRequests = []*fakeRequest{
 	req("/v1?apikey=abc&apikey=k&apikey=abd", "[2001:db8::1]:1", "cookie", "key1=abc; key1=; key1=x", "x-forwarded-for", "2001:db8::2"),
 	req("/", "[2001:db8::2]:443"),
 	req("?", "garbage", "x-forwarded-for", "garbage"),
+	req("/v1?apikey=abc&apikey=abd", "10.0.0.1:80", "x-api-key", "abc", "x-mse-consumer", "abc").withModel("abc"),
+	req("/v1", "[2001:db8::1]:1", "x-mse-consumer", "b").withModel("gpt-4o-mini"),
+	req("/", "").withModel("*"),
 }
 
 // checkConfig asserts the invariants of an accepted configuration.
@@ -250,7 +299,7 @@ func checkConfig(t *testing.T, c *Config) {
 		if it.Type.String() == "" || strings.HasPrefix(it.Type.String(), "LimitType(") || len(it.Keys) == 0 {
 			t.Fatalf("bad item: %+v", it)
 		}
-		if it.Type != ByPerIP && it.Name == "" {
+		if it.Type.ModelValued() && (it.Name != "" || it.Raw != "") || it.Type != ByPerIP && !it.Type.ModelValued() && it.Name == "" {
 			t.Fatalf("bad item name: %+v", it)
 		}
 		for j := range it.Keys {
@@ -261,14 +310,52 @@ func checkConfig(t *testing.T, c *Config) {
 				t.Fatalf("bad IP key: %+v", k)
 			case k.Kind == KeyExact && it.Type.PerValue():
 				t.Fatalf("exact key on per type: %+v", k)
-			case k.Kind == KeyRegexp && k.Regexp == nil:
-				t.Fatalf("regexp key without regexp: %+v", k)
+			case k.Kind == KeyPrefix && !it.Type.ModelValued():
+				t.Fatalf("prefix key on a type other than the model ones: %+v", k)
+			case k.PerModel != nil && it.Type.ModelValued():
+				t.Fatalf("per_model under a model type: %+v", k)
 			}
 		}
 	}
+	if len(c.ModelSources) == 0 {
+		t.Fatalf("no model source: %+v", c)
+	}
+	for i, s := range c.ModelSources {
+		if s.Kind < ModelFromHeader || s.Kind > ModelFromPath || (s.Kind == ModelFromHeader) != (s.Header != "") ||
+			s.Header != strings.ToLower(s.Header) || slices.Contains(c.ModelSources[:i], s) {
+			t.Fatalf("bad model sources: %+v", c.ModelSources)
+		}
+	}
+	hasModel := false
 	for _, k := range keys {
-		if k.Key == "" || len(k.Windows) == 0 {
+		if k.PerModel != nil {
+			hasModel = true
+		}
+		for i := range k.PerModel {
+			e := &k.PerModel[i]
+			if e.PerModel != nil || e.Kind == KeyIPNet {
+				t.Fatalf("bad per_model entry: %+v", e)
+			}
+			keys = append(keys, e)
+		}
+	}
+	for i := range c.Items {
+		hasModel = hasModel || c.Items[i].Type.ModelValued()
+	}
+	if hasModel != c.HasModelLimits() {
+		t.Fatalf("HasModelLimits says %v", !hasModel)
+	}
+	for _, k := range keys {
+		if k.Key == "" || len(k.Windows) == 0 && k.MaxConcurrent == 0 {
 			t.Fatalf("bad key: %+v", k)
+		}
+		switch {
+		case k.Kind == KeyRegexp && k.Regexp == nil:
+			t.Fatalf("regexp key without regexp: %+v", k)
+		case k.Kind == KeyPrefix && (len(k.Key) < 2 || strings.IndexByte(k.Key, '*') != len(k.Key)-1):
+			t.Fatalf("bad prefix key: %+v", k)
+		case k.Kind == KeyAny && k.Key != AnyKey:
+			t.Fatalf("bad any key: %+v", k)
 		}
 		for i, w := range k.Windows {
 			if w.Limit <= 0 || w.Limit > MaxLimit || w.Seconds <= 0 || w.Field == "" || (i > 0 && k.Windows[i-1].Seconds >= w.Seconds) {

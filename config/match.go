@@ -17,6 +17,32 @@ type Request interface {
 	// PeerAddress returns the connection's peer as Envoy's source.address
 	// property gives it: "ip:port", "[v6]:port" or a bare IP.
 	PeerAddress() string
+	// Model returns the request's model, as the plugin resolved it from
+	// Config.ModelSources, or "" when it names none. It is called only
+	// when a rule needs it (see Config.HasModelLimits).
+	Model() string
+}
+
+// HasModelLimits reports whether any limit depends on the request's model:
+// a limit_by_model or limit_by_per_model rule item, or a per_model under a
+// limit key, global_threshold or unmatched_threshold. Only then need the
+// plugin resolve a request's model (Request.Model).
+func (c *Config) HasModelLimits() bool {
+	if c.Global != nil && c.Global.PerModel != nil || c.Unmatched != nil && c.Unmatched.PerModel != nil {
+		return true
+	}
+	for i := range c.Items {
+		it := &c.Items[i]
+		if it.Type.ModelValued() {
+			return true
+		}
+		for j := range it.Keys {
+			if it.Keys[j].PerModel != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Match is the outcome of Config.Match.
@@ -29,13 +55,24 @@ type Match struct {
 	Key *LimitKey
 	// Value identifies the limited subject: for the limit_by_per_* types the
 	// request's value (for limit_by_per_ip the canonical IP string, or for
-	// an IPv6 client its network's, see Config.IPv6PrefixLength), for the
-	// other types the configured Key, so that all requests matching the key
-	// share one counter, and "" for the global and unmatched thresholds.
+	// an IPv6 client its network's, see Config.IPv6PrefixLength; for
+	// limit_by_per_model the model), for the other types the configured
+	// Key, so that all requests matching the key share one counter, and ""
+	// for the global and unmatched thresholds. A per_model match has its
+	// parent's.
 	Value string
 	// Unmatched says the request matched no rule item, and Key is
-	// Config.Unmatched.
+	// Config.Unmatched (or, with Parent set, one of its per_model entries).
 	Unmatched bool
+	// Model is the request's model (Request.Model) in the matches that
+	// depend on it: those of the model types, and per_model matches. ""
+	// otherwise.
+	Model string
+	// Parent is set in a per_model match: the limit key whose per_model
+	// holds Key, matched just before it (the parent match precedes it in
+	// MatchAll's output). Its subject is the parent's, narrowed to Model
+	// (see cachekey.AppendModel). nil otherwise.
+	Parent *LimitKey
 }
 
 // Match returns the limit that applies to r under rule_match_mode
@@ -43,8 +80,9 @@ type Match struct {
 // item, in order, whose value is present in the request and matched by one
 // of its keys (the first that matches, in order), otherwise the unmatched
 // threshold if configured. ok is false when no limit applies. A request
-// that repeats a parameter or cookie may have a second limit (see
-// MatchAll): Match returns the first.
+// that repeats a parameter or cookie may have a second limit, and a
+// matched key with per_model a second limit for the request's model (see
+// MatchAll): Match returns the first, never a per_model match.
 func (c *Config) Match(r Request) (m Match, ok bool) {
 	if c.Global != nil {
 		return Match{Key: c.Global}, true
@@ -75,19 +113,28 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 // values in between are not read by any of those, and are ignored, which
 // also bounds the subjects of a request, at two per rule item. Matches that
 // name the same subject are appended once.
+//
+// Right after each match whose Key has per_model, when the request has a
+// model (Request.Model), comes the first per_model entry that matches the
+// model, as a match of its own: Key is the entry, Parent the matched key,
+// Model the request's model, and Item, Value and Unmatched the parent's.
+// The request is limited by both: the parent's limits for all its models
+// together, the entry's for this model within the parent's subject. A
+// request without a model matches no per_model entry, nor any
+// limit_by_model or limit_by_per_model item; the rest limits it as usual.
 func (c *Config) MatchAll(r Request, dst []Match) []Match {
-	if c.Global != nil {
-		return append(dst, Match{Key: c.Global})
-	}
 	start := len(dst)
+	if c.Global != nil {
+		return appendMatch(dst, start, Match{Key: c.Global}, r)
+	}
 	if c.MatchMode == MatchFirst {
 		m, ok, repeated := c.matchFirst(r, false)
 		if ok {
-			dst = append(dst, m)
+			dst = appendMatch(dst, start, m, r)
 		}
 		if repeated {
 			if m, ok, _ := c.matchFirst(r, true); ok {
-				dst = appendNew(dst, start, m)
+				dst = appendMatch(dst, start, m, r)
 			}
 		}
 	} else {
@@ -95,17 +142,17 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 			it := &c.Items[i]
 			m, ok, repeated := c.matchItem(it, r, false)
 			if ok {
-				dst = append(dst, m)
+				dst = appendMatch(dst, start, m, r)
 			}
 			if repeated {
 				if m, ok, _ := c.matchItem(it, r, true); ok {
-					dst = appendNew(dst, start, m)
+					dst = appendMatch(dst, start, m, r)
 				}
 			}
 		}
 	}
 	if len(dst) == start && c.Unmatched != nil {
-		dst = append(dst, c.unmatched())
+		dst = appendMatch(dst, start, c.unmatched(), r)
 	}
 	return dst
 }
@@ -113,14 +160,29 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 // unmatched is the match of a request no rule item matches.
 func (c *Config) unmatched() Match { return Match{Key: c.Unmatched, Unmatched: true} }
 
-// appendNew appends m to dst unless dst[start:] holds it already.
-func appendNew(dst []Match, start int, m Match) []Match {
+// appendMatch appends m to dst unless dst[start:] holds it already, then
+// its per_model match, if any: the first entry of m.Key.PerModel that
+// matches r's model.
+func appendMatch(dst []Match, start int, m Match, r Request) []Match {
 	for _, d := range dst[start:] {
 		if d.Item == m.Item && d.Key == m.Key && d.Value == m.Value {
 			return dst
 		}
 	}
-	return append(dst, m)
+	dst = append(dst, m)
+	if m.Key.PerModel == nil {
+		return dst
+	}
+	model := r.Model()
+	if model == "" {
+		return dst
+	}
+	for i := range m.Key.PerModel {
+		if e := &m.Key.PerModel[i]; e.matchString(model) {
+			return append(dst, Match{Item: m.Item, Key: e, Value: m.Value, Unmatched: m.Unmatched, Model: model, Parent: m.Key})
+		}
+	}
+	return dst
 }
 
 // matchFirst returns the first rule item, in order, that matches r, reading
@@ -162,10 +224,14 @@ func (c *Config) matchItem(it *RuleItem, r Request, last bool) (m Match, ok, rep
 		if !k.matchString(v) {
 			continue
 		}
-		if !it.Type.PerValue() {
-			v = k.Key
+		m = Match{Item: it, Key: k, Value: v}
+		if it.Type.ModelValued() {
+			m.Model = v
 		}
-		return Match{Item: it, Key: k, Value: v}, true, repeated
+		if !it.Type.PerValue() {
+			m.Value = k.Key
+		}
+		return m, true, repeated
 	}
 	return Match{}, false, repeated
 }
@@ -228,11 +294,14 @@ func (c *Config) ipv6Bits(addr netip.Addr, k *LimitKey) int {
 
 // values returns the request's value for a non-IP rule item, "" if
 // absent: for a query parameter or a cookie sent more than once, its first
-// and its last values; for a header, its value twice.
+// and its last values; for a header and a model, its value twice.
 func (it *RuleItem) values(r Request) (first, last string) {
 	switch it.Type {
 	case ByHeader, ByPerHeader, ByConsumer, ByPerConsumer:
 		v := r.Header(it.Name)
+		return v, v
+	case ByModel, ByPerModel:
+		v := r.Model()
 		return v, v
 	case ByParam, ByPerParam:
 		first, last, _ = QueryParam(r.Path(), it.Name)
@@ -250,6 +319,8 @@ func (k *LimitKey) matchString(v string) bool {
 		return v == k.Key
 	case KeyRegexp:
 		return k.Regexp.MatchString(v)
+	case KeyPrefix:
+		return strings.HasPrefix(v, k.Key[:len(k.Key)-1])
 	}
 	return false
 }

@@ -7,16 +7,25 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// fakeRequest implements Request.
+// fakeRequest implements Request. Its model stands for the one the plugin
+// resolves (from a header, the body or the path: the plugin's business).
 type fakeRequest struct {
 	headers map[string]string
 	path    string
 	peer    string
+	model   string
 }
 
 func (r *fakeRequest) Header(name string) string { return r.headers[name] }
 func (r *fakeRequest) Path() string              { return r.path }
 func (r *fakeRequest) PeerAddress() string       { return r.peer }
+func (r *fakeRequest) Model() string             { return r.model }
+
+// withModel sets the request's model.
+func (r *fakeRequest) withModel(model string) *fakeRequest {
+	r.model = model
+	return r
+}
 
 func req(path, peer string, kv ...string) *fakeRequest {
 	h := map[string]string{}
@@ -357,18 +366,23 @@ func TestMatchAllocations(t *testing.T) {
 	}
 }
 
-// benchConfig has five rule items; benchmarks hit the first and the last.
+// benchConfig has six rule items; benchmarks hit the first, the last, and
+// a key with per_model.
 const benchConfig = `{"rule_name":"bench","rule_items":[
 	{"limit_by_header":"x-api-key","limit_keys":[
 		{"key":"9a342114-ba8a-11ec-b1bf-00163e1250b5","token_per_minute":10},
 		{"key":"a6a6d7f2-ba8a-11ec-bec2-00163e1250b5","token_per_hour":100}]},
 	{"limit_by_param":"apikey","limit_keys":[{"key":"k1","token_per_minute":10}]},
 	{"limit_by_per_cookie":"session","limit_keys":[{"key":"regexp:^adm-","token_per_minute":10}]},
-	{"limit_by_per_consumer":"","limit_keys":[{"key":"regexp:^vip-","token_per_minute":10,"token_per_day":1000}]},
+	{"limit_by_per_consumer":"","limit_keys":[{"key":"regexp:^vip-","token_per_minute":10,"token_per_day":1000,"per_model":[
+		{"model":"regexp:^gpt-4o$","token_per_minute":5},
+		{"model":"claude-*","token_per_minute":5},
+		{"model":"*","token_per_minute":2}]}]},
 	{"limit_by_per_ip":"from-header-x-forwarded-for","limit_keys":[
 		{"key":"10.0.0.0/8","token_per_minute":100},
 		{"key":"2001:db8::/32","token_per_minute":100},
-		{"key":"0.0.0.0/0","token_per_minute":10,"token_per_hour":100}]}],
+		{"key":"0.0.0.0/0","token_per_minute":10,"token_per_hour":100}]},
+	{"limit_by_per_model":"","limit_keys":[{"key":"regexp:mini$","token_per_minute":10}]}],
 	"xff_num_trusted_hops":1,
 	"redis":{"service_name":"redis.static"}}`
 
@@ -399,6 +413,19 @@ func BenchmarkMatch(b *testing.B) {
 			}
 		})
 	}
+
+	// A consumer's limit and its model's within it: MatchAll, which alone
+	// returns the per_model match, into a slice the caller reuses.
+	r := req("/v1/chat/completions?stream=true", "10.0.0.1:4000", "x-mse-consumer", "vip-42").withModel("claude-sonnet-4")
+	dst := c.MatchAll(r, make([]Match, 0, 4))
+	require.Len(b, dst, 2)
+	require.Equal(b, "claude-*", dst[1].Key.Key)
+	b.Run("per_model", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			dst = c.MatchAll(r, dst[:0])
+		}
+	})
 }
 
 // matchesDesc summarises MatchAll's matches, as matchDesc does one match.

@@ -26,6 +26,8 @@ const (
 	maxQueueWaitField = "max_queue_wait_ms"
 	limitKeysField    = "limit_keys"
 	keyField          = "key"
+	perModelField     = "per_model"
+	modelField        = "model"
 )
 
 // MaxLimit is the largest limit (token_per_*, query_per_*,
@@ -63,6 +65,7 @@ var topFields = fields[Config]{
 	enumField(overLimitField, []string{"reject", "queue"}, func(c *Config, i int) { c.OverLimit = OverLimitAction(i) }),
 	intField(maxQueueWaitField, 1, maxQueueWaitMs, func(c *Config, n int64) { c.MaxQueueWaitMs = n }),
 	enumField("stream_usage", []string{"inject", "off"}, func(c *Config, i int) { c.StreamUsage = StreamUsage(i) }),
+	customField("model_source", readModelSources),
 	required(objectField("redis", redisFields, func(c *Config) *Redis { return &c.Redis })),
 }
 
@@ -98,13 +101,39 @@ var weightFields = fields[Cost]{
 // models overriding them (last, so that they start from every weight set).
 var tokenWeightFields = append(slices.Clip(weightFields), customField("models", readModelWeights))
 
-// globalFields is the table of global_threshold (and of unmatched_threshold,
-// its shape), a limit key without a key: its limits, a window per
-// windowKinds entry and max_concurrent_requests.
-var globalFields = limitTable()
+// limitsFields is the table of a limit key's limits: a window per
+// windowKinds entry, and max_concurrent_requests.
+var limitsFields = limitTable()
 
-// limitKeyFields is the table of a limit_keys entry: the limits and the key.
-var limitKeyFields = append(slices.Clip(globalFields), required(customField(keyField, readKeyText)))
+// globalFields is the table of global_threshold (and of unmatched_threshold,
+// its shape), a limit key without a key: its limits, and its limits per
+// model.
+var globalFields = append(slices.Clip(limitsFields), customField(perModelField, readPerModel))
+
+// limitKeyFields is the table of a limit_keys entry: the limits, the key,
+// and the limits per model.
+var limitKeyFields = append(slices.Clip(limitsFields), required(customField(keyField, readKeyText)),
+	customField(perModelField, readPerModel))
+
+// modelKeyFields are the tables of the limit_keys entries of the model
+// types, by type: per_model is refused there, since the item's keys match
+// the model already.
+var modelKeyFields = map[LimitType]fields[LimitKey]{ByModel: modelKeyTable(ByModel), ByPerModel: modelKeyTable(ByPerModel)}
+
+// perModelFields is the table of a per_model entry: the limits, and the
+// pattern of the models it limits. per_model is named, to be refused.
+var perModelFields = append(slices.Clip(limitsFields), required(customField(modelField, readModelPattern)),
+	customField(perModelField, func(_ *LimitKey, path string, _ gjson.Result) error {
+		return fieldErr(path, "not allowed in a per_model entry: per_model entries do not nest")
+	}))
+
+// modelKeyTable returns the table of a limit_keys entry of the model type t.
+func modelKeyTable(t LimitType) fields[LimitKey] {
+	return append(slices.Clip(limitsFields), required(customField(keyField, readKeyText)),
+		customField(perModelField, func(_ *LimitKey, path string, _ gjson.Result) error {
+			return fieldErr(path, "not allowed under ", t.String(), ": its keys match the model already")
+		}))
+}
 
 // limitTable returns the table of a limit key's limits.
 func limitTable() fields[LimitKey] {
@@ -130,7 +159,7 @@ func limitField(name string, set func(*LimitKey, int64)) field[LimitKey] {
 }
 
 // limitFields returns the names of a limit key's limits, in table order.
-func limitFields() []string { return globalFields.names() }
+func limitFields() []string { return limitsFields.names() }
 
 // ruleItemFields returns the names of a rule item's fields: the limit_by_*
 // types (one of which selects the item's type) and limit_keys. A rule item
@@ -202,6 +231,7 @@ func newConfig() *Config {
 		Cost:           Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},
 		LeaseSeconds:   DefaultLeaseSeconds,
 		MaxQueueWaitMs: DefaultMaxQueueWaitMs,
+		ModelSources:   []ModelSource{{Kind: ModelFromBody}, {Kind: ModelFromPath}},
 	}
 }
 
@@ -277,6 +307,67 @@ func readKeyText(k *LimitKey, path string, v gjson.Result) error {
 		return fieldErr(path, "must be a string, got ", describe(v))
 	}
 	return nil
+}
+
+// readPerModel reads the per_model of a limit key: its limits by model,
+// the first entry whose pattern matches a request's model applying.
+func readPerModel(k *LimitKey, path string, v gjson.Result) (err error) {
+	k.PerModel, err = readNonEmptyArray(path, v, func(path string, v gjson.Result) (LimitKey, error) {
+		var e LimitKey
+		if err := perModelFields.read(&e, path, v); err != nil {
+			return e, err
+		}
+		return e, e.checkLimits(path)
+	})
+	return err
+}
+
+// readModelPattern reads the model of a per_model entry: an exact name,
+// "<prefix>*", "regexp:<re>" or "*", matched as a limit_by_model key is.
+func readModelPattern(k *LimitKey, path string, v gjson.Result) error {
+	s, err := readString(path, v)
+	if err != nil {
+		return err
+	}
+	k.Key = s
+	return k.parseKey(path, ByModel)
+}
+
+// readModelSources reads model_source: where a request's model is read
+// from, in order ("header:<name>", "body", "path"), each at most once.
+func readModelSources(c *Config, path string, v gjson.Result) (err error) {
+	var seen []ModelSource
+	c.ModelSources, err = readNonEmptyArray(path, v, func(path string, v gjson.Result) (ModelSource, error) {
+		s, err := parseModelSource(path, v)
+		if err == nil && slices.Contains(seen, s) {
+			err = fieldErr(path, "duplicate source ", quote(v.Str))
+		}
+		seen = append(seen, s)
+		return s, err
+	})
+	return err
+}
+
+// parseModelSource reads an entry of model_source.
+func parseModelSource(path string, v gjson.Result) (ModelSource, error) {
+	s, err := readString(path, v)
+	if err != nil {
+		return ModelSource{}, err
+	}
+	switch {
+	case s == ModelFromBody.String():
+		return ModelSource{Kind: ModelFromBody}, nil
+	case s == ModelFromPath.String():
+		return ModelSource{Kind: ModelFromPath}, nil
+	case strings.HasPrefix(s, modelSourceHeaderPrefix):
+		h := s[len(modelSourceHeaderPrefix):]
+		if !validHeaderName(h) {
+			return ModelSource{}, fieldErr(path, "invalid header name ", quote(h), " in ", quote(s))
+		}
+		return ModelSource{Kind: ModelFromHeader, Header: strings.ToLower(h)}, nil
+	}
+	return ModelSource{}, fieldErr(path, `must be "`+modelSourceHeaderPrefix+`<name>", "`, ModelFromBody.String(),
+		`" or "`, ModelFromPath.String(), `", got `, quote(s))
 }
 
 // readModelWeights reads token_weights.models: weights by model name,

@@ -98,7 +98,7 @@ func TestParseInvalid(t *testing.T) {
 		{"rule_items empty", `{"rule_name":"r","rule_items":[],` + redisOK + `}`, `rule_items: must not be empty`},
 		{"rule item string", withItems(`"x"`), `rule_items[0]: must be an object, got string "x"`},
 		{"no limit_by", withItems(`{"limit_keys":[{"key":"a","token_per_minute":1}]}`),
-			`rule_items[0]: one of limit_by_header, limit_by_param, limit_by_consumer, limit_by_cookie, limit_by_per_header, limit_by_per_param, limit_by_per_consumer, limit_by_per_cookie, limit_by_per_ip is required`},
+			`rule_items[0]: one of limit_by_header, limit_by_param, limit_by_consumer, limit_by_cookie, limit_by_per_header, limit_by_per_param, limit_by_per_consumer, limit_by_per_cookie, limit_by_per_ip, limit_by_model, limit_by_per_model is required`},
 		{"two limit_by", withItems(item(`"limit_by_param":"p",`+hdr, `"k"`)),
 			`rule_items[0]: only one limit_by_* field may be set, got limit_by_header, limit_by_param`},
 		{"three limit_by", withItems(item(`"limit_by_per_ip":"from-remote-addr","limit_by_consumer":"",`+hdr, `"k"`)),
@@ -463,9 +463,9 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 		}
 		mustParse(t, withItems(item(`"`+f+`":"name"`, key)))
 	}
-	require.Len(t, ruleItemFields(), 10)
+	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 20)
+	require.Len(t, topFields, 21)
 }
 
 func TestStrings(t *testing.T) {
@@ -480,15 +480,26 @@ func TestStrings(t *testing.T) {
 	require.Equal(t, "FailureMode(7)", FailureMode(7).String())
 	require.Equal(t, "regexp", KeyRegexp.String())
 	require.Equal(t, "ipnet", KeyIPNet.String())
+	require.Equal(t, "prefix", KeyPrefix.String())
 	require.Equal(t, "KeyKind(9)", KeyKind(9).String())
+	require.Equal(t, "limit_by_model", ByModel.String())
+	require.Equal(t, "limit_by_per_model", ByPerModel.String())
+	require.Equal(t, "header", ModelFromHeader.String())
+	require.Equal(t, "body", ModelFromBody.String())
+	require.Equal(t, "path", ModelFromPath.String())
+	require.Equal(t, "ModelSourceKind(0)", ModelSourceKind(0).String())
+	require.Equal(t, "header:x-model", ModelSource{Kind: ModelFromHeader, Header: "x-model"}.String())
+	require.Equal(t, "body", ModelSource{Kind: ModelFromBody}.String())
 	require.Equal(t, "tokens", UnitTokens.String())
 	require.Equal(t, "Unit(3)", Unit(3).String())
 	for _, tt := range []struct {
 		t   LimitType
 		per bool
 	}{{ByHeader, false}, {ByParam, false}, {ByConsumer, false}, {ByCookie, false},
-		{ByPerHeader, true}, {ByPerParam, true}, {ByPerConsumer, true}, {ByPerCookie, true}, {ByPerIP, true}} {
+		{ByPerHeader, true}, {ByPerParam, true}, {ByPerConsumer, true}, {ByPerCookie, true}, {ByPerIP, true},
+		{ByModel, false}, {ByPerModel, true}} {
 		require.Equal(t, tt.per, tt.t.PerValue(), tt.t.String())
+		require.Equal(t, tt.t == ByModel || tt.t == ByPerModel, tt.t.ModelValued(), tt.t.String())
 		lt, ok := limitTypeByField(tt.t.String())
 		require.True(t, ok)
 		require.Equal(t, tt.t, lt)

@@ -63,12 +63,16 @@ func limitTypeOf(path string, members map[string]gjson.Result) (LimitType, error
 // parseRuleName validates the limit_by_* value and sets item.Name and Raw.
 func parseRuleName(item *RuleItem, path string, v gjson.Result) error {
 	switch item.Type {
-	case ByConsumer, ByPerConsumer:
-		// Higress only checks that the key is present; its value ('') is ignored.
+	case ByConsumer, ByPerConsumer, ByModel, ByPerModel:
+		// Higress only checks that the key is present; its value ('') is
+		// ignored. So is a model type's: the model is read as model_source
+		// says, for every item.
 		if v.Type != gjson.String && v.Type != gjson.Null {
 			return fieldErr(path, "must be a string (its value is ignored), got ", describe(v))
 		}
-		item.Name, item.Raw = ConsumerHeader, ConsumerHeader
+		if !item.Type.ModelValued() {
+			item.Name, item.Raw = ConsumerHeader, ConsumerHeader
+		}
 		return nil
 	}
 	s, err := readNonEmptyString(path, v)
@@ -109,7 +113,11 @@ func parseRuleName(item *RuleItem, path string, v gjson.Result) error {
 // parseLimitKey reads an entry of the limit_keys of a rule item of type t.
 func parseLimitKey(path string, t LimitType, v gjson.Result) (LimitKey, error) {
 	var k LimitKey
-	if err := limitKeyFields.read(&k, path, v); err != nil {
+	fs := limitKeyFields
+	if t.ModelValued() {
+		fs = modelKeyFields[t]
+	}
+	if err := fs.read(&k, path, v); err != nil {
 		return k, err
 	}
 	if err := k.parseKey(child(path, keyField), t); err != nil {
@@ -119,7 +127,8 @@ func parseLimitKey(path string, t LimitType, v gjson.Result) (LimitKey, error) {
 }
 
 // parseKey sets k's Kind, and its Regexp or Prefix, from its Key as read
-// for a rule item of type t; path is the key's.
+// for a rule item of type t (ByModel for the model pattern of a per_model
+// entry); path is the key's.
 func (k *LimitKey) parseKey(path string, t LimitType) error {
 	s := k.Key
 	switch {
@@ -139,12 +148,24 @@ func (k *LimitKey) parseKey(path string, t LimitType) error {
 			return fieldErr(path, "invalid IP or CIDR ", quote(s))
 		}
 		k.Kind, k.Prefix = KeyIPNet, p
+	case t.ModelValued() && strings.Contains(s[:len(s)-1], AnyKey):
+		return errMidStar(path, s)
+	case t.ModelValued() && strings.HasSuffix(s, AnyKey):
+		k.Kind = KeyPrefix
+	case t == ByPerModel:
+		return fieldErr(path, t.String(), ` needs a "`+RegexpKeyPrefix+`<re>", "<prefix>`+AnyKey+`" or "`+AnyKey+`" key, got `, quote(s))
 	case t.PerValue():
 		return fieldErr(path, t.String(), ` needs a "`+RegexpKeyPrefix+`<re>" or "`+AnyKey+`" key, got `, quote(s))
 	default:
 		k.Kind = KeyExact
 	}
 	return nil
+}
+
+// errMidStar refuses the model pattern s, at path, whose '*' is not at its
+// end: a model name never holds one, and a prefix ends with it.
+func errMidStar(path, s string) error {
+	return fieldErr(path, `'*' may only end a model name, as a prefix ("claude-opus-4*"), got `, quote(s))
 }
 
 // parseIPKey parses a limit_by_per_ip key: an IPv4 or IPv6 address or CIDR.
@@ -184,7 +205,7 @@ func (r *ModelRule) parseKey(path string) error {
 	case s == AnyKey:
 		return fieldErr(path, "a prefix must not be empty (token_weights' own weights apply to every model no key matches)")
 	case strings.Contains(s[:len(s)-1], AnyKey):
-		return fieldErr(path, `'*' may only end a model name, as a prefix ("claude-opus-4*"), got `, quote(s))
+		return errMidStar(path, s)
 	case strings.HasSuffix(s, AnyKey):
 		r.Kind, r.Name = ModelPrefix, s[:len(s)-1]
 	default:

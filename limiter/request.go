@@ -396,6 +396,13 @@ type hostRequest struct{ ctx wrapper.HttpContext }
 
 func (h hostRequest) Header(name string) string { return requestHeader(name) }
 func (h hostRequest) Path() string              { return h.ctx.Path() }
+
+// Model is the request's model for the rules' model limits. The plugin
+// does not resolve it from config.Config.ModelSources yet (the plugin half
+// of issue 15): until it does, no request has one, and no model limit
+// applies.
+func (h hostRequest) Model() string { return "" }
+
 func (h hostRequest) PeerAddress() string {
 	v, err := proxywasm.GetProperty([]string{"source", "address"})
 	if err != nil {
