@@ -38,6 +38,8 @@ type PluginConfig struct {
 	metrics *metrics
 	start   *startState  // what the configurations of this start share: the tick, postponed charges
 	queues  *waitingRoom // where over-limit requests wait (nil: they are rejected)
+
+	rejectedType string // the Content-Type of rejected_msg (rejection.go)
 }
 
 // parseConfig parses and validates a configuration; any error refuses it, so
@@ -48,6 +50,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		return err
 	}
 	pc.rules = rules
+	pc.rejectedType = rejectedContentType(rules.RejectedMsg)
 	pc.redis = scripts.NewClient(scripts.Endpoint{
 		ServiceName: rules.Redis.ServiceName,
 		ServicePort: rules.Redis.ServicePort,

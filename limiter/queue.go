@@ -50,6 +50,7 @@ type waitLine struct {
 	retryAt uint64          // the tick at which waiting[0] asks again (0: at once)
 	asking  bool            // waiting[0]'s retry is with Redis
 	verdict scripts.Verdict // the latest rejection: what those who give up are told
+	scope   string          // and the limit it names (see rejectedScope)
 }
 
 // ticksFor converts a wait in milliseconds to ticks, rounding up.
@@ -113,8 +114,9 @@ func (r *request) join(line *waitLine) *waitLine {
 // wait queues a rejected request, or keeps it queued, until Redis says there
 // is room; it returns false when the request is not to wait: queueing is
 // off, the room comes after the request's maximum wait, or never comes (a
-// reservation larger than a token window).
-func (r *request) wait(v scripts.Verdict) bool {
+// reservation larger than a token window). scope names the limit that
+// closed, for those who give up.
+func (r *request) wait(v scripts.Verdict, scope string) bool {
 	if r.httpCtx == nil || !r.fits() {
 		return false
 	}
@@ -129,7 +131,7 @@ func (r *request) wait(v scripts.Verdict) bool {
 			return false
 		}
 	}
-	line.verdict = v
+	line.verdict, line.scope = v, scope
 	if line.waiting[0] == r {
 		line.retryAt, line.asking = retryAt, false
 	}
@@ -194,10 +196,10 @@ func (line *waitLine) giveUp(tick uint64) {
 		if tick <= r.giveUpAt || i == 0 && line.asking {
 			continue
 		}
-		v := line.verdict
+		v, scope := line.verdict, line.scope
 		r.leaveQueue()
 		r.actOnItsContext()
-		r.reject(v)
+		r.reject(v, scope)
 	}
 }
 

@@ -50,6 +50,7 @@ type request struct {
 	fromStream     bool             // the pending admission calls were sent from the request's own hooks
 	failure        error            // the first admission call that failed
 	rejected       *scripts.Verdict // the closed window that resets last, if any
+	rejectedBy     *group           // the group it belongs to
 	verdict        scripts.Verdict  // the tightest open window, once admitted
 
 	// Queueing (over_limit_action: queue), see queue.go.
@@ -80,6 +81,7 @@ type group struct {
 	subjects []scripts.Subject
 	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
 	answered bool            // got a verdict (allowed or not)
+	matches  []config.Match  // the match of each subject, in the same order
 	marker   string          // names its admission call in Redis, to cancel it ("": it takes nothing)
 	canceled bool            // its admission was cancelled: a late answer is ignored
 	tokens   bool            // some subject has a token window: usage is charged to it
@@ -182,6 +184,7 @@ func groupBySlot(rules *config.Config, matches []config.Match) []group {
 		}
 		g := &groups[i]
 		g.subjects = append(g.subjects, s)
+		g.matches = append(g.matches, m)
 		g.leases = g.leases || s.Concurrent > 0
 		for _, w := range s.Windows {
 			g.requests = g.requests || w.Unit == config.UnitRequests
@@ -264,7 +267,7 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 	case !v.Allowed:
 		g.verdict, g.answered = v, true
 		if r.rejected == nil || v.Reset > r.rejected.Reset {
-			r.rejected = &g.verdict
+			r.rejected, r.rejectedBy = &g.verdict, g
 		}
 	default:
 		g.verdict, g.answered = v, true
@@ -287,7 +290,7 @@ func (r *request) decide() {
 	if r.failure != nil || r.rejected != nil {
 		r.rollBack()
 	}
-	if r.rejected != nil && r.failure == nil && r.wait(*r.rejected) {
+	if r.rejected != nil && r.failure == nil && r.wait(*r.rejected, r.rejectedScope()) {
 		return
 	}
 	line := r.queue
@@ -300,7 +303,7 @@ func (r *request) decide() {
 	case r.failure != nil:
 		r.fail(r.failure)
 	case r.rejected != nil:
-		r.reject(*r.rejected)
+		r.reject(*r.rejected, r.rejectedScope())
 	default:
 		r.admitted = true
 		r.holdsLeases()
@@ -366,24 +369,6 @@ func (r *request) fail(err error) {
 	if !r.inHook {
 		_ = proxywasm.ResumeHttpRequest()
 	}
-}
-
-// reject answers rejected_code, telling the client when to come back. A
-// request over a concurrency limit is told so, and to retry in a second.
-func (r *request) reject(v scripts.Verdict) {
-	rules := r.pc.rules
-	log.Debugf("rule %s: a limit of kind %d is used up (limit %d), rejected for %d s", rules.RuleName, v.Kind, v.Limit, v.Reset)
-	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader), r.model)
-	reset := strconv.FormatInt(max(v.Reset, 1), 10)
-	headers := [][2]string{{HeaderReset, reset}, {HeaderRetryAfter, reset}, {"content-type", "text/plain; charset=utf-8"}}
-	if rules.ShowLimitQuotaHeader {
-		headers = append(headers, [2]string{HeaderLimit, strconv.FormatInt(v.Limit, 10)}, [2]string{HeaderRemaining, "0"})
-	}
-	body, detail := rules.RejectedMsg, "ai-token-ratelimit.rejected"
-	if v.Kind == scripts.KindConcurrent {
-		body, detail = concurrencyMsg+strconv.FormatInt(v.Limit, 10), "ai-token-ratelimit.concurrency"
-	}
-	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, detail, headers, []byte(body), -1)
 }
 
 func requestHeader(name string) string {

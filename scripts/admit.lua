@@ -20,16 +20,17 @@
 --            when at most N of its requests may be in progress; then n pairs
 --            (window, limit), window being 't' (tokens) or 'q' (requests)
 --            and its length in seconds, e.g. 't60'
--- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms},
---   {0, 1, 0, 0, now, 0, 0} when cancelled before it ran
---   where limit, remaining, reset, kind and wait describe the limit that
+-- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms,
+--   subject}, {0, 1, 0, 0, now, 0, 0, 1} when cancelled before it ran,
+--   where limit, remaining, reset, kind, wait and subject describe the limit that
 --   decides (rejected: the closed one that has room last; allowed: the token
 --   window with the fewest tokens left, else the request window with the
 --   fewest requests left), remaining counts this request, now is the second
 --   the buckets were taken at (a refund goes back into them later), kind
 --   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
 --   progress, and wait is how long until it has room, in milliseconds (0 when
---   allowed, and for requests in progress, which can end any time).
+--   allowed, and for requests in progress, which can end any time), and
+--   subject is the index in KEYS of the subject it belongs to.
 
 local cost = tonumber(ARGV[2])
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
@@ -38,7 +39,7 @@ local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when
 if marker then
   marker = KEYS[1] .. ':a:' .. marker
   if redis.call('EXISTS', marker) == 1 then                     -- cancelled before it ran (its stream had gone):
-    return {0, 1, 0, 0, math.floor(now), 0, 0}                  -- take nothing; no one reads the answer
+    return {0, 1, 0, 0, math.floor(now), 0, 0, 1}               -- take nothing; no one reads the answer
   end
 end
 local kinds = {t = 0, q = 1}
@@ -96,7 +97,7 @@ for k = 1, #KEYS do
     local reset = math.ceil(secs - eps)
     local ms = open == 1 and 0 or math.ceil(secs * 1000 - 1e-3) -- (less 1 µs: the float error of a time near 2^31 s)
     if better(open, left, reset, kind, ms) then
-      verdict = {open, limit, math.max(math.floor(left), 0), reset, kind, ms}
+      verdict = {open, limit, math.max(math.floor(left), 0), reset, kind, ms, k}
     end
     if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
       local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
@@ -110,7 +111,7 @@ for k = 1, #KEYS do
     local held = redis.call('ZCARD', set)
     local open = held < max and 1 or 0
     if better(open, max - held - 1, 1, 2, 0) then               -- retry in 1 s: a release can come any time
-      verdict = {open, max, math.max(max - held - 1, 0), 1, 2, 0}
+      verdict = {open, max, math.max(max - held - 1, 0), 1, 2, 0, k}
     end
     leases[#leases + 1] = set
   end
@@ -126,4 +127,4 @@ if verdict[1] == 1 then                                         -- admitted: cou
     redis.call('EXPIRE', set, tonumber(lease) + 1)              -- the set goes when its last lease would
   end
 end
-return {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6]}
+return {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6], verdict[7]}

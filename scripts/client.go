@@ -87,6 +87,9 @@ type Verdict struct {
 	// millisecond: 0 when allowed, and for a concurrency limit, whose
 	// requests can end any time.
 	WaitMs int64
+	// Subject is the index, among the subjects of the call, of the one the
+	// deciding limit belongs to.
+	Subject int
 }
 
 // Subject is one limited subject: its windows and its concurrency limit.
@@ -117,7 +120,7 @@ func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string,
 			done(Verdict{}, err)
 			return
 		}
-		done(parseVerdict(v))
+		done(parseVerdict(v, len(subjects)))
 	})
 }
 
@@ -415,10 +418,11 @@ func isRESPType(b byte) bool {
 	return b == '+' || b == '-' || b == ':' || b == '$' || b == '*'
 }
 
-// parseVerdict checks that a reply has the shape admit.lua returns.
-func parseVerdict(v resp.Value) (Verdict, error) {
+// parseVerdict checks that a reply has the shape admit.lua returns for a
+// call about n subjects.
+func parseVerdict(v resp.Value, n int) (Verdict, error) {
 	a := v.Array()
-	if len(a) != 7 {
+	if len(a) != 8 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	for _, e := range a {
@@ -426,11 +430,12 @@ func parseVerdict(v resp.Value) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 		}
 	}
-	allowed, limit, remaining, reset, at, kind, wait := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer())
-	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindConcurrent) || wait < 0 {
+	allowed, limit, remaining, reset, at, kind, wait, subject := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer()), a[7].Integer()
+	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindConcurrent) || wait < 0 ||
+		subject < 1 || subject > n {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
-	return Verdict{Allowed: allowed == 1, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at, WaitMs: wait}, nil
+	return Verdict{Allowed: allowed == 1, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at, WaitMs: wait, Subject: subject - 1}, nil
 }
 
 // describe renders a reply for an error message, briefly.

@@ -135,7 +135,7 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 
 	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", true)), nil)
 	require.NoError(t, err)
-	verdict, err := parseVerdict(v)
+	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
 	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
@@ -146,7 +146,7 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 
 	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", false)), nil)
 	require.NoError(t, err, "EVAL cached the script: EVALSHA works now")
-	verdict, err = parseVerdict(v)
+	verdict, err = parseVerdict(v, len(subjects))
 	require.NoError(t, err)
 	assert.False(t, verdict.Allowed)
 	assert.Equal(t, int64(0), verdict.Remaining)
@@ -201,20 +201,22 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 
 	for name, raw := range map[string]string{
 		"nil":              "$-1\r\n",
-		"six elements":     "*6\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n",
-		"string element":   "*7\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
-		"allowed is 2":     "*7\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
-		"limit 0":          "*7\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
-		"negative reset":   "*7\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n:0\r\n",
-		"negative remains": "*7\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
-		"no time":          "*7\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n:0\r\n",
-		"unknown kind":     "*7\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:3\r\n:0\r\n",
-		"negative wait":    "*7\r\n:0\r\n:100\r\n:0\r\n:3\r\n:9\r\n:0\r\n:-1\r\n",
+		"seven elements":   "*7\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
+		"string element":   "*8\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
+		"allowed is 2":     "*8\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
+		"limit 0":          "*8\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
+		"negative reset":   "*8\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
+		"negative remains": "*8\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
+		"no time":          "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n:0\r\n:1\r\n",
+		"unknown kind":     "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:3\r\n:0\r\n:1\r\n",
+		"negative wait":    "*8\r\n:0\r\n:100\r\n:0\r\n:3\r\n:9\r\n:0\r\n:-1\r\n:1\r\n",
+		"subject 0":        "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:0\r\n",
+		"subject past n":   "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:2\r\n",
 		"status":           "+OK\r\n",
 	} {
 		v, err := ParseReply([]byte(raw), nil)
 		require.NoError(t, err, name)
-		_, err = parseVerdict(v)
+		_, err = parseVerdict(v, 1)
 		assert.ErrorIs(t, err, ErrMalformed, name)
 	}
 }
@@ -364,7 +366,7 @@ func TestClientBoundsWhatItSends(t *testing.T) {
 	c := &Client{}
 	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, math.MaxInt64, "", "", true)), nil)
 	require.NoError(t, err)
-	verdict, err := parseVerdict(v)
+	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
 	assert.True(t, verdict.Allowed)
 	assert.Equal(t, config.MaxLimit-estimate.MaxTokens, verdict.Remaining, "MaxTokens reserved")
@@ -382,11 +384,12 @@ func TestOneCallCoversSeveralSubjects(t *testing.T) {
 	now := (r.Now()/86400 + 1) * 86400
 	other := "atrl:{chat|limit_by_per_ip||10.0.0.1}"
 	admit := func(cost int64) []int64 {
-		return ints(r.Do("EVAL", Limiter.Source, "2", subject, other, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), "f",
-			"1", "t86400", "10000", "2", "t60", "500", "t86400", "800"))[:4]
+		v := ints(r.Do("EVAL", Limiter.Source, "2", subject, other, opAdmit, strconv.FormatInt(now, 10), strconv.FormatInt(cost, 10), "f",
+			"1", "t86400", "10000", "2", "t60", "500", "t86400", "800"))
+		return append(v[:4:4], v[7]) // and the subject the deciding limit belongs to
 	}
-	assert.Equal(t, []int64{1, 500, 100, 60}, admit(400))
-	assert.Equal(t, []int64{0, 500, 0, 60}, admit(400), "the second subject's minute has 100 left")
+	assert.Equal(t, []int64{1, 500, 100, 60, 2}, admit(400))
+	assert.Equal(t, []int64{0, 500, 0, 60, 2}, admit(400), "the second subject's minute has 100 left")
 	assert.Equal(t, int64(400), r.Int("GET", bucketKey(subject, 86400, now)), "nothing reserved for the first subject either")
 	at := strconv.FormatInt(now, 10)
 	r.Do("EVAL", Limiter.Source, "2", subject, other, opCharge, at, at, "f", "50", "0", "1", "t86400", "2", "t60", "t86400")
