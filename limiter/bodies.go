@@ -61,8 +61,11 @@ func opensWebSocket(ctx wrapper.HttpContext) bool {
 // on the way. A body read only to ask for the usage is rewritten and goes
 // on: its request was admitted at the headers (or waits for Redis with
 // them).
-func (r *request) bodyEnded(body []byte) types.Action {
+func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 	r.readsBody = false
+	if r.matchAtBody {
+		return r.matchWithBody(ctx, body)
+	}
 	if !r.pc.needsBody() {
 		if r.mayAsk {
 			// Read after all: the prompt is estimated by the body's size.
@@ -75,6 +78,36 @@ func (r *request) bodyEnded(body []byte) types.Action {
 		return types.ActionContinue
 	}
 	cost := r.cost(estimate.Request(body, r.path, r.estimateOptions()))
+	if r.mayAsk {
+		r.askForUsage(body)
+	}
+	if r.admit(cost) == types.ActionContinue {
+		return types.ActionContinue
+	}
+	return types.ActionPause
+}
+
+// matchWithBody matches a request whose model is in its body (models.go),
+// then admits it like bodyEnded: the body is parsed once, for its model and
+// its estimate. A request no rule applies to goes on untouched.
+func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Action {
+	r.matchAtBody = false
+	opts := r.estimateOptions()
+	opts.ModelOfLargeBodies = true
+	e := estimate.Request(body, "", opts) // "": the path is a source of its own
+	model := r.pc.modelAfterBody(ctx, e.Model)
+	matches := r.pc.matchRequest(ctx, model)
+	if len(matches) == 0 {
+		ctx.SetContext(stateKey, nil)
+		return types.ActionContinue
+	}
+	r.limitBy(ctx, matches, model)
+	var cost int64
+	if r.pc.rules.Reservation.Enabled {
+		cost = r.cost(e)
+	} else {
+		r.promptEstimate = e.Prompt
+	}
 	if r.mayAsk {
 		r.askForUsage(body)
 	}

@@ -104,6 +104,7 @@ func clusterEveryConfigurationKeepsItsKeysInOneSlot(t *testing.T, cluster *redis
 		want    map[string]int64 // "<subject> <window>" (see clusterCounter): its value after the stream
 		next    string           // what the next request gets: "rejected", "admitted" or "queued" (then admitted)
 		nodes   int              // how many nodes the admission reaches (0: not checked)
+		calls   int              // script calls of the first request, admission and charge, NOSCRIPT retries aside (0: not checked)
 		lease   string           // a subject allowed 1 request in progress: a second is rejected while the first streams
 	}
 	cases := []kind{{
@@ -211,6 +212,32 @@ func clusterEveryConfigurationKeepsItsKeysInOneSlot(t *testing.T, cluster *redis
 		want:    map[string]int64{"atrl:{kinds|limit_by_cookie|plan|pro} t60": 150, "atrl:{kinds|limit_by_per_cookie|session|s-1} t3600": 150},
 		next:    "rejected",
 	}, {
+		name: "per_model under a consumer: the subject and its model in one slot, one call each way",
+		config: item("models", `{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 10000,
+			"per_model": [{"model": "regexp:^gpt-4o$", "token_per_minute": 150}, {"model": "*", "token_per_minute": 1000}]}]}`),
+		headers: [][2]string{{"x-mse-consumer", "alice"}},
+		body:    plugintest.ChatBody(100),
+		want: map[string]int64{
+			"atrl:{models|limit_by_per_consumer|x-mse-consumer|alice} t86400":       150,
+			"atrl:{models|limit_by_per_consumer|x-mse-consumer|alice}:m:gpt-4o t60": 150,
+		},
+		next:  "rejected",
+		nodes: 1,
+		calls: 2,
+	}, {
+		name: "per_model and limit_by_per_model: two subjects, two slots, two calls each way",
+		config: item("models", `{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 10000,
+			"per_model": [{"model": "*", "token_per_minute": 1000}]}]},
+			{"limit_by_per_model": "", "limit_keys": [{"key": "gpt-4o*", "token_per_minute": 150}]}`, `"rule_match_mode": "all", `),
+		headers: [][2]string{{"x-mse-consumer", "alice"}},
+		body:    plugintest.ChatBody(100),
+		want: map[string]int64{
+			"atrl:{models|limit_by_per_consumer|x-mse-consumer|alice}:m:gpt-4o t60": 150,
+			"atrl:{models|limit_by_per_model||gpt-4o} t60":                          150,
+		},
+		next:  "rejected",
+		calls: 4,
+	}, {
 		name:    "by consumer",
 		config:  item("kinds", `{"limit_by_consumer": "", "limit_keys": [{"key": "alice", "token_per_minute": 150}]}`),
 		headers: [][2]string{{"x-mse-consumer", "alice"}},
@@ -251,6 +278,15 @@ func clusterEveryConfigurationKeepsItsKeysInOneSlot(t *testing.T, cluster *redis
 				y.DoneAndTick()
 			}
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 100, 50))...)
+			if c.calls > 0 {
+				scriptCalls := 0
+				for _, call := range cluster.Calls()[mark:] {
+					if call.Reply.Type() != resp.Error { // a NOSCRIPT is answered by the same call with the script
+						scriptCalls++
+					}
+				}
+				assert.Equal(t, c.calls, scriptCalls, "script calls of one request")
+			}
 			for subject, want := range c.want {
 				s, window, _ := strings.Cut(subject, " ")
 				assert.Equal(t, want, clusterCounter(cluster, s, window), subject)

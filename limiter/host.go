@@ -67,6 +67,12 @@ func (h *httpContext) request() *request {
 	return r
 }
 
+// wrapperContext is the wrapper's HTTP context of the request.
+func (h *httpContext) wrapperContext() wrapper.HttpContext {
+	ctx, _ := h.HttpContext.(wrapper.HttpContext)
+	return ctx
+}
+
 // OnHttpRequestBody buffers a body the limiter reads (the host keeps it
 // while the hook pauses) and hands it over at its end. Any other body waits
 // while Redis decides: a gateway does not deliver it before the headers go
@@ -85,7 +91,7 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 	if !end {
 		return types.ActionPause
 	}
-	return r.bodyEnded(h.requestBody(size))
+	return r.bodyEnded(h.wrapperContext(), h.requestBody(size))
 }
 
 // OnHttpRequestTrailers ends the body of a request that ends with trailers:
@@ -100,7 +106,7 @@ func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
 	case r == nil:
 		return h.HttpContext.OnHttpRequestTrailers(n)
 	case r.readsBody:
-		return r.bodyEnded(h.requestBody(maxBufferedBody))
+		return r.bodyEnded(h.wrapperContext(), h.requestBody(maxBufferedBody))
 	case r.pending > 0 || r.queue != nil:
 		return types.ActionPause // Redis has not decided: the trailers wait with the rest
 	}

@@ -40,6 +40,7 @@ type PluginConfig struct {
 	queues  *waitingRoom // where over-limit requests wait (nil: they are rejected)
 
 	rejectedType string // the Content-Type of rejected_msg (rejection.go)
+	modelLimits  bool   // some limit depends on the request's model (models.go)
 }
 
 // parseConfig parses and validates a configuration; any error refuses it, so
@@ -51,6 +52,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	}
 	pc.rules = rules
 	pc.rejectedType = rejectedContentType(rules.RejectedMsg)
+	pc.modelLimits = rules.HasModelLimits()
 	pc.redis = scripts.NewClient(scripts.Endpoint{
 		ServiceName: rules.Redis.ServiceName,
 		ServicePort: rules.Redis.ServicePort,

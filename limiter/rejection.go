@@ -60,7 +60,9 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 // rejectedScope names the limit that rejected the request, for the
 // X-TokenRateLimit-Scope header: "rule_item=<index>; key=<key>" for a rule
 // item's limit key (its index in rule_items, from 0, and the key as
-// configured), "global_threshold", or "unmatched_threshold". Bytes a
+// configured), "global_threshold", or "unmatched_threshold", followed by
+// "; model=<model>" for a model limit (a per_model entry, whose key is the
+// limit key it is under, or a limit_by_model item's key). Bytes a
 // header value cannot carry (controls, non-ASCII, and the ';' and '%'
 // the format uses) are percent-encoded, and each value is cut at
 // maxScopeValueBytes.
@@ -70,23 +72,32 @@ func (r *request) rejectedScope() string {
 		return ""
 	}
 	m := g.matches[v.Subject]
+	var b strings.Builder
 	switch {
 	case m.Unmatched:
-		return "unmatched_threshold"
+		b.WriteString("unmatched_threshold")
 	case m.Item == nil:
-		return "global_threshold"
-	}
-	index := -1
-	for i := range r.pc.rules.Items {
-		if &r.pc.rules.Items[i] == m.Item {
-			index = i
+		b.WriteString("global_threshold")
+	default:
+		index := -1
+		for i := range r.pc.rules.Items {
+			if &r.pc.rules.Items[i] == m.Item {
+				index = i
+			}
 		}
+		key := m.Key
+		if m.Parent != nil {
+			key = m.Parent // the limit key the per_model entry is under
+		}
+		b.WriteString("rule_item=")
+		b.WriteString(strconv.Itoa(index))
+		b.WriteString("; key=")
+		appendScopeValue(&b, key.Key)
 	}
-	var b strings.Builder
-	b.WriteString("rule_item=")
-	b.WriteString(strconv.Itoa(index))
-	b.WriteString("; key=")
-	appendScopeValue(&b, m.Key.Key)
+	if m.Model != "" { // a model limit: per_model, limit_by_model, limit_by_per_model
+		b.WriteString("; model=")
+		appendScopeValue(&b, m.Model)
+	}
 	return b.String()
 }
 

@@ -68,6 +68,7 @@ type request struct {
 	usage     tokenusage.Parser
 
 	readsBody     bool // its body is being read (bodies.go): the limiter waits for its end
+	matchAtBody   bool // it is matched once its body has come: its model is in it (models.go)
 	readsResponse bool // its response body is read (bodies.go)
 
 	// stream_usage: inject, see streams.go.
@@ -96,28 +97,29 @@ type group struct {
 // body read to ask for its usage (streams.go), which does not delay
 // admission.
 func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
-	matches := pc.rules.MatchAll(hostRequest{ctx}, nil)
+	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
+	readable := ctx.HasRequestBody() && readableRequestBody(ctx)
+	var model string
+	if pc.modelLimits {
+		var needBody bool
+		if model, needBody = pc.modelAtHeaders(ctx, readable); needBody {
+			// The model is in the body, and decides which limits apply:
+			// the request is matched once its body has come (bodyEnded).
+			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true}
+			ctx.SetContext(stateKey, r)
+			r.prepare(ctx, size)
+			r.readsBody = true
+			return types.HeaderStopIteration
+		}
+	}
+	matches := pc.matchRequest(ctx, model)
 	if len(matches) == 0 {
 		return types.ActionContinue
 	}
-	r := &request{pc: pc, path: ctx.Path(), groups: groupBySlot(pc.rules, matches), ctxID: currentContextID()}
-	if slices.ContainsFunc(r.groups, func(g group) bool { return g.leases }) {
-		r.leaseID = newLeaseID()
-	}
+	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID()}
 	ctx.SetContext(stateKey, r)
-	r.enterQueueing(ctx)
-	for i := 0; i < len(matches) && debugEnabled(); i++ {
-		m := matches[i]
-		log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m), m.Key.Key, len(m.Key.Windows))
-	}
-
-	// The usage is read from the response body: ask the upstream for an
-	// uncompressed one, or a compressed answer would never be charged.
-	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
-
-	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
-	readable := ctx.HasRequestBody() && readableRequestBody(ctx)
-	r.mayAsk = readable && r.mayAskForUsage(ctx, size)
+	r.limitBy(ctx, matches, model)
+	r.prepare(ctx, size)
 
 	if !pc.needsBody() {
 		// Unread, the prompt is estimated by the body's declared size (read
@@ -135,6 +137,38 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	// Wait for the whole body (bodyEnded) before asking Redis.
 	r.readsBody = true
 	return types.HeaderStopIteration
+}
+
+// limitBy makes the request one that the matched limits apply to: its
+// subjects grouped by slot, its lease id, its model (with model limits).
+func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string) {
+	pc := r.pc
+	r.groups = groupBySlot(pc.rules, matches)
+	if pc.modelLimits {
+		r.model = model
+	}
+	if slices.ContainsFunc(r.groups, func(g group) bool { return g.leases }) {
+		r.leaseID = newLeaseID()
+	}
+	r.enterQueueing(ctx)
+	for i := 0; i < len(matches) && debugEnabled(); i++ {
+		m := matches[i]
+		if m.Model == "" {
+			log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m), m.Key.Key, len(m.Key.Windows))
+		} else {
+			log.Debugf("rule %s: %s matched limit key %q for model %q (%d windows)", pc.rules.RuleName, describeItem(m), m.Key.Key, m.Model, len(m.Key.Windows))
+		}
+	}
+}
+
+// prepare readies a request that is or may be limited, at its headers: its
+// response is to come uncompressed, and its body may be read to ask a
+// stream for its usage.
+func (r *request) prepare(ctx wrapper.HttpContext, declaredSize int64) {
+	// The usage is read from the response body: ask the upstream for an
+	// uncompressed one, or a compressed answer would never be charged.
+	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
+	r.mayAsk = ctx.HasRequestBody() && readableRequestBody(ctx) && r.mayAskForUsage(ctx, declaredSize)
 }
 
 // needsBody says whether requests are read before admission: to estimate
@@ -157,7 +191,10 @@ func (r *request) estimateOptions() estimate.Options {
 // cost (0 without token_reservation); it also notes the model the request
 // names, for per-model weights.
 func (r *request) cost(e estimate.Estimate) int64 {
-	r.model, r.promptEstimate = e.Model, e.Prompt
+	r.promptEstimate = e.Prompt
+	if !r.pc.modelLimits { // with model limits, the model was resolved by model_source
+		r.model = e.Model
+	}
 	if !r.pc.rules.Reservation.Enabled {
 		return 0
 	}
@@ -199,11 +236,16 @@ func subjectKey(rules *config.Config, m config.Match) []byte {
 	dst := make([]byte, 0, 96)
 	switch {
 	case m.Unmatched:
-		return cachekey.AppendSubject(dst, rules.RuleName, "unmatched_threshold", "", "")
+		dst = cachekey.AppendSubject(dst, rules.RuleName, "unmatched_threshold", "", "")
 	case m.Item == nil:
-		return cachekey.AppendSubject(dst, rules.RuleName, "global_threshold", "", "")
+		dst = cachekey.AppendSubject(dst, rules.RuleName, "global_threshold", "", "")
+	default:
+		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
 	}
-	return cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
+	if m.Parent != nil { // a per_model limit: the subject together with the model, in its slot
+		dst = cachekey.AppendModel(dst, m.Model)
+	}
+	return dst
 }
 
 // describeItem names what a match limits by, for logs: its rule item's type
@@ -382,10 +424,7 @@ type hostRequest struct{ ctx wrapper.HttpContext }
 func (h hostRequest) Header(name string) string { return requestHeader(name) }
 func (h hostRequest) Path() string              { return h.ctx.Path() }
 
-// Model is the request's model for the rules' model limits. The plugin
-// does not resolve it from config.Config.ModelSources yet (the plugin half
-// of issue 15): until it does, no request has one, and no model limit
-// applies.
+// Model is "": a configuration with model limits matches a modelRequest.
 func (h hostRequest) Model() string { return "" }
 
 func (h hostRequest) PeerAddress() string {

@@ -49,6 +49,18 @@ const (
 // nothing is ever rejected.
 const tokenWindows = `"token_per_minute": 100000000, "token_per_day": 1000000000`
 
+// Budgets per model: a limit for each model within each key (per_model),
+// or for each model across keys (limit_by_per_model), the model read from
+// the header Higress's model router sets, or from the body.
+const (
+	modelFromHeader = `"model_source": ["header:x-higress-llm-model"],`
+	perModel        = `, "per_model": [{"model": "*", "token_per_minute": 100000000}]`
+	perModelConfig  = `{"rule_name": "chat", ` + modelFromHeader + ` "rule_items": [{"limit_by_per_model": "",
+	"limit_keys": [{"key": "*", ` + tokenWindows + `}]}], "redis": {"service_name": "redis.static"}}`
+)
+
+var modelHeader = [][2]string{{"x-higress-llm-model", "gpt-4o"}}
+
 // keyConfig limits every "sk-" x-api-key like benchConfig, with other limits
 // and top-level fields.
 func keyConfig(topLevel, limits string) string {
@@ -78,6 +90,12 @@ func costCases(s reportScale) []costCase {
 		{name: agentBodyCase(256, true), config: benchReservationConfig, body: []byte(requestbody.Agent(256 << 10)), windows: 2, large: true, noasm: true},
 		{name: "everything at once (2 sliding token windows, a request window, a concurrency limit)", config: benchAllLimitsConfig, windows: 3},
 		{name: "over_limit_action: queue, admitted at once", config: benchQueueConfig, windows: 2},
+		{name: "a consumer and its per-model limit (per_model; the model from a header, as behind Higress's model router)",
+			config: keyConfig(modelFromHeader, tokenWindows+perModel), headers: modelHeader, windows: 3},
+		{name: "a model across consumers (limit_by_per_model; the model from a header)",
+			config: perModelConfig, headers: modelHeader, windows: 2},
+		{name: "a consumer and its per-model limit, the model from a 1 KiB body",
+			config: keyConfig("", tokenWindows+perModel), body: []byte(requestbody.Conversation(1 << 10)), windows: 3},
 	}
 	var cases []costCase
 	for _, c := range kinds {
