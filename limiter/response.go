@@ -95,7 +95,11 @@ func (r *request) settle(complete bool) {
 		// current now, where the next admission reads it, however long the
 		// stream lasted; a refund goes back to the buckets the reservation
 		// went into, those of the admission (charge.lua).
-		r.charge(g.subjects, delta, 0, g.verdict.At)
+		at := int64(0) // nothing reserved: everything goes to the windows current now, which the script reads itself
+		if r.reserved > 0 {
+			at = g.verdict.At
+		}
+		r.charge(g.subjects, delta, 0, at)
 	}
 }
 

@@ -4,7 +4,7 @@
 -- in every request window, reserves the cost in every token window and takes
 -- a concurrency lease, in all of them or in none.
 --
--- KEYS[k]    subject k (see package cachekey): atrl:{rule|type|source|value}
+-- KEYS[b]    the subjects' keys (see package cachekey): atrl:{rule|type|source|value}
 -- ARGV[1]    the time in seconds (may have a fraction); empty in production,
 --            where Redis's own clock is used (tests pass one); the prelude
 --            (scripts.go) reads it into sec + frac = now
@@ -16,8 +16,11 @@
 --            the admission takes anything, '!<seconds>/<marker id>': it notes
 --            when it ran in its marker for that long, so that a cancel (see
 --            charge.lua) can undo it, and takes nothing once cancelled
--- ARGV[4..]  per subject, in KEYS order: its window count n, followed by 'c<N>'
---            when at most N of its requests may be in progress; then n pairs
+-- ARGV[4..]  per subject, in order: its window count n, followed by 'c<N>'
+--            when at most N of its requests may be in progress, followed by
+--            a key suffix (':m:<model>') when its key is the last KEYS one
+--            with that suffix (a per_model limit after its parent; otherwise
+--            its key is the next of KEYS); then n pairs
 --            (window, limit), window being 't' (tokens) or 'q' (requests)
 --            and its length in seconds, e.g. 't60'
 -- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms,
@@ -30,7 +33,7 @@
 --   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
 --   progress, and wait is how long until it has room, in milliseconds (0 when
 --   allowed, and for requests in progress, which can end any time), and
---   subject is the index in KEYS of the subject it belongs to.
+--   subject is the index (from 1, in ARGV order) of the subject it belongs to.
 
 local cost = tonumber(ARGV[2])
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
@@ -73,8 +76,11 @@ local function wait(w, elapsed, cur, prev, need, limit)
 end
 
 local a = 4                                                     -- next ARGV to read
-for k = 1, #KEYS do
-  local n, max = string.match(ARGV[a], '^(%d+)c?(%d*)$')        -- window count, concurrency limit ('' for none)
+local k, b, subject = 0, 0, nil                                 -- subjects read, KEYS used, the subject's key
+while a <= #ARGV do
+  local n, max, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(.*)$') -- window count, concurrency limit ('' for none), key suffix
+  if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
+  k = k + 1
   max = tonumber(max)
   a = a + 1
   for _ = 1, tonumber(n) do
@@ -83,11 +89,11 @@ for k = 1, #KEYS do
     local kind, w = kinds[string.sub(spec, 1, 1)], tonumber(string.sub(spec, 2))
     local bucket = math.floor(sec / w)                          -- windows are aligned to the epoch
     local elapsed = sec - bucket * w + frac                     -- seconds into the bucket (exact: whole seconds apart)
-    local key = KEYS[k] .. ':' .. spec .. ':' .. bucket
+    local key = subject .. ':' .. spec .. ':' .. bucket
     local cur = tonumber(redis.call('GET', key)) or 0
     local prev = 0
     if sliding then                                             -- the previous bucket, weighted by its part still in the window
-      prev = tonumber(redis.call('GET', KEYS[k] .. ':' .. spec .. ':' .. (bucket - 1))) or 0
+      prev = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. (bucket - 1))) or 0
     end
     local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
     local need = kind == 1 and 1 or cost                        -- a request counts 1 in request windows
@@ -106,7 +112,7 @@ for k = 1, #KEYS do
     end
   end
   if max then                                                   -- at most max requests of this subject in progress
-    local set = KEYS[k] .. ':c'
+    local set = subject .. ':c'
     redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
     local held = redis.call('ZCARD', set)
     local open = held < max and 1 or 0

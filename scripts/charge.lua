@@ -7,7 +7,7 @@
 -- given back (negative) goes to the buckets of the admission, where the
 -- reservation went. A bucket holds 0 to 2^53; one brought to 0 is deleted.
 --
--- KEYS[k]    subject k (see package cachekey)
+-- KEYS[b]    the subjects' keys (see package cachekey)
 -- ARGV[1]    the time in seconds; empty in production, for Redis's clock; the
 --            prelude (scripts.go) reads it into sec + frac = now: what is
 --            added goes to its buckets, and expiries follow it
@@ -24,8 +24,9 @@
 --            nothing if it runs later (ARGV[2] is then not read)
 -- ARGV[4]    tokens to add to token windows (negative: give back)
 -- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
--- ARGV[6..]  per subject, in KEYS order: its window count n, followed by 'c'
---            when it holds a lease; then its n windows, e.g. 't60' (see admit.lua)
+-- ARGV[6..]  per subject, in order: its window count n, followed by 'c'
+--            when it holds a lease and by a key suffix as in admit.lua; then
+--            its n windows, e.g. 't60' (see admit.lua)
 -- Reply: the new total of each window, in the order given (0 when untouched
 -- or deleted); empty when the charge id's marker was there: it had been
 -- applied already, and when a cancelled admission had not admitted (or not
@@ -51,8 +52,10 @@ local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to 
 local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
 local totals = {}
 local a = 6
-for k = 1, #KEYS do
-  local n, leased = string.match(ARGV[a], '^(%d+)(c?)$')
+local b, subject = 0, nil                                       -- KEYS used, the subject's key
+while a <= #ARGV do
+  local n, leased, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
+  if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
   a = a + 1
   for _ = 1, tonumber(n) do
     local spec = ARGV[a]
@@ -60,7 +63,7 @@ for k = 1, #KEYS do
     local amount = amounts[string.sub(spec, 1, 1)]
     local w = tonumber(string.sub(spec, 2))
     local bucket = math.floor((amount > 0 and sec or at) / w)   -- added: the bucket current now; given back: the admission's
-    local key = KEYS[k] .. ':' .. spec .. ':' .. bucket         -- same slot as KEYS[k]: the hash tag is shared
+    local key = subject .. ':' .. spec .. ':' .. bucket         -- same slot as the subject: the hash tag is shared
     local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
     if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
       totals[#totals + 1] = 0
@@ -82,6 +85,6 @@ for k = 1, #KEYS do
       totals[#totals + 1] = total
     end
   end
-  if leased == 'c' and id then redis.call('ZREM', KEYS[k] .. ':c', id) end -- the request is no longer in progress
+  if leased == 'c' and id then redis.call('ZREM', subject .. ':c', id) end -- the request is no longer in progress
 end
 return totals

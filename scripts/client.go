@@ -97,6 +97,12 @@ type Subject struct {
 	Key        []byte
 	Windows    []config.Window
 	Concurrent int64 // at most this many of its requests in progress; 0: no limit
+	// Suffix, when not 0, says that Key is the key of the subject before it
+	// in the call followed by a suffix of this many bytes, starting with
+	// ':' (a per_model limit after its parent, see cachekey.AppendModel):
+	// admissions and charges then send the suffix alone, in the subject's
+	// head, rather than a key of its own.
+	Suffix int
 }
 
 // Options are the settings every call of a client shares.
@@ -126,12 +132,12 @@ func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string,
 
 // encodeAdmit encodes one call of admit.lua.
 func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID, markerID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)), bySource, opAdmit, subjects, 3+windowArgs(subjects, 2))
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)), bySource, opAdmit, subjects, true, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendBulkInt(q, tokenAmount(max(cost, 0)))
 	q = c.appendOptions(q, true, leaseID, true, markerID)
-	for _, s := range subjects {
-		q = appendSubjectHead(q, s, true)
+	for i, s := range subjects {
+		q = appendSubjectHead(q, subjects, i, true)
 		for _, w := range s.Windows {
 			q = appendWindow(q, w)
 			q = appendBulkInt(q, w.Limit)
@@ -187,7 +193,7 @@ func (c *Client) dispatchCharge(subjects []Subject, maybeEmpty bool, encode func
 
 // encodeCharge encodes one call of charge.lua.
 func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID, cancelID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+len(cancelID)+12), bySource, opCharge, subjects, 5+windowArgs(subjects, 1))
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+len(cancelID)+12), bySource, opCharge, subjects, true, 5+windowArgs(subjects, 1))
 	q = appendBulkString(q, "") // now, by Redis's clock
 	if at > 0 {
 		q = appendBulkInt(q, at)
@@ -197,8 +203,8 @@ func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, le
 	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID)
 	q = appendBulkInt(q, tokenAmount(tokens))
 	q = appendBulkInt(q, tokenAmount(requests))
-	for _, s := range subjects {
-		q = appendSubjectHead(q, s, false)
+	for i, s := range subjects {
+		q = appendSubjectHead(q, subjects, i, false)
 		for _, w := range s.Windows {
 			q = appendWindow(q, w)
 		}
@@ -217,7 +223,7 @@ func tokenAmount(n int64) int64 {
 // or the error; when Renew itself returns an error, done is never called.
 func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) error {
 	encode := func(bySource bool) []byte {
-		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, 2)
+		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, false, 2)
 		q = appendBulkString(q, "") // now, by Redis's clock
 		return c.appendOptions(q, false, leaseID, true, "")
 	}
@@ -305,16 +311,22 @@ func (c *Client) AdmissionMarkerSeconds() int64 {
 	return 3*(int64(c.endpoint.TimeoutMs)+999)/1000 + 5
 }
 
-// appendSubjectHead appends a subject's window count and, when it has a
-// concurrency limit, "c" and (admit) the limit: "2", "2c5" or "2c".
-func appendSubjectHead(dst []byte, s Subject, admit bool) []byte {
-	var head [24]byte
+// appendSubjectHead appends subject i's window count and, when it has a
+// concurrency limit, "c" and (admit) the limit, then, when it is sent
+// relative to the subject before it (see Subject.Suffix), its key's suffix:
+// "2", "2c5", "2c" or "1:m:gpt-4o".
+func appendSubjectHead(dst []byte, subjects []Subject, i int, admit bool) []byte {
+	s := subjects[i]
+	var head [96]byte
 	h := strconv.AppendInt(head[:0], int64(len(s.Windows)), 10)
 	if s.Concurrent > 0 {
 		h = append(h, 'c')
 		if admit {
 			h = strconv.AppendInt(h, s.Concurrent, 10)
 		}
+	}
+	if isRelative(subjects, i) {
+		h = append(h, s.Key[len(s.Key)-s.Suffix:]...)
 	}
 	return appendBulk(dst, h)
 }

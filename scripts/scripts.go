@@ -5,6 +5,7 @@
 package scripts
 
 import (
+	"bytes"
 	"crypto/sha1"
 	_ "embed"
 	"encoding/hex"
@@ -70,9 +71,20 @@ func newScript(name, source string) *Script {
 // appendCall appends the head of one script call in RESP: the array header,
 // EVALSHA and the digest (or EVAL and the source when bySource), the key count
 // and the keys (one per subject, every counter of a subject being derived from
-// its key), and the operation. The caller appends exactly nargs more arguments.
-func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Subject, nargs int) []byte {
-	dst = appendArrayHeader(dst, 4+len(subjects)+nargs)
+// its key; with relative, none for a subject sent as a suffix of the one
+// before it, see Subject.Suffix), and the operation. The caller appends
+// exactly nargs more arguments.
+func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Subject, relative bool, nargs int) []byte {
+	keys := len(subjects)
+	if relative {
+		keys = 0
+		for i := range subjects {
+			if !isRelative(subjects, i) {
+				keys++
+			}
+		}
+	}
+	dst = appendArrayHeader(dst, 4+keys+nargs)
 	if bySource {
 		dst = appendBulkString(dst, "EVAL")
 		dst = appendBulkString(dst, s.Source)
@@ -80,11 +92,24 @@ func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Sub
 		dst = appendBulkString(dst, "EVALSHA")
 		dst = appendBulkString(dst, s.SHA1)
 	}
-	dst = appendBulkInt(dst, int64(len(subjects)))
-	for _, subject := range subjects {
-		dst = appendBulk(dst, subject.Key)
+	dst = appendBulkInt(dst, int64(keys))
+	for i, subject := range subjects {
+		if !relative || !isRelative(subjects, i) {
+			dst = appendBulk(dst, subject.Key)
+		}
 	}
 	return appendBulkString(dst, op)
+}
+
+// isRelative says whether subject i is sent as a suffix of the subject
+// before it: its Suffix says it ends with one, and what precedes the suffix
+// is that subject's key.
+func isRelative(subjects []Subject, i int) bool {
+	s := subjects[i]
+	if i == 0 || s.Suffix <= 0 || s.Suffix >= len(s.Key) || s.Key[len(s.Key)-s.Suffix] != ':' {
+		return false
+	}
+	return bytes.Equal(s.Key[:len(s.Key)-s.Suffix], subjects[i-1].Key)
 }
 
 func appendArrayHeader(dst []byte, n int) []byte {

@@ -1,6 +1,7 @@
 package scripts
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"strconv"
@@ -396,4 +397,38 @@ func TestOneCallCoversSeveralSubjects(t *testing.T) {
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(subject, 86400, now)))
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 60, now)))
 	assert.Equal(t, int64(450), r.Int("GET", bucketKey(other, 86400, now)))
+}
+
+// A per_model subject right after its parent is sent as a suffix of the
+// parent's key, not as a key of its own: one key fewer in every admission
+// and charge, and its counters land under the full key all the same.
+func TestSubjectSentAsASuffixOfTheOneBefore(t *testing.T) {
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	parent := Subject{Key: []byte(subject), Windows: []config.Window{{Unit: config.UnitTokens, Seconds: 60, Limit: 1000}}}
+	child := Subject{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"),
+		Windows: []config.Window{{Unit: config.UnitTokens, Seconds: 60, Limit: 100}}, Concurrent: 1}
+	subjects := []Subject{parent, child}
+	c := &Client{options: Options{LeaseSeconds: 60}}
+
+	admit := c.encodeAdmit(subjects, 80, "lease-1", "", true)
+	assert.Equal(t, 1, bytes.Count(admit, []byte(subject)), "the parent's key once, the child's as a suffix")
+	v, err := ParseReply(r.Forward(admit), nil)
+	require.NoError(t, err)
+	verdict, err := parseVerdict(v, len(subjects))
+	require.NoError(t, err)
+	assert.Equal(t, Verdict{Allowed: true, Limit: 100, Remaining: 20, Reset: verdict.Reset, At: verdict.At, Subject: 1}, verdict, "the child's window is the tightest")
+	minute := strconv.FormatInt(verdict.At/60, 10)
+	assert.Equal(t, int64(80), r.Int("GET", subject+":t60:"+minute))
+	assert.Equal(t, int64(80), r.Int("GET", subject+":m:gpt-4o:t60:"+minute))
+	assert.Equal(t, int64(1), r.Int("ZCARD", subject+":m:gpt-4o:c"), "the child's lease")
+
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 5, 0, verdict.At, "lease-1", "", "", true)), nil)
+	require.NoError(t, err)
+	assert.Equal(t, []int64{85, 85}, ints(v))
+	assert.Equal(t, int64(0), r.Int("ZCARD", subject+":m:gpt-4o:c"), "released")
+
+	// Not after its parent (or not a suffix of it): a key of its own.
+	q := c.encodeAdmit([]Subject{child, parent}, 0, "", "", true)
+	assert.Equal(t, 2, bytes.Count(q, []byte(subject)))
 }
