@@ -268,24 +268,25 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 }
 
 // readGlobal reads global_threshold: a limit key matching every request.
-func readGlobal(c *Config, path string, v gjson.Result) error {
-	k := &LimitKey{Key: AnyKey, Kind: KeyAny}
-	if err := globalFields.read(k, path, v); err != nil {
-		return err
-	}
-	c.Global = k
-	return k.checkLimits(path)
+func readGlobal(c *Config, path string, v gjson.Result) (err error) {
+	c.Global, err = readThreshold(path, v)
+	return err
 }
 
 // readUnmatched reads unmatched_threshold: a limit key matching every
 // request that no rule item matches, shaped like global_threshold.
-func readUnmatched(c *Config, path string, v gjson.Result) error {
+func readUnmatched(c *Config, path string, v gjson.Result) (err error) {
+	c.Unmatched, err = readThreshold(path, v)
+	return err
+}
+
+// readThreshold reads a threshold: a limit key without a key, "*".
+func readThreshold(path string, v gjson.Result) (*LimitKey, error) {
 	k := &LimitKey{Key: AnyKey, Kind: KeyAny}
 	if err := globalFields.read(k, path, v); err != nil {
-		return err
+		return nil, err
 	}
-	c.Unmatched = k
-	return k.checkLimits(path)
+	return k, k.checkLimits(path)
 }
 
 // readRuleItems reads rule_items.

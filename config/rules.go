@@ -137,9 +137,9 @@ func (k *LimitKey) parseKey(path string, t LimitType) error {
 	case s == AnyKey:
 		k.Kind = KeyAny
 	case strings.HasPrefix(s, RegexpKeyPrefix):
-		re, err := regexp.Compile(s[len(RegexpKeyPrefix):])
+		re, err := compileKeyRegexp(path, s)
 		if err != nil {
-			return fieldErr(path, "invalid regexp ", quote(s[len(RegexpKeyPrefix):]), ": ", err.Error())
+			return err
 		}
 		k.Kind, k.Regexp = KeyRegexp, re
 	case t == ByPerIP:
@@ -197,9 +197,9 @@ func (r *ModelRule) parseKey(path string) error {
 	s := r.Key
 	switch {
 	case strings.HasPrefix(s, RegexpKeyPrefix):
-		re, err := regexp.Compile(s[len(RegexpKeyPrefix):])
+		re, err := compileKeyRegexp(path, s)
 		if err != nil {
-			return fieldErr(path, "invalid regexp ", quote(s[len(RegexpKeyPrefix):]), ": ", err.Error())
+			return err
 		}
 		r.Kind, r.Regexp = ModelRegexp, re
 	case s == AnyKey:
@@ -309,4 +309,14 @@ func validCookieName(s string) bool {
 		}
 	}
 	return true
+}
+
+// compileKeyRegexp compiles a "regexp:<re>" key, naming the field and the
+// regexp when it is invalid.
+func compileKeyRegexp(path, key string) (*regexp.Regexp, error) {
+	re, err := regexp.Compile(key[len(RegexpKeyPrefix):])
+	if err != nil {
+		return nil, fieldErr(path, "invalid regexp ", quote(key[len(RegexpKeyPrefix):]), ": ", err.Error())
+	}
+	return re, nil
 }
