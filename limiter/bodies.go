@@ -77,7 +77,13 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 		}
 		return types.ActionContinue
 	}
-	cost := r.cost(estimate.Request(body, r.path, r.estimateOptions()))
+	return r.admitWithBody(body, r.cost(estimate.Request(body, r.path, r.estimateOptions())))
+}
+
+// admitWithBody admits a request whose body was read before admission,
+// asking a stream for its usage on the way; the body waits with the request
+// while Redis decides.
+func (r *request) admitWithBody(body []byte, cost int64) types.Action {
 	if r.mayAsk {
 		r.askForUsage(body)
 	}
@@ -108,13 +114,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	} else {
 		r.promptEstimate = e.Prompt
 	}
-	if r.mayAsk {
-		r.askForUsage(body)
-	}
-	if r.admit(cost) == types.ActionContinue {
-		return types.ActionContinue
-	}
-	return types.ActionPause
+	return r.admitWithBody(body, cost)
 }
 
 // readResponse decides, at the response's headers, whether its body is read.
@@ -135,9 +135,7 @@ func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bo
 	if r.admitted {
 		r.usage.Write(chunk)
 		if last {
-			r.lastChunk = true
-			r.settle(true)
-			r.lastChunk = false
+			r.settleAtEnd()
 		}
 	}
 	if r.filter != nil {
@@ -158,13 +156,19 @@ func sameBytes(out, chunk []byte) bool {
 // nowhere to put it: the event was incomplete anyway.
 func (r *request) responseTrailers() {
 	if r.admitted {
-		r.lastChunk = true
-		r.settle(true)
-		r.lastChunk = false
+		r.settleAtEnd()
 	}
 	if r.filter != nil {
 		if rest := r.filter.Write(nil, true); len(rest) > 0 {
 			log.Debugf("the response ended with trailers in the middle of an event: %d bytes dropped", len(rest))
 		}
 	}
+}
+
+// settleAtEnd settles a response from the hook of its end (its last chunk,
+// or its trailers), whose charges may hold that end (charges.go).
+func (r *request) settleAtEnd() {
+	r.lastChunk = true
+	r.settle(true)
+	r.lastChunk = false
 }

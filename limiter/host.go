@@ -59,8 +59,8 @@ func (h *httpContext) OnHttpRequestHeaders(n int, end bool) types.Action {
 // request returns the limiter's state of the HTTP context's request (nil:
 // no rule applies, or the wrapper has no state for it).
 func (h *httpContext) request() *request {
-	ctx, ok := h.HttpContext.(wrapper.HttpContext)
-	if !ok {
+	ctx := h.wrapperContext()
+	if ctx == nil {
 		return nil
 	}
 	r, _ := ctx.GetContext(stateKey).(*request)

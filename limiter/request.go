@@ -107,7 +107,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			// the request is matched once its body has come (bodyEnded).
 			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true}
 			ctx.SetContext(stateKey, r)
-			r.prepare(ctx, size)
+			r.prepare(ctx, readable, size)
 			r.readsBody = true
 			return types.HeaderStopIteration
 		}
@@ -119,7 +119,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID()}
 	ctx.SetContext(stateKey, r)
 	r.limitBy(ctx, matches, model)
-	r.prepare(ctx, size)
+	r.prepare(ctx, readable, size)
 
 	if !pc.needsBody() {
 		// Unread, the prompt is estimated by the body's declared size (read
@@ -164,11 +164,11 @@ func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model
 // prepare readies a request that is or may be limited, at its headers: its
 // response is to come uncompressed, and its body may be read to ask a
 // stream for its usage.
-func (r *request) prepare(ctx wrapper.HttpContext, declaredSize int64) {
+func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize int64) {
 	// The usage is read from the response body: ask the upstream for an
 	// uncompressed one, or a compressed answer would never be charged.
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
-	r.mayAsk = ctx.HasRequestBody() && readableRequestBody(ctx) && r.mayAskForUsage(ctx, declaredSize)
+	r.mayAsk = readable && r.mayAskForUsage(ctx, declaredSize)
 }
 
 // needsBody says whether requests are read before admission: to estimate
@@ -281,7 +281,7 @@ func (r *request) admit(cost int64) types.Action {
 	for i := range r.groups {
 		g := &r.groups[i]
 		g.marker = ""
-		if r.fromStream && (cost != 0 || g.requests || g.leases) {
+		if r.fromStream && g.takes(cost) {
 			g.marker = newLeaseID() // its answer may be lost with the stream: see cancelAdmission
 		}
 		err := r.pc.redis.Admit(g.subjects, cost, r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
@@ -364,11 +364,24 @@ func (r *request) decide() {
 // the request and releases its leases.
 func (r *request) rollBack() {
 	for i := range r.groups {
-		g := &r.groups[i]
-		if g.answered && g.verdict.Allowed && (r.reserved != 0 || g.requests || g.leases) {
-			r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
+		if g := &r.groups[i]; g.answered {
+			r.rollBackGroup(g)
 		}
 	}
+}
+
+// rollBackGroup gives back what an answered group's admission took, if it
+// admitted the request and took anything.
+func (r *request) rollBackGroup(g *group) {
+	if g.verdict.Allowed && g.takes(r.reserved) {
+		r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
+	}
+}
+
+// takes says whether the group's admission takes anything that must be given
+// back should the request not go on: a reservation, a request count, a lease.
+func (g *group) takes(reserved int64) bool {
+	return reserved != 0 || g.requests || g.leases
 }
 
 // cancelAdmission undoes the admission of a request whose stream ended
@@ -389,9 +402,7 @@ func (r *request) cancelAdmission() {
 		g := &r.groups[i]
 		switch {
 		case g.answered:
-			if g.verdict.Allowed && (r.reserved != 0 || g.requests || g.leases) {
-				r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
-			}
+			r.rollBackGroup(g)
 		case g.marker != "":
 			g.canceled = true
 			c := &pendingCharge{r: r, subjects: g.subjects, tokens: -r.reserved, requests: -1, cancel: g.marker}
