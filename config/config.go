@@ -127,6 +127,16 @@ type Config struct {
 	// model (Request.Model), in order, the first that names one winning;
 	// [body, path] unless configured.
 	ModelSources []ModelSource
+
+	// QuotaPath is quota_path: a GET on it is answered by the plugin with
+	// the status of every subject the request matches; "" when off.
+	QuotaPath string
+	// Admin is admin: the admin API (status, reset, grant, overrides of
+	// any subject); nil when off.
+	Admin *Admin
+	// LimitOverrides is limit_overrides: admissions read per-subject limit
+	// overrides (set through the admin API or the CLI) from Redis.
+	LimitOverrides bool
 }
 
 // ModelSourceKind is where a request's model is read from.

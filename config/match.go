@@ -216,24 +216,31 @@ func (c *Config) matchItem(it *RuleItem, r Request, last bool) (m Match, ok, rep
 		v = lastValue
 	}
 	repeated = first != lastValue
+	m, ok = it.matchValue(v)
+	return m, ok, repeated
+}
+
+// matchValue matches a non-IP rule item's value: its first key that
+// matches v; an empty value matches none.
+func (it *RuleItem) matchValue(v string) (Match, bool) {
 	if v == "" {
-		return Match{}, false, repeated
+		return Match{}, false
 	}
 	for j := range it.Keys {
 		k := &it.Keys[j]
 		if !k.matchString(v) {
 			continue
 		}
-		m = Match{Item: it, Key: k, Value: v}
+		m := Match{Item: it, Key: k, Value: v}
 		if it.Type.ModelValued() {
 			m.Model = v
 		}
 		if !it.Type.PerValue() {
 			m.Value = k.Key
 		}
-		return m, true, repeated
+		return m, true
 	}
-	return Match{}, false, repeated
+	return Match{}, false
 }
 
 // matchIP matches a limit_by_per_ip item: its first key that matches the
@@ -247,6 +254,12 @@ func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {
 	if !ok {
 		return Match{}, false
 	}
+	return c.matchAddr(it, addr)
+}
+
+// matchAddr matches a limit_by_per_ip item against a client's address, as
+// matchIP.
+func (c *Config) matchAddr(it *RuleItem, addr netip.Addr) (Match, bool) {
 	var s string // addr.String(), computed at most once
 	for j := range it.Keys {
 		k := &it.Keys[j]

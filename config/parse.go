@@ -66,6 +66,9 @@ var topFields = fields[Config]{
 	intField(maxQueueWaitField, 1, maxQueueWaitMs, func(c *Config, n int64) { c.MaxQueueWaitMs = n }),
 	enumField("stream_usage", []string{"inject", "off"}, func(c *Config, i int) { c.StreamUsage = StreamUsage(i) }),
 	customField("model_source", readModelSources),
+	customField("quota_path", readQuotaPath),
+	customField("admin", readAdmin),
+	boolField("limit_overrides", func(c *Config, b bool) { c.LimitOverrides = b }),
 	required(objectField("redis", redisFields, func(c *Config) *Redis { return &c.Redis })),
 }
 
@@ -143,7 +146,7 @@ func limitTable() fields[LimitKey] {
 			k.Windows = append(k.Windows, Window{Field: w.field, Unit: w.unit, Seconds: w.seconds, Limit: n})
 		}))
 	}
-	return append(fs, limitField("max_concurrent_requests", func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
+	return append(fs, limitField(MaxConcurrentField, func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
 }
 
 // limitField is a limit: a positive integer, at most MaxLimit.
@@ -257,6 +260,9 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 	// Only a queue waits: a wait set with reject is a mistake worth refusing.
 	if isSet(members[maxQueueWaitField]) && c.OverLimit != Queue {
 		return fieldErr(maxQueueWaitField, "applies only with ", overLimitField, ": ", Queue.String())
+	}
+	if err := c.checkQuotaEndpoints(); err != nil {
+		return err
 	}
 	if c.Redis.ServicePort == 0 { // unset: service_port refuses 0
 		c.Redis.ServicePort = DefaultRedisPort

@@ -465,7 +465,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 6)
-	require.Len(t, topFields, 21)
+	require.Len(t, topFields, 24)
 }
 
 func TestStrings(t *testing.T) {

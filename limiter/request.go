@@ -211,8 +211,7 @@ func groupBySlot(rules *config.Config, matches []config.Match) []group {
 	groups := make([]group, 0, 1)
 	slots := make([]uint16, 0, 1)
 	for _, m := range matches {
-		key, suffix := subjectKey(rules, m)
-		s := scripts.Subject{Key: key, Suffix: suffix, Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent}
+		s := scripts.SubjectOf(rules, m)
 		slot := cachekey.Slot(s.Key)
 		i := slices.Index(slots, slot)
 		if i < 0 {
@@ -230,26 +229,6 @@ func groupBySlot(rules *config.Config, matches []config.Match) []group {
 		}
 	}
 	return groups
-}
-
-// subjectKey is the Redis key of the subject a match limits and, for a
-// per_model limit, the length of the suffix it adds to its parent's key.
-func subjectKey(rules *config.Config, m config.Match) (key []byte, suffix int) {
-	dst := make([]byte, 0, 96)
-	switch {
-	case m.Unmatched:
-		dst = cachekey.AppendSubject(dst, rules.RuleName, "unmatched_threshold", "", "")
-	case m.Item == nil:
-		dst = cachekey.AppendSubject(dst, rules.RuleName, "global_threshold", "", "")
-	default:
-		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
-	}
-	if m.Parent != nil { // a per_model limit: the subject together with the model, in its slot
-		parent := len(dst)
-		dst = cachekey.AppendModel(dst, m.Model)
-		return dst, len(dst) - parent // sent as a suffix of its parent's key (see scripts.Subject)
-	}
-	return dst, 0
 }
 
 // describeItem names what a match limits by, for logs: its rule item's type

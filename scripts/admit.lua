@@ -11,7 +11,9 @@
 -- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
 --            more admits only when "used + cost <= limit" in every token window
 --            (at most estimate.MaxTokens, and limits at most 2^53: exact here)
--- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then, when the
+-- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then 'o' when
+--            the subjects' overrides (overrides.lua) replace their configured
+--            limits, then, when the
 --            request takes leases, '<lease seconds>:<lease id>', then, when
 --            the admission takes anything, '!<seconds>/<marker id>': it notes
 --            when it ran in its marker for that long, so that a cancel (see
@@ -37,7 +39,8 @@
 
 local cost = tonumber(ARGV[2])
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local lease, id = string.match(ARGV[3], '^.(%d+):([^!]+)')      -- nil when no lease is taken
+local read_overrides = string.sub(ARGV[3], 2, 2) == 'o'          -- limit_overrides
+local lease, id = string.match(ARGV[3], '^.o?(%d+):([^!]+)')    -- nil when no lease is taken
 local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when nothing would need undoing
 if marker then
   marker = KEYS[1] .. ':a:' .. marker
@@ -81,10 +84,12 @@ while a <= #ARGV do
   local n, max, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(.*)$') -- window count, concurrency limit ('' for none), key suffix
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
   k = k + 1
+  local o = read_overrides and overrides_of(subject) or no_overrides
   max = tonumber(max)
+  if max and o.c then max = o.c end                             -- an override changes a limit, never adds one
   a = a + 1
   for _ = 1, tonumber(n) do
-    local spec, limit = ARGV[a], tonumber(ARGV[a + 1])
+    local spec, limit = ARGV[a], o[ARGV[a]] or tonumber(ARGV[a + 1])
     a = a + 2
     local kind, w = kinds[string.sub(spec, 1, 1)], tonumber(string.sub(spec, 2))
     local bucket = math.floor(sec / w)                          -- windows are aligned to the epoch

@@ -13,6 +13,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
@@ -109,6 +110,7 @@ type Subject struct {
 type Options struct {
 	Sliding      bool  // window_type sliding
 	LeaseSeconds int64 // how long a concurrency lease outlives its last renewal
+	Overrides    bool  // limit_overrides: admissions and status read the subjects' overrides
 }
 
 // Admit asks whether one more request of the subjects (all in one Redis
@@ -237,8 +239,18 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 	})
 }
 
+// appendWindowType appends the window type as the scripts read it: 'f'
+// (fixed) or 's' (sliding).
+func (o Options) appendWindowType(arg []byte) []byte {
+	if o.Sliding {
+		return append(arg, 's')
+	}
+	return append(arg, 'f')
+}
+
 // appendOptions appends the options argument of a call, without allocating:
-// the window type ('f' or 's') when withWindowType (admit.lua, charge.lua),
+// the window type ('f' or 's') and 'o' with overrides when withWindowType
+// (admit.lua),
 // then, with a lease, "<lease seconds>:<id>" to take or renew it
 // (withSeconds) or ":<id>" to release it, then, with an admission marker,
 // "!<seconds>/<marker id>".
@@ -246,11 +258,10 @@ func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, 
 	var buf [96]byte
 	arg := buf[:0]
 	if withWindowType {
-		windowType := byte('f')
-		if c.options.Sliding {
-			windowType = 's'
+		arg = c.options.appendWindowType(arg)
+		if c.options.Overrides {
+			arg = append(arg, 'o')
 		}
-		arg = append(arg, windowType)
 	}
 	if leaseID != "" {
 		if withSeconds {
@@ -278,10 +289,7 @@ func (c *Client) appendMarker(arg []byte, markerID string) []byte {
 // id>" to cancel an admission, without allocating.
 func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string) []byte {
 	var buf [128]byte
-	arg := append(buf[:0], 'f')
-	if c.options.Sliding {
-		arg[0] = 's'
-	}
+	arg := c.options.appendWindowType(buf[:0])
 	if leaseID != "" {
 		arg = append(append(arg, ':'), leaseID...)
 	}
@@ -335,11 +343,16 @@ func appendSubjectHead(dst []byte, subjects []Subject, i int, admit bool) []byte
 // tokens, 'q' requests) and its length in seconds, e.g. "t60".
 func appendWindow(dst []byte, w config.Window) []byte {
 	var spec [24]byte
-	unit := byte('t')
-	if w.Unit == config.UnitRequests {
-		unit = 'q'
+	return appendBulk(dst, appendSpec(spec[:0], w.Unit, w.Seconds))
+}
+
+// appendSpec appends a window's name in the scripts: "t60", "q3600".
+func appendSpec(dst []byte, unit config.Unit, seconds int64) []byte {
+	c := byte('t')
+	if unit == config.UnitRequests {
+		c = 'q'
 	}
-	return appendBulk(dst, strconv.AppendInt(append(spec[:0], unit), w.Seconds, 10))
+	return strconv.AppendInt(append(dst, c), seconds, 10)
 }
 
 // windowArgs counts the per-window arguments of a call: a window count per
@@ -457,4 +470,27 @@ func describe(v resp.Value) string {
 		s = s[:64] + "…"
 	}
 	return fmt.Sprintf("%s %q", v.Type(), s)
+}
+
+// SubjectOf is the subject a match limits, under the rules: its Redis key
+// (see package cachekey) and, for a per_model limit, the length of the
+// suffix it adds to its parent's key; its windows and concurrency limit.
+func SubjectOf(rules *config.Config, m config.Match) Subject {
+	dst := make([]byte, 0, 96)
+	switch {
+	case m.Unmatched:
+		dst = cachekey.AppendSubject(dst, rules.RuleName, config.UnmatchedThreshold, "", "")
+	case m.Item == nil:
+		dst = cachekey.AppendSubject(dst, rules.RuleName, config.GlobalThreshold, "", "")
+	default:
+		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
+	}
+	s := Subject{Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent}
+	if m.Parent != nil { // a per_model limit: the subject together with the model, in its slot
+		parent := len(dst)
+		dst = cachekey.AppendModel(dst, m.Model)
+		s.Suffix = len(dst) - parent // sent as a suffix of its parent's key (see Subject)
+	}
+	s.Key = dst
+	return s
 }

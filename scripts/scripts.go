@@ -19,6 +19,12 @@ var (
 	chargeSource string
 	//go:embed renew.lua
 	renewSource string
+	//go:embed overrides.lua
+	overridesSource string
+	//go:embed status.lua
+	statusSource string
+	//go:embed manage.lua
+	manageSource string
 )
 
 // Script is one Lua script and the SHA1 digest Redis caches it under.
@@ -33,6 +39,11 @@ const (
 	opAdmit  = "admit"  // admit.lua: check, and reserve when there is a cost
 	opCharge = "charge" // charge.lua: add tokens (or give back), release leases
 	opRenew  = "renew"  // renew.lua: extend leases
+
+	opStatus   = "status"   // status.lua: what the subjects used, read only
+	opReset    = "reset"    // manage.lua: clear windows
+	opGrant    = "grant"    // manage.lua: give tokens back
+	opOverride = "override" // manage.lua: set or remove a subject's limit overrides
 )
 
 // Limiter is the one script Redis runs: admit.lua, charge.lua and renew.lua
@@ -48,10 +59,18 @@ const (
 // the whole seconds (sec) and the fraction (frac) apart as well as their sum
 // (now): a double near 2^31 s resolves only half a microsecond, and that
 // error, times a sliding window's previous count, would tip decisions.
-var Limiter = newScript("limiter", clockPrelude+
+var Limiter = newScript("limiter", clockPrelude+overridesSource+
 	"local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
 	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelseif op == '"+opCharge+"' then\n"+chargeSource+
 	"\nelse\n"+renewSource+"\nend\n")
+
+// Quota is the script of the quota endpoints and the CLI: status.lua, read
+// only, and manage.lua's operator changes, chosen by the first argument as
+// in Limiter, with the same clock. Apart from Limiter, so that the calls on
+// every request do not carry them: they are sent only when someone asks.
+var Quota = newScript("quota", clockPrelude+overridesSource+
+	"local op = table.remove(ARGV, 1) -- "+opStatus+", "+opReset+", "+opGrant+" or "+opOverride+"\n"+
+	"if op == '"+opStatus+"' then\n"+statusSource+"\nelse\n"+manageSource+"\nend\n")
 
 const clockPrelude = `local sec, frac = string.match(ARGV[2], '^(%d+)(%.?%d*)$') -- ARGV[1] is the operation, ARGV[2] the time given, if any
 if sec then

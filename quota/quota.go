@@ -1,0 +1,306 @@
+// Package quota is what the plugin's quota endpoints (quota_path, the
+// admin API) and the atrl CLI share: how an operator names a subject and
+// what to do to it (Request, read from the admin API's JSON body or query
+// string, or built from the CLI's flags), the script subjects an operation
+// acts on (Request.Plan), and the status document both show (Document).
+// It has no proxy-wasm dependency.
+package quota
+
+import (
+	"errors"
+	"strconv"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// Document is the status of subjects, as the quota endpoints answer it and
+// `atrl status --json` prints it. Field names are fixed: clients rely on
+// them.
+type Document struct {
+	Subjects []Subject `json:"subjects"`
+}
+
+// Subject is one limited subject and its limits.
+type Subject struct {
+	// RuleItem is the index of its rule item in rule_items; absent for the
+	// thresholds, which Threshold names instead.
+	RuleItem  *int   `json:"rule_item,omitempty"`
+	Threshold string `json:"threshold,omitempty"`
+	// Key is the limit key that matched ("*" for the thresholds), Value
+	// the value that names the subject ("" for the thresholds).
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	// Model is set on limits that depend on the model: a per_model entry
+	// (ModelKey is its pattern, within the subject Key and Value name) or a
+	// limit_by_model / limit_by_per_model item.
+	Model    string  `json:"model,omitempty"`
+	ModelKey string  `json:"model_key,omitempty"`
+	Limits   []Limit `json:"limits"`
+}
+
+// Limit is one limit of a subject.
+type Limit struct {
+	// Kind is "tokens", "requests" or "concurrent".
+	Kind string `json:"kind"`
+	// Window is "second", "minute", "hour" or "day"; absent for concurrent.
+	Window string `json:"window,omitempty"`
+	Limit  int64  `json:"limit"`
+	// Used is what the window counts now; for concurrent, the requests in
+	// progress.
+	Used      int64 `json:"used"`
+	Remaining int64 `json:"remaining"`
+	// ResetSeconds is when the window starts anew; absent for concurrent.
+	ResetSeconds int64 `json:"reset_seconds,omitempty"`
+	// Overridden says Limit is the subject's override, not the configured
+	// limit.
+	Overridden bool `json:"overridden,omitempty"`
+}
+
+// Kind names, as Limit.Kind and Request.Kind write them.
+const (
+	KindTokens     = "tokens"
+	KindRequests   = "requests"
+	KindConcurrent = "concurrent"
+)
+
+var kindNames = [...]string{scripts.KindTokens: KindTokens, scripts.KindRequests: KindRequests, scripts.KindConcurrent: KindConcurrent}
+
+// Describe is the document of matches (as Config.MatchAll or
+// Config.Resolve return them) whose limits status.lua read: statuses[i]
+// are the limits of matches[i].
+func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts.LimitStatus) Document {
+	d := Document{Subjects: make([]Subject, 0, len(matches))}
+	for i, m := range matches {
+		s := Subject{Key: m.Key.Key, Value: m.Value, Model: m.Model, Limits: make([]Limit, 0, len(statuses[i]))}
+		switch {
+		case m.Unmatched:
+			s.Threshold = config.UnmatchedThreshold
+		case m.Item == nil:
+			s.Threshold = config.GlobalThreshold
+		default:
+			n := -1
+			for j := range rules.Items {
+				if &rules.Items[j] == m.Item {
+					n = j
+				}
+			}
+			s.RuleItem = &n
+		}
+		if m.Parent != nil {
+			s.Key, s.ModelKey = m.Parent.Key, m.Key.Key
+		}
+		for _, l := range statuses[i] {
+			out := Limit{Kind: kindNames[l.Kind], Limit: l.Limit, Used: l.Used, Remaining: l.Remaining(), Overridden: l.Overridden}
+			if l.Kind != scripts.KindConcurrent {
+				out.Window, out.ResetSeconds = config.WindowName(l.Seconds), l.Reset
+			}
+			s.Limits = append(s.Limits, out)
+		}
+		d.Subjects = append(d.Subjects, s)
+	}
+	return d
+}
+
+// Options are the script options of a configuration: its window type, its
+// lease length, whether overrides are read.
+func Options(rules *config.Config) scripts.Options {
+	return scripts.Options{Sliding: rules.WindowType == config.Sliding, LeaseSeconds: rules.LeaseSeconds, Overrides: rules.LimitOverrides}
+}
+
+// Op is an operation on a subject.
+type Op uint8
+
+const (
+	OpStatus          Op = iota + 1 // read its status
+	OpReset                         // clear its windows, all or some
+	OpGrant                         // give tokens back in its token windows
+	OpSetOverrides                  // replace its limit overrides
+	OpRemoveOverrides               // remove its limit overrides
+)
+
+// Request is an operator's operation on one subject.
+type Request struct {
+	Op  Op
+	Ref config.SubjectRef
+	// Window (seconds) and Kind (KindTokens, KindRequests) narrow a reset
+	// or a grant to the windows of that length, of that kind; 0 and "" for
+	// all.
+	Window int64
+	Kind   string
+	// Tokens is what a grant gives back, in [1, config.MaxLimit].
+	Tokens int64
+	// Limits are the overrides to set: configuration field names
+	// (token_per_day, query_per_minute, max_concurrent_requests) and
+	// limits in [1, config.MaxLimit], in the order given.
+	Limits []FieldLimit
+}
+
+// FieldLimit is an override as an operator writes it.
+type FieldLimit struct {
+	Field string
+	Limit int64
+}
+
+// BadRequest is an operation that cannot be done as asked: the message
+// says what is wrong, for a 400 answer or the CLI's error.
+type BadRequest struct{ Msg string }
+
+func (e *BadRequest) Error() string { return e.Msg }
+
+func badRequest(msg ...string) error {
+	n := 0
+	for _, m := range msg {
+		n += len(m)
+	}
+	b := make([]byte, 0, n)
+	for _, m := range msg {
+		b = append(b, m...)
+	}
+	return &BadRequest{Msg: string(b)}
+}
+
+// Plan is what a Request does, under a configuration.
+type Plan struct {
+	// Matches are the subject's limits, as a request would meet them (with
+	// a model, its per_model match last): the status shows them all.
+	Matches []config.Match
+	// Status reads the status of Matches (one slot).
+	Status []scripts.Subject
+	// Target is the subject the operation changes (the per_model one when
+	// a model is named), with the windows it acts on.
+	Target scripts.Subject
+	// Overrides are a set's, as the scripts name them.
+	Overrides []scripts.Override
+}
+
+// Plan resolves the request's subject and checks the operation against
+// it: the windows a reset or grant acts on exist, the overrides name
+// limits the subject has. Its errors are *BadRequest (with
+// config.ErrNoSuchSubject wrapped when the subject does not exist).
+func (r Request) Plan(rules *config.Config) (Plan, error) {
+	matches, err := rules.Resolve(r.Ref)
+	if err != nil {
+		return Plan{}, &BadRequest{Msg: err.Error()}
+	}
+	p := Plan{Matches: matches}
+	for _, m := range matches {
+		p.Status = append(p.Status, scripts.SubjectOf(rules, m))
+	}
+	target := matches[len(matches)-1]
+	p.Target = scripts.SubjectOf(rules, target)
+	p.Target.Suffix = 0 // sent alone: a key of its own
+	switch r.Op {
+	case OpReset, OpGrant:
+		p.Target.Windows = nil
+		for _, w := range target.Key.Windows {
+			if r.actsOn(w) {
+				p.Target.Windows = append(p.Target.Windows, w)
+			}
+		}
+		if len(p.Target.Windows) == 0 {
+			return Plan{}, badRequest("the subject has no ", describeWindows(r), " to ", opVerb[r.Op])
+		}
+	case OpSetOverrides:
+		if !rules.LimitOverrides {
+			return Plan{}, badRequest("limit_overrides is off in this configuration: an override would not apply")
+		}
+		if len(r.Limits) == 0 {
+			return Plan{}, badRequest("limits: name at least one limit to override (removing them all is a DELETE, or `override rm`)")
+		}
+		for _, l := range r.Limits {
+			name, err := overrideName(target.Key, l.Field)
+			if err != nil {
+				return Plan{}, err
+			}
+			if l.Limit < 1 || l.Limit > config.MaxLimit {
+				return Plan{}, badRequest("limits.", l.Field, ": must be an integer between 1 and ", strconv.FormatInt(config.MaxLimit, 10), ", got ", strconv.FormatInt(l.Limit, 10))
+			}
+			p.Overrides = append(p.Overrides, scripts.Override{Name: name, Limit: l.Limit})
+		}
+	}
+	return p, nil
+}
+
+// actsOn says whether a reset or grant acts on a window: a grant on token
+// windows only; Window and Kind narrow either.
+func (r Request) actsOn(w config.Window) bool {
+	if r.Window != 0 && w.Seconds != r.Window {
+		return false
+	}
+	switch {
+	case r.Op == OpGrant || r.Kind == KindTokens:
+		return w.Unit == config.UnitTokens
+	case r.Kind == KindRequests:
+		return w.Unit == config.UnitRequests
+	}
+	return true
+}
+
+var opVerb = [...]string{OpReset: "reset", OpGrant: "grant tokens in"}
+
+// describeWindows names the windows a reset or grant asked for.
+func describeWindows(r Request) string {
+	s := "window"
+	switch {
+	case r.Op == OpGrant || r.Kind == KindTokens:
+		s = "token window"
+	case r.Kind == KindRequests:
+		s = "request window"
+	}
+	if r.Window != 0 {
+		return config.WindowName(r.Window) + " " + s
+	}
+	return s
+}
+
+// overrideName checks that an override names a limit the key configures,
+// and returns its name in the scripts.
+func overrideName(k *config.LimitKey, field string) (string, error) {
+	if field == config.MaxConcurrentField {
+		if k.MaxConcurrent == 0 {
+			return "", badRequest("limits.", field, ": the subject's key ", strconv.Quote(k.Key), " has no ", field, " to override (an override changes a configured limit, never adds one)")
+		}
+		return scripts.ConcurrencyOverride, nil
+	}
+	unit, seconds, ok := config.WindowOf(field)
+	if !ok {
+		return "", badRequest("limits.", field, ": unknown limit; overrides take token_per_*, query_per_* and ", config.MaxConcurrentField)
+	}
+	for _, w := range k.Windows {
+		if w.Unit == unit && w.Seconds == seconds {
+			return scripts.OverrideName(unit, seconds), nil
+		}
+	}
+	return "", badRequest("limits.", field, ": the subject's key ", strconv.Quote(k.Key), " has no ", field, " to override (an override changes a configured limit, never adds one)")
+}
+
+// Fields returns overrides as an operator writes them: configuration field
+// names, for the CLI's list. Names the configuration does not know (a
+// window removed from it since) are kept as they are in Redis.
+func Fields(overrides []scripts.Override) []FieldLimit {
+	out := make([]FieldLimit, 0, len(overrides))
+	for _, o := range overrides {
+		field := o.Name
+		if o.Name == scripts.ConcurrencyOverride {
+			field = config.MaxConcurrentField
+		} else if len(o.Name) > 1 {
+			unit := config.UnitTokens
+			if o.Name[0] == 'q' {
+				unit = config.UnitRequests
+			}
+			if n, err := strconv.ParseInt(o.Name[1:], 10, 64); err == nil && config.LimitField(unit, n) != "" && scripts.OverrideName(unit, n) == o.Name {
+				field = config.LimitField(unit, n)
+			}
+		}
+		out = append(out, FieldLimit{Field: field, Limit: o.Limit})
+	}
+	return out
+}
+
+// IsBadRequest says whether err is the operator's mistake (400), not
+// Redis's trouble.
+func IsBadRequest(err error) bool {
+	var b *BadRequest
+	return errors.As(err, &b)
+}
