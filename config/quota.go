@@ -87,8 +87,8 @@ func readEndpointPath(path string, v gjson.Result) (string, error) {
 	switch {
 	case err != nil:
 		return "", err
-	case s[0] != '/' || strings.ContainsAny(s, "?# \t") || len(s) > 1 && s[len(s)-1] == '/':
-		return "", fieldErr(path, "must be a path starting with '/', without a query, spaces or a trailing '/', got ", quote(s))
+	case s[0] != '/' || strings.ContainsAny(s, "?# \t") || s[len(s)-1] == '/':
+		return "", fieldErr(path, "must be a path starting with '/', without a query, spaces or a trailing '/' (nor '/' alone: every request would be the plugin's), got ", quote(s))
 	}
 	return s, nil
 }

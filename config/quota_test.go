@@ -24,14 +24,12 @@ func TestParseQuotaEndpoints(t *testing.T) {
 	require.Nil(t, c.Admin)
 	require.False(t, c.LimitOverrides)
 
-	c = mustParse(t, withGlobal(`,"admin":{"path":"/","consumer":"ops"}`))
-	require.Equal(t, "/", c.Admin.Path)
-
 	for _, tc := range []struct{ name, extra, want string }{
 		{"relative quota path", `,"quota_path":"v1/quota"`, `quota_path: must be a path starting with '/'`},
 		{"quota path with query", `,"quota_path":"/q?x=1"`, `quota_path: must be a path starting with '/', without a query`},
-		{"quota path trailing slash", `,"quota_path":"/q/"`, `trailing '/', got "/q/"`},
+		{"quota path trailing slash", `,"quota_path":"/q/"`, `every request would be the plugin's), got "/q/"`},
 		{"quota path empty", `,"quota_path":""`, `quota_path: must not be empty`},
+		{"admin path root", `,"admin":{"path":"/","consumer":"ops"}`, `admin.path: must be a path starting with '/'`},
 		{"admin without path", `,"admin":{"consumer":"ops"}`, `admin.path: required`},
 		{"admin nobody", `,"admin":{"path":"/a"}`, `admin: needs consumer, or header with token_sha256`},
 		{"admin header alone", `,"admin":{"path":"/a","header":"x-t"}`, `admin.token_sha256: required with header`},

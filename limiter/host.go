@@ -67,6 +67,17 @@ func (h *httpContext) request() *request {
 	return r
 }
 
+// endpoint returns the state of an admin API request whose body is being
+// read (endpoints.go), nil for any other request.
+func (h *httpContext) endpoint() *endpoint {
+	ctx := h.wrapperContext()
+	if ctx == nil {
+		return nil
+	}
+	e, _ := ctx.GetContext(endpointKey).(*endpoint)
+	return e
+}
+
 // wrapperContext is the wrapper's HTTP context of the request.
 func (h *httpContext) wrapperContext() wrapper.HttpContext {
 	ctx, _ := h.HttpContext.(wrapper.HttpContext)
@@ -81,6 +92,9 @@ func (h *httpContext) wrapperContext() wrapper.HttpContext {
 func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 	current = h
 	defer func() { current = nil }()
+	if e := h.endpoint(); e != nil {
+		return e.bodyChunk(size, end)
+	}
 	r := h.request()
 	if r != nil && !r.readsBody && (r.pending > 0 || r.queue != nil) {
 		return types.ActionPause
@@ -101,6 +115,9 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
 	current = h
 	defer func() { current = nil }()
+	if e := h.endpoint(); e != nil {
+		return e.bodyChunk(maxBufferedBody, true)
+	}
 	r := h.request()
 	switch {
 	case r == nil:

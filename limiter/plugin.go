@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/quota"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -60,7 +61,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		Password:    rules.Redis.Password,
 		TimeoutMs:   uint32(rules.Redis.TimeoutMs),
 		Database:    rules.Redis.Database,
-	}, scripts.Options{Sliding: rules.WindowType == config.Sliding, LeaseSeconds: rules.LeaseSeconds})
+	}, quota.Options(rules))
 	if err := pc.redis.Init(); err != nil {
 		// Not fatal: the gateway may learn of the Redis cluster later; every
 		// call retries the init and applies failure_mode while it fails.

@@ -117,7 +117,7 @@ func (r *request) join(line *waitLine) *waitLine {
 // reservation larger than a token window). scope names the limit that
 // closed, for those who give up.
 func (r *request) wait(v scripts.Verdict, scope string) bool {
-	if r.httpCtx == nil || !r.fits() {
+	if r.httpCtx == nil || !r.fits() || v.Kind == scripts.KindTokens && r.reserved > v.Limit {
 		return false
 	}
 	room := r.pc.queues
@@ -139,8 +139,13 @@ func (r *request) wait(v scripts.Verdict, scope string) bool {
 }
 
 // fits says whether the request's reservation fits every token window at
-// all: one larger than a window's limit would wait in vain.
+// all: one larger than a window's limit would wait in vain. With
+// limit_overrides, a subject's limit may be another than configured: only
+// the limit Redis reported (wait) says.
 func (r *request) fits() bool {
+	if r.pc.rules.LimitOverrides {
+		return true
+	}
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
 			for _, w := range s.Windows {

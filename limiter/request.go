@@ -97,6 +97,11 @@ type group struct {
 // body read to ask for its usage (streams.go), which does not delay
 // admission.
 func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
+	if pc.rules.QuotaPath != "" || pc.rules.Admin != nil {
+		if action, ok := pc.serveEndpoint(ctx); ok {
+			return action
+		}
+	}
 	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
 	readable := ctx.HasRequestBody() && readableRequestBody(ctx)
 	var model string

@@ -7,6 +7,7 @@ package plugintest
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
@@ -22,6 +23,8 @@ type Plugin struct {
 	T     redistest.TB
 	Host  proxytest.HostEmulator
 	Redis redistest.Backend
+	reset func()
+	stop  sync.Once
 }
 
 // Start starts the plugin with a configuration; it stops at the end of
@@ -30,10 +33,15 @@ func Start(t redistest.TB, redis redistest.Backend, config string) *Plugin {
 	t.Helper()
 	require.True(t, json.Valid([]byte(config)), "test config is not JSON: %s", config)
 	host, status := test.NewTestHost(json.RawMessage(config))
-	t.Cleanup(host.Reset)
+	p := &Plugin{T: t, Host: host, Redis: redis, reset: host.Reset}
+	t.Cleanup(p.Stop)
 	require.Equal(t, types.OnPluginStartStatusOK, status, "plugin refused the configuration")
-	return &Plugin{T: t, Host: host, Redis: redis}
+	return p
 }
+
+// Stop stops the plugin (a gateway replica going away), so another can
+// start in the same test: the host emulator runs one plugin at a time.
+func (p *Plugin) Stop() { p.stop.Do(p.reset) }
 
 // Exchange is one HTTP request going through the plugin.
 type Exchange struct {
@@ -211,4 +219,21 @@ func StartOn(t redistest.TB, vm types.VMContext, redis redistest.Backend, config
 	host, stop := StartEmulator(t, vm, config)
 	t.Cleanup(stop)
 	return &Plugin{T: t, Host: host, Redis: redis}
+}
+
+// Call sends a request with a method, a path (and query) and a body ("":
+// none, the headers end the stream), plus extra headers, without answering
+// its Redis calls yet.
+func (p *Plugin) Call(method, path, body string, extra ...[2]string) *Exchange {
+	p.T.Helper()
+	headers := [][2]string{{":authority", "llm.example.com"}, {":method", method}, {":path", path}}
+	if body != "" {
+		headers = append(headers, [2]string{"content-type", "application/json"})
+	}
+	x := &Exchange{P: p, ID: p.Host.InitializeHttpContext()}
+	x.Action = p.Host.CallOnRequestHeaders(x.ID, append(headers, extra...), body == "")
+	if body != "" && x.Local() == nil {
+		x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
+	}
+	return x
 }
