@@ -7,12 +7,16 @@ FUZZTIME ?= 60s
 # wazero's command runs code compiled to WASM (wasip1) outside the plugin.
 WAZERO := $(CURDIR)/bin/wazero
 
-.PHONY: build test vet bench fuzz proof clean
+.PHONY: build atrl test vet bench fuzz proof clean
 
 build: main.wasm
 
 main.wasm: $(SOURCES)
 	GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o $@ .
+
+# atrl, the operators' command (cmd/atrl), for this machine: bin/atrl.
+atrl:
+	$(GO) build -o bin/atrl ./cmd/atrl
 
 # The plugin's tests (Go and WASM mode, against a private redis-server),
 # then the tools' (end-to-end over real HTTP, deployment files); then the

@@ -3,8 +3,15 @@
 //	atrl usage [-config FILE] [-model NAME] FILE...
 //
 // prints, for each saved response body, the usage the plugin reads from it
-// and what the plugin charges for it. Run `atrl help` for the commands and
-// `atrl help <command>` for one command's flags.
+// and what the plugin charges for it.
+//
+//	atrl status|reset|grant -config FILE (-rule-item N -value V | -threshold T) ...
+//	atrl override set|rm|list -config FILE ...
+//	atrl top -config FILE [-n 10]
+//
+// read and manage the subjects' quota in the plugin's Redis, as the admin
+// API does. Run `atrl help` for the commands and `atrl help <command>` for
+// one command's flags.
 package main
 
 import (
@@ -16,7 +23,7 @@ import (
 // Exit statuses.
 const (
 	exitOK      = 0 // everything done
-	exitFailed  = 1 // the command ran, but some of its work failed (a file could not be read)
+	exitFailed  = 1 // the command ran, but some of its work failed (a file could not be read, Redis failed)
 	exitBadArgs = 2 // the command could not start: unknown command, bad flags or configuration
 )
 
@@ -39,6 +46,11 @@ type streams struct {
 // commands lists the subcommands, in the order `atrl help` shows them.
 var commands = []command{
 	{name: "usage", summary: "print the usage the plugin reads from saved response bodies, and their cost", run: runUsage, help: usageHelp},
+	{name: "status", summary: "print a subject's limits and what it used, from Redis", run: runStatus, help: statusHelp},
+	{name: "reset", summary: "clear a subject's windows", run: runReset, help: resetHelp},
+	{name: "grant", summary: "give tokens back to a subject", run: runGrant, help: grantHelp},
+	{name: "override", summary: "set, remove or list a subject's limit overrides", run: runOverride, help: overrideHelp},
+	{name: "top", summary: "list the subjects closest to their limits", run: runTop, help: topHelp},
 }
 
 func main() {
