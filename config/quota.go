@@ -160,9 +160,16 @@ func (c *Config) Resolve(ref SubjectRef) ([]Match, error) {
 	default:
 		it := &c.Items[ref.Item]
 		var ok bool
-		if it.Type == ByPerIP {
+		switch {
+		case it.Type == ByPerIP:
 			m, ok = c.resolveIP(it, ref.Value)
-		} else {
+		case !it.Type.PerValue():
+			// A shared key's subject is the key: the status shows its text
+			// as the value, and that text names it back.
+			if m, ok = it.keyNamed(ref.Value); !ok {
+				m, ok = it.matchValue(ref.Value)
+			}
+		default:
 			m, ok = it.matchValue(ref.Value)
 		}
 		if !ok {
@@ -186,6 +193,17 @@ func (c *Config) Resolve(ref SubjectRef) ([]Match, error) {
 		return nil, subjectError("no per_model entry of the key " + strconv.Quote(m.Key.Key) + " matches the model " + strconv.Quote(ref.Model))
 	}
 	return all, nil
+}
+
+// keyNamed is the match of a shared-key item's key whose text is key
+// ("gold", "regexp:^s", "*").
+func (it *RuleItem) keyNamed(key string) (Match, bool) {
+	for j := range it.Keys {
+		if k := &it.Keys[j]; k.Key == key {
+			return Match{Item: it, Key: k, Value: k.Key}, true
+		}
+	}
+	return Match{}, false
 }
 
 // resolveIP matches a limit_by_per_ip item against an IP or, for the

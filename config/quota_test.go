@@ -59,7 +59,8 @@ func TestResolve(t *testing.T) {
 			"per_model":[{"model":"gpt-4*","token_per_minute":10}]}]},
 		{"limit_by_header":"x-tier","limit_keys":[{"key":"gold","token_per_hour":1000},{"key":"regexp:^s","query_per_minute":5}]},
 		{"limit_by_per_ip":"from-remote-addr","limit_keys":[{"key":"10.0.0.0/8","token_per_minute":7},{"key":"::/0","token_per_minute":8}]},
-		{"limit_by_per_model":"","limit_keys":[{"key":"claude*","token_per_day":9}]}],
+		{"limit_by_per_model":"","limit_keys":[{"key":"claude*","token_per_day":9}]},
+		{"limit_by_model":"","limit_keys":[{"key":"regexp:^claude","token_per_day":9}]}],
 		"unmatched_threshold":{"query_per_minute":3},`+redisOK+`}`)
 
 	m, err := c.Resolve(SubjectRef{Item: 0, Value: "sk-1"})
@@ -79,6 +80,16 @@ func TestResolve(t *testing.T) {
 	m, err = c.Resolve(SubjectRef{Item: 1, Value: "silver"})
 	require.NoError(t, err)
 	require.Equal(t, "regexp:^s", m[0].Value)
+	for _, key := range []string{"regexp:^s", "gold"} {
+		m2, err := c.Resolve(SubjectRef{Item: 1, Value: key})
+		require.NoError(t, err)
+		require.Equal(t, key, m2[0].Value, "the value the status shows names its subject back")
+		require.Equal(t, key, m2[0].Key.Key)
+	}
+	m, err = c.Resolve(SubjectRef{Item: 4, Value: "regexp:^claude"})
+	require.NoError(t, err)
+	require.Equal(t, "regexp:^claude", m[0].Value)
+	require.Equal(t, "", m[0].Model, "a shared model key is no one model")
 
 	m, err = c.Resolve(SubjectRef{Item: 2, Value: "10.1.2.3"})
 	require.NoError(t, err)
@@ -104,7 +115,7 @@ func TestResolve(t *testing.T) {
 		ref  SubjectRef
 		want string
 	}{
-		{SubjectRef{Item: 4, Value: "x"}, `rule item 4 does not exist: the rule has 4`},
+		{SubjectRef{Item: 5, Value: "x"}, `rule item 5 does not exist: the rule has 5`},
 		{SubjectRef{Item: -1, Value: "x"}, `rule item -1 does not exist`},
 		{SubjectRef{Item: 0, Value: "pk-1"}, `no key of rule item 0 (limit_by_per_header) matches the value "pk-1"`},
 		{SubjectRef{Item: 0, Value: ""}, `matches the value ""`},
