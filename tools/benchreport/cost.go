@@ -59,6 +59,14 @@ const (
 	"limit_keys": [{"key": "*", ` + tokenWindows + `}]}], "redis": {"service_name": "redis.static"}}`
 )
 
+// The quota endpoint and the admin API configured: each request's path is
+// compared with theirs.
+const (
+	firstKindsCase = "two token windows (minute, day)"
+	endpointsCase  = "the same + quota_path and admin.path configured (limit_overrides off)"
+	endpointsOn    = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
+)
+
 var modelHeader = [][2]string{{"x-higress-llm-model", "gpt-4o"}}
 
 // keyConfig limits every "sk-" x-api-key like benchConfig, with other limits
@@ -73,7 +81,10 @@ func keyConfig(topLevel, limits string) string {
 // configurations, so the numbers compare.
 func costCases(s reportScale) []costCase {
 	kinds := []costCase{
-		{name: "two token windows (minute, day)", config: benchConfig, windows: 2},
+		{name: firstKindsCase, config: benchConfig, windows: 2},
+		{name: endpointsCase, config: keyConfig(endpointsOn, tokenWindows), windows: 2},
+		{name: "the same + limit_overrides: true (the subject's overrides read at admission)",
+			config: keyConfig(endpointsOn+`"limit_overrides": true,`, tokenWindows), windows: 2},
 		{name: "the same + a request window (query_per_minute)", config: keyConfig("", tokenWindows+`, "query_per_minute": 100000`), windows: 3},
 		{name: "the same + a concurrency limit (max_concurrent_requests)", config: keyConfig("", tokenWindows+`, "max_concurrent_requests": 1000`), windows: 2},
 		{name: "two sliding token windows (window_type: sliding)", config: keyConfig(`"window_type": "sliding",`, tokenWindows), windows: 2},

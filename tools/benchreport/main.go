@@ -45,13 +45,16 @@ type reportScale struct {
 	inFlight       []int  // requests in flight of the accuracy runs
 	minutes        int    // simulated length of an accuracy run
 	plotInFlight   []int  // the accuracy runs drawn
+	// overrideRequests are the requests of one timed run of the price of
+	// limit overrides (see measureOverrides).
+	overrideRequests int
 }
 
 var scales = map[string]reportScale{
 	"full": {benchTime: "0.5s", largeBenchTime: "60x", rounds: 7, vmPerCase: true, ruleCounts: []int{1, 10, 100},
-		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}},
+		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}, overrideRequests: 1000},
 	"smoke": {benchTime: "2x", largeBenchTime: "2x", rounds: 2, ruleCounts: []int{1, 10, 100},
-		inFlight: []int{1, 8}, minutes: 2, plotInFlight: []int{8}},
+		inFlight: []int{1, 8}, minutes: 2, plotInFlight: []int{8}, overrideRequests: 10},
 }
 
 // goVMs are the two plugins compiled natively: the VM contexts their
@@ -101,6 +104,8 @@ func measure(t tb, scale reportScale) (benchReport, string) {
 	t.Logf("costs measured in %s", time.Since(started).Round(time.Second))
 	r.accuracy = measureAccuracy(t, scale, vms.plugin)
 	t.Logf("accuracy measured in %s", time.Since(started).Round(time.Second))
+	r.overrides = measureOverrides(t, scale, vms.plugin)
+	t.Logf("the price of overrides measured in %s", time.Since(started).Round(time.Second))
 	r.plots = plotAccuracy(t, r.accuracy, scale.plotInFlight)
 	r.elapsed = time.Since(started)
 	markdown := r.markdown()

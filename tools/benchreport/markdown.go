@@ -17,13 +17,14 @@ import (
 // The report.
 
 type benchReport struct {
-	machine  []string // "what: value" lines
-	date     string
-	scale    reportScale
-	elapsed  time.Duration
-	costs    []costRow
-	accuracy []accuracyRun
-	plots    []plotFile
+	machine   []string // "what: value" lines
+	date      string
+	scale     reportScale
+	elapsed   time.Duration
+	costs     []costRow
+	accuracy  []accuracyRun
+	overrides []overridesRow
+	plots     []plotFile
 }
 
 // describeMachine names the machine the numbers come from.
@@ -75,6 +76,7 @@ func (r benchReport) markdown() string {
 		"One SSE content event of an admitted stream (`usage: null`), as the response passes through: the price of "+
 			"reading usage from streams, paid per event.")
 	r.writeAssembly(&b)
+	r.writeOverrides(&b)
 	r.writeAccuracy(&b)
 	r.writePlots(&b)
 	return b.String()
@@ -243,7 +245,7 @@ func (r benchReport) writePlots(b *strings.Builder) {
 // limiter behaves as documented: reservation never admits more than the
 // limit in a minute, and without it requests in flight overshoot it.
 func checkReport(t tb, r benchReport, markdown string) {
-	for _, want := range []string{"make bench", "## Method", "## The estimate's WASM assembly", "## Accuracy under concurrency", "## Admitted tokens over time"} {
+	for _, want := range []string{"make bench", "## Method", "## The estimate's WASM assembly", "## The price of limit overrides", "## Accuracy under concurrency", "## Admitted tokens over time"} {
 		if !strings.Contains(markdown, want) {
 			t.Errorf("the report lacks %q", want)
 		}
@@ -252,6 +254,10 @@ func checkReport(t tb, r benchReport, markdown string) {
 		if !strings.Contains(markdown, "| "+row.c.name+" |") {
 			t.Errorf("the report lacks the row %q", row.c.name)
 		}
+	}
+	// Configuring the endpoints, overrides off, sends Redis the same bytes.
+	if with, without := r.costRow(endpointsCase).traffic, r.costRow(firstKindsCase).traffic; with != without {
+		t.Errorf("%s: %+v to Redis, without the endpoints %+v", endpointsCase, with, without)
 	}
 	for _, p := range r.plots {
 		if !bytes.HasPrefix(p.png, []byte("\x89PNG\r\n\x1a\n")) {
