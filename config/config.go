@@ -24,6 +24,10 @@
 //     per_model under a limit key, global_threshold or unmatched_threshold:
 //     within the subject the key limits, each model's own limit, the first
 //     entry that matches it (see Config.MatchAll).
+//   - The quota endpoints: quota_path (a client's own status) and admin
+//     (an API to read, reset, grant and override any subject, named by a
+//     SubjectRef that Config.Resolve matches), and limit_overrides: the
+//     admission reads per-subject limit overrides from Redis.
 //
 // A query parameter or cookie sent more than once is read both as its first
 // and as its last value (see Config.MatchAll), since upstreams and auth

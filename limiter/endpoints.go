@@ -219,17 +219,8 @@ var opNames = [...]string{quota.OpStatus: "status", quota.OpReset: "reset", quot
 	quota.OpSetOverrides: "override set", quota.OpRemoveOverrides: "override removal"}
 
 // describeRequest names an admin request's subject and parameters for
-// the log.
-func describeRequest(r quota.Request) string {
-	b, _ := json.Marshal(struct {
-		config.SubjectRef
-		Window int64              `json:",omitempty"`
-		Kind   string             `json:",omitempty"`
-		Tokens int64              `json:",omitempty"`
-		Limits []quota.FieldLimit `json:",omitempty"`
-	}{r.Ref, r.Window, r.Kind, r.Tokens, r.Limits})
-	return truncateForLog(string(b))
-}
+// the log, bounded: the value came from a client.
+func describeRequest(r quota.Request) string { return truncateForLog(r.String()) }
 
 // readStatus sends one status call per Redis Cluster slot for the
 // endpoint's matches (subjects, when given, are theirs, in order) and

@@ -108,6 +108,26 @@ func TestPlan(t *testing.T) {
 	require.ErrorContains(t, err, "limit_overrides is off")
 }
 
+// A request names itself as the admin API takes it: parsing what it says
+// gives the same request back.
+func TestRequestString(t *testing.T) {
+	for _, tc := range []struct {
+		op   Op
+		body string
+	}{
+		{OpGrant, `{"rule_item":0,"value":"sk-1","model":"gpt-4o","window":"minute","tokens":1000}`},
+		{OpReset, `{"threshold":"global_threshold","kind":"requests"}`},
+		{OpSetOverrides, `{"rule_item":2,"value":"a\"b","limits":{"max_concurrent_requests":3,"token_per_day":5000}}`},
+	} {
+		r, err := ParseRequest(tc.op, []byte(tc.body), "")
+		require.NoError(t, err)
+		assert.Equal(t, tc.body, r.String())
+		back, err := ParseRequest(tc.op, []byte(r.String()), "")
+		require.NoError(t, err)
+		assert.Equal(t, r.Ref, back.Ref)
+	}
+}
+
 func TestParseRequest(t *testing.T) {
 	r, err := ParseRequest(OpGrant, []byte(`{"rule_item":0,"value":"sk-1","model":"gpt-4o","tokens":1e3,"window":"minute"}`), "ignored=1")
 	require.NoError(t, err)

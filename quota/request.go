@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"encoding/json"
 	"math"
 	"net/url"
 	"slices"
@@ -224,4 +225,35 @@ func truncate(s string) string {
 		return s[:100] + "…"
 	}
 	return s
+}
+
+// String is the request as the admin API takes it, in JSON (its body's
+// field names): how the plugin's log names an admin action.
+func (r Request) String() string {
+	var item *int
+	if r.Ref.Threshold == "" {
+		item = &r.Ref.Item
+	}
+	var window string
+	if r.Window != 0 {
+		window = config.WindowName(r.Window)
+	}
+	var limits map[string]int64
+	if len(r.Limits) > 0 {
+		limits = make(map[string]int64, len(r.Limits))
+		for _, l := range r.Limits {
+			limits[l.Field] = l.Limit
+		}
+	}
+	b, _ := json.Marshal(struct {
+		RuleItem  *int             `json:"rule_item,omitempty"`
+		Threshold string           `json:"threshold,omitempty"`
+		Value     string           `json:"value,omitempty"`
+		Model     string           `json:"model,omitempty"`
+		Window    string           `json:"window,omitempty"`
+		Kind      string           `json:"kind,omitempty"`
+		Tokens    int64            `json:"tokens,omitempty"`
+		Limits    map[string]int64 `json:"limits,omitempty"`
+	}{item, r.Ref.Threshold, r.Ref.Value, r.Ref.Model, window, r.Kind, r.Tokens, limits})
+	return string(b)
 }

@@ -52,7 +52,7 @@ type reportScale struct {
 
 var scales = map[string]reportScale{
 	"full": {benchTime: "0.5s", largeBenchTime: "60x", rounds: 7, vmPerCase: true, ruleCounts: []int{1, 10, 100},
-		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}, overrideRequests: 1000},
+		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}, overrideRequests: 3000},
 	"smoke": {benchTime: "2x", largeBenchTime: "2x", rounds: 2, ruleCounts: []int{1, 10, 100},
 		inFlight: []int{1, 8}, minutes: 2, plotInFlight: []int{8}, overrideRequests: 10},
 }

@@ -149,6 +149,16 @@ x-api-key 100 tokens a minute: 200, 200, then 429 until the minute ends.
 
   curl -i $gw/v1/chat/completions -H 'x-api-key: demo-1' -H 'content-type: application/json' -H 'x-mock-usage: 30,20' -d '$body'
 
+What a key has left, without spending any (the plugin answers, nothing is forwarded):
+
+  curl -s $gw/v1/quota -H 'x-api-key: demo-1'
+
+The admin API, with the example's demo token: give demo-1 50 tokens back,
+then give it 1,000 a minute from now on (every replica, no reload):
+
+  curl -s $gw/atrl/grant -H 'x-admin-token: local-admin' -d '{"rule_item":0,"value":"demo-1","tokens":50}'
+  curl -s -X PUT $gw/atrl/overrides -H 'x-admin-token: local-admin' -d '{"rule_item":0,"value":"demo-1","limits":{"token_per_minute":1000}}'
+
 A stream, one event every 200 ms, its usage (here 16 + 16 tokens) in the last event:
 
   curl -N $gw/v1/chat/completions -H 'x-api-key: demo-2' -H 'content-type: application/json' -H 'x-mock-usage: 16,16' -H 'x-mock-delay-ms: 200' -d '$stream'

@@ -137,6 +137,34 @@ func TestRun(t *testing.T) {
 	}
 	assert.Equal(t, []int{200, 200, 429}, codes)
 
+	// The printed quota and admin lines: what demo-1 has left, 50 tokens
+	// back, then a limit of its own.
+	call := func(method, path, body string, header [2]string) (int, string) {
+		req, err := http.NewRequest(method, gw+path, strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set(header[0], header[1])
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, string(b)
+	}
+	admin := [2]string{"x-admin-token", "local-admin"}
+	assert.Contains(t, out, "  curl -s "+gw+"/v1/quota -H 'x-api-key: demo-1'")
+	code, body := call("GET", "/v1/quota", "", [2]string{"x-api-key", "demo-1"})
+	assert.Equal(t, 200, code, body)
+	assert.Regexp(t, `^\{"subjects":\[\{"rule_item":0,"key":"\*","value":"demo-1","limits":\[\{"kind":"tokens","window":"minute","limit":100,"used":100,"remaining":0,"reset_seconds":\d+\}\]\}\]\}$`, body)
+	code, body = call("POST", "/atrl/grant", `{"rule_item":0,"value":"demo-1","tokens":50}`, admin)
+	assert.Equal(t, 200, code, body)
+	assert.Contains(t, body, `"used":50,"remaining":50`)
+	code, body = call("POST", "/atrl/grant", `{"rule_item":0,"value":"demo-1","tokens":50}`, [2]string{"x-admin-token", "guess"})
+	assert.Equal(t, 403, code, body)
+	code, body = call("PUT", "/atrl/overrides", `{"rule_item":0,"value":"demo-1","limits":{"token_per_minute":1000}}`, admin)
+	assert.Equal(t, 200, code, body)
+	assert.Contains(t, body, `"limit":1000,"used":50,"remaining":950`)
+	assert.Contains(t, body, `"overridden":true`)
+
 	// Ctrl-C, as make run's terminal sends it to run.sh.
 	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
 	require.NoError(t, r.wait(t, 30*time.Second), "stderr:\n%s", r.stderr)
