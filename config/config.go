@@ -56,6 +56,8 @@ const (
 	DefaultRejectedCode     = 429
 	DefaultRejectedMsg      = "Too many requests"
 	DefaultRedisTimeoutMs   = 1000
+	DefaultBreakerFailures  = 5    // consecutive failed Redis calls that open the breaker
+	DefaultBreakerProbeMs   = 1000 // the first wait before probing an open breaker's Redis
 	DefaultRedisPort        = 6379
 	DefaultRedisStaticPort  = 80 // when service_name ends with StaticServiceSuffix
 	DefaultLeaseSeconds     = 600
@@ -78,6 +80,9 @@ const (
 	maxXFFTrustedHops       = 1<<31 - 1
 	maxRedisTimeoutMs       = 1<<32 - 1 // proxy-wasm timeouts are uint32 milliseconds
 	maxRedisDatabase        = 1<<31 - 1
+	maxBreakerFailures      = 1000
+	minBreakerProbeMs       = 10
+	maxBreakerProbeMs       = 30000 // scripts.MaxProbeInterval: probes wait no longer
 	minRejectedCode         = 100
 	maxRejectedCode         = 599
 	maxQuotedValueInMessage = 100 // bytes of a bad value quoted in an error message
@@ -249,6 +254,11 @@ type Redis struct {
 	Password    string
 	TimeoutMs   int64
 	Database    int
+	// BreakerFailures is how many consecutive failed calls open the
+	// circuit breaker (0: it never opens); BreakerProbeMs the first wait
+	// before a probe (it doubles after each failed probe, up to 30 s).
+	BreakerFailures int64
+	BreakerProbeMs  int64
 }
 
 // FailureMode says what to do with a request when Redis cannot be reached.

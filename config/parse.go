@@ -81,6 +81,8 @@ var redisFields = fields[Redis]{
 	stringField("password", func(r *Redis, s string) { r.Password = s }),
 	intField("timeout", 1, maxRedisTimeoutMs, func(r *Redis, n int64) { r.TimeoutMs = n }),
 	intField("database", 0, maxRedisDatabase, func(r *Redis, n int64) { r.Database = int(n) }),
+	intField("breaker_failures", 0, maxBreakerFailures, func(r *Redis, n int64) { r.BreakerFailures = n }),
+	intField("breaker_probe_ms", minBreakerProbeMs, maxBreakerProbeMs, func(r *Redis, n int64) { r.BreakerProbeMs = n }),
 }
 
 // reservationFields is the table of token_reservation.
@@ -228,7 +230,8 @@ func newConfig() *Config {
 		FailureMode:      FailAllow,
 		XFFTrustedHops:   xffTrustedHopsUnset,
 		IPv6PrefixLength: DefaultIPv6PrefixLength,
-		Redis:            Redis{TimeoutMs: DefaultRedisTimeoutMs},
+		Redis: Redis{TimeoutMs: DefaultRedisTimeoutMs, BreakerFailures: DefaultBreakerFailures,
+			BreakerProbeMs: DefaultBreakerProbeMs},
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
 			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
 		Cost:           Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},

@@ -167,6 +167,9 @@ func TestParseInvalid(t *testing.T) {
 		{"timeout string", withRedis(`{"service_name":"r","timeout":"1s"}`), `redis.timeout: must be an integer between 1 and 4294967295, got string "1s"`},
 		{"timeout too big", withRedis(`{"service_name":"r","timeout":4294967296}`), `redis.timeout: must be an integer between 1 and 4294967295, got number 4294967296`},
 		{"database negative", withRedis(`{"service_name":"r","database":-1}`), `redis.database: must be an integer between 0 and 2147483647, got number -1`},
+		{"breaker failures negative", withRedis(`{"service_name":"r","breaker_failures":-1}`), `redis.breaker_failures: must be an integer between 0 and 1000, got number -1`},
+		{"breaker probe too fast", withRedis(`{"service_name":"r","breaker_probe_ms":1}`), `redis.breaker_probe_ms: must be an integer between 10 and 30000, got number 1`},
+		{"breaker probe too slow", withRedis(`{"service_name":"r","breaker_probe_ms":60000}`), `redis.breaker_probe_ms: must be an integer between 10 and 30000, got number 60000`},
 		{"redis unknown", withRedis(`{"service_name":"r","host":"x"}`), `redis.host: unknown field`},
 		{"redis typo", withRedis(`{"service_name":"r","servce_port":1}`), `redis.servce_port: unknown field (did you mean service_port?)`},
 	}
@@ -232,7 +235,7 @@ func TestParseHigressGlobalExample(t *testing.T) {
 	require.Empty(t, c.Items)
 	require.Equal(t, &LimitKey{Key: "*", Kind: KeyAny, Windows: []Window{win("token_per_minute", 60, 1000)}}, c.Global)
 	require.True(t, c.ShowLimitQuotaHeader)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
 }
 
 // higressRuleExample is the rule_items example of the Higress docs (YAML
@@ -310,7 +313,7 @@ func TestParseHigressRuleExample(t *testing.T) {
 
 	require.Equal(t, uint32(200), c.RejectedCode)
 	require.Equal(t, `{"error_code":10001,"error_msg":"Too many requests"}`, c.RejectedMsg)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 6379, TimeoutMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 6379, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -322,7 +325,7 @@ func TestParseDefaults(t *testing.T) {
 	require.Equal(t, -1, c.XFFTrustedHops)
 	require.Equal(t, 64, c.IPv6PrefixLength)
 	require.Nil(t, c.Unmatched)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, Database: 0}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, Database: 0, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
 
 	c = mustParse(t, withRedis(`{"service_name":"redis.default.svc.cluster.local"}`))
 	require.Equal(t, 6379, c.Redis.ServicePort)
@@ -340,7 +343,7 @@ func TestParseAllOptions(t *testing.T) {
 		"failure_mode": "deny",
 		"xff_num_trusted_hops": 0,
 		"redis": {"service_name": "redis.static", "service_port": 6380, "username": "u",
-		          "password": "p", "timeout": 50, "database": 3}
+		          "password": "p", "timeout": 50, "database": 3, "breaker_failures": 0, "breaker_probe_ms": 250}
 	}`)
 	require.Equal(t, []Window{
 		win("token_per_second", 1, 100),
@@ -351,7 +354,7 @@ func TestParseAllOptions(t *testing.T) {
 	require.Equal(t, "", c.RejectedMsg)
 	require.Equal(t, FailDeny, c.FailureMode)
 	require.Equal(t, 0, c.XFFTrustedHops)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 6380, Username: "u", Password: "p", TimeoutMs: 50, Database: 3}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 6380, Username: "u", Password: "p", TimeoutMs: 50, Database: 3, BreakerFailures: 0, BreakerProbeMs: 250}, c.Redis)
 
 	c = mustParse(t, withGlobal(`,"xff_num_trusted_hops":2,"failure_mode":"allow"`))
 	require.Equal(t, 2, c.XFFTrustedHops)
@@ -366,7 +369,7 @@ func TestParseNullMeansUnset(t *testing.T) {
 	require.Equal(t, uint32(429), c.RejectedCode)
 	require.Equal(t, "Too many requests", c.RejectedMsg)
 	require.Equal(t, -1, c.XFFTrustedHops)
-	require.Equal(t, Redis{ServiceName: "x", ServicePort: 6379, TimeoutMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "x", ServicePort: 6379, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
 
 	// limit_by_consumer: null (an empty YAML value) still selects the type, as in Higress.
 	c = mustParse(t, withItems(item(`"limit_by_consumer":null`, `"bob"`)))
@@ -464,7 +467,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 		mustParse(t, withItems(item(`"`+f+`":"name"`, key)))
 	}
 	require.Len(t, ruleItemFields(), 12)
-	require.Len(t, redisFields, 6)
+	require.Len(t, redisFields, 8)
 	require.Len(t, topFields, 24)
 }
 

@@ -69,6 +69,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	}
 	pc.metrics = newMetrics(rules)
 	pc.start = thisStart()
+	pc.redis.SetBreaker(pc.start.breakerFor(rules.Redis, pc.redis))
 	if rules.OverLimit == config.Queue {
 		pc.queues = pc.start.waitingRoom()
 	}

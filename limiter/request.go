@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"time"
@@ -398,7 +399,14 @@ func (r *request) cancelAdmission() {
 // fail applies failure_mode when Redis could not decide: let the request go,
 // or answer 503.
 func (r *request) fail(err error) {
-	log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+	if errors.Is(err, scripts.ErrBreakerOpen) {
+		// The breaker logged its opening once; not a line per request.
+		if debugEnabled() {
+			log.Debugf("token rate limit not checked, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+		}
+	} else {
+		log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+	}
 	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.model)
 	if r.pc.rules.FailureMode == config.FailDeny {
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",

@@ -12,8 +12,9 @@ import (
 // (lease.go) and the waiting room of queueing configurations (queue.go).
 type startState struct {
 	outbox       []*pendingCharge
-	room         *waitingRoom // nil until a configuration queues
-	leaseHolders []*request   // admitted requests in progress that hold concurrency leases (lease.go)
+	room         *waitingRoom                // nil until a configuration queues
+	leaseHolders []*request                  // admitted requests in progress that hold concurrency leases (lease.go)
+	breakers     map[string]*endpointBreaker // by endpoint (breaker.go)
 }
 
 // started is the state of the plugin started last.
@@ -49,10 +50,12 @@ func (s *startState) waitingRoom() *waitingRoom {
 	return s.room
 }
 
-// onTick sends the postponed charges, renews the leases that are due, then
+// onTick probes the Redis endpoints whose breakers are open, sends the
+// postponed charges, renews the leases that are due, then
 // moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.
 func (s *startState) onTick() {
+	s.probeBreakers()
 	s.sendPostponed()
 	s.renewDueLeases()
 	if s.room != nil {

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
@@ -45,7 +46,12 @@ type Client struct {
 	cluster  string // the gateway's name for the Redis cluster
 	ready    bool   // whether the gateway accepted RedisInit
 	replies  *bufio.Reader
+	breaker  *Breaker // nil: none
 }
+
+// SetBreaker puts the client's calls behind a circuit breaker, which
+// clients of the same endpoint may share.
+func (c *Client) SetBreaker(b *Breaker) { c.breaker = b }
 
 // NewClient returns a client for the endpoint; Init must be called before use.
 func NewClient(e Endpoint, o Options) *Client {
@@ -378,8 +384,12 @@ func callSize(subjects []Subject, perWindow int) int {
 // restarted, or its script cache was flushed) the call is sent once more with
 // the script's source, which also puts the script back in Redis's cache.
 func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Value, error)) error {
+	if c.breaker.Open() {
+		return ErrBreakerOpen
+	}
 	if !c.ready {
 		if err := c.Init(); err != nil {
+			c.breaker.Record(err, time.Now())
 			return err
 		}
 	}
@@ -394,7 +404,20 @@ func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Valu
 	})
 }
 
+// send sends a query; its outcome goes to the breaker.
 func (c *Client) send(query []byte, done func(resp.Value, error)) error {
+	err := c.call(query, func(v resp.Value, err error) {
+		c.breaker.Record(err, time.Now())
+		done(v, err)
+	})
+	if err != nil {
+		c.breaker.Record(err, time.Now())
+	}
+	return err
+}
+
+// call sends a query to the gateway's Redis cluster.
+func (c *Client) call(query []byte, done func(resp.Value, error)) error {
 	_, err := proxywasm.DispatchRedisCall(c.cluster, query, func(status, size int) {
 		// The host may read the query after the call returns (the test host
 		// does): keep it from being collected and reused until the reply.
@@ -405,6 +428,27 @@ func (c *Client) send(query []byte, done func(resp.Value, error)) error {
 		return fmt.Errorf("%w: dispatch to %s failed: %v", ErrUnavailable, c.cluster, err)
 	}
 	return nil
+}
+
+// probeQuery is the breaker's probe: a read of one key, which any Redis
+// (or the node of its slot in a cluster) answers without a script.
+var probeQuery = []byte("*2\r\n$6\r\nEXISTS\r\n$10\r\natrl:probe\r\n")
+
+// Probe sends the breaker's probe when one is due (from the plugin's tick,
+// whose calls are always answered); its answer closes the breaker.
+func (c *Client) Probe(now time.Time) {
+	if !c.breaker.ProbeDue(now) {
+		return
+	}
+	if !c.ready {
+		if err := c.Init(); err != nil {
+			c.breaker.ProbeDone(err, now)
+			return
+		}
+	}
+	if err := c.call(probeQuery, func(_ resp.Value, err error) { c.breaker.ProbeDone(err, time.Now()) }); err != nil {
+		c.breaker.ProbeDone(err, now)
+	}
 }
 
 // readReply reads the reply of the call the gateway is answering now.
