@@ -56,6 +56,7 @@ const (
 	DefaultRejectedCode     = 429
 	DefaultRejectedMsg      = "Too many requests"
 	DefaultRedisTimeoutMs   = 1000
+	DefaultLocalMaxSubjects = 10000
 	DefaultBreakerFailures  = 5    // consecutive failed Redis calls that open the breaker
 	DefaultBreakerProbeMs   = 1000 // the first wait before probing an open breaker's Redis
 	DefaultRedisPort        = 6379
@@ -81,6 +82,8 @@ const (
 	maxRedisTimeoutMs       = 1<<32 - 1 // proxy-wasm timeouts are uint32 milliseconds
 	maxRedisDatabase        = 1<<31 - 1
 	maxBreakerFailures      = 1000
+	maxLocalShare           = 1 << 20
+	maxLocalMaxSubjects     = 1 << 24
 	minBreakerProbeMs       = 10
 	maxBreakerProbeMs       = 30000 // scripts.MaxProbeInterval: probes wait no longer
 	minRejectedCode         = 100
@@ -102,6 +105,11 @@ type Config struct {
 	RejectedMsg          string
 	ShowLimitQuotaHeader bool
 	FailureMode          FailureMode
+	// LocalShare and LocalMaxSubjects are local_share and
+	// local_max_subjects, for failure_mode local: how many workers (on all
+	// replicas) share each limit, and how many subjects one worker holds.
+	LocalShare       int64
+	LocalMaxSubjects int64
 	// XFFTrustedHops is xff_num_trusted_hops, or -1 when unset.
 	XFFTrustedHops int
 	// IPv6PrefixLength is ipv6_prefix_length: a limit_by_per_ip subject of
@@ -267,6 +275,7 @@ type FailureMode uint8
 const (
 	FailAllow FailureMode = iota // "allow" (default): let the request through
 	FailDeny                     // "deny": reject it
+	FailLocal                    // "local": limit it in the worker's memory, at limit ÷ local_share
 )
 
 func (m FailureMode) String() string {
@@ -275,6 +284,8 @@ func (m FailureMode) String() string {
 		return "allow"
 	case FailDeny:
 		return "deny"
+	case FailLocal:
+		return "local"
 	}
 	return "FailureMode(" + strconv.Itoa(int(m)) + ")"
 }

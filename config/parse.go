@@ -24,6 +24,8 @@ const (
 	weightsField      = "token_weights"
 	overLimitField    = "over_limit_action"
 	maxQueueWaitField = "max_queue_wait_ms"
+	localShareField   = "local_share"
+	localMaxField     = "local_max_subjects"
 	limitKeysField    = "limit_keys"
 	keyField          = "key"
 	perModelField     = "per_model"
@@ -53,7 +55,9 @@ var topFields = fields[Config]{
 	intField("rejected_code", minRejectedCode, maxRejectedCode, func(c *Config, n int64) { c.RejectedCode = uint32(n) }),
 	stringField("rejected_msg", func(c *Config, s string) { c.RejectedMsg = s }),
 	boolField("show_limit_quota_header", func(c *Config, b bool) { c.ShowLimitQuotaHeader = b }),
-	enumField("failure_mode", []string{"allow", "deny"}, func(c *Config, i int) { c.FailureMode = FailureMode(i) }),
+	enumField("failure_mode", []string{"allow", "deny", "local"}, func(c *Config, i int) { c.FailureMode = FailureMode(i) }),
+	intField(localShareField, 1, maxLocalShare, func(c *Config, n int64) { c.LocalShare = n }),
+	intField(localMaxField, 1, maxLocalMaxSubjects, func(c *Config, n int64) { c.LocalMaxSubjects = n }),
 	intField("xff_num_trusted_hops", 0, maxXFFTrustedHops, func(c *Config, n int64) { c.XFFTrustedHops = int(n) }),
 	intField("ipv6_prefix_length", 1, 128, func(c *Config, n int64) { c.IPv6PrefixLength = int(n) }),
 	enumField("rule_match_mode", []string{"first", "all"}, func(c *Config, i int) { c.MatchMode = MatchMode(i) }),
@@ -228,6 +232,8 @@ func newConfig() *Config {
 		RejectedCode:     DefaultRejectedCode,
 		RejectedMsg:      DefaultRejectedMsg,
 		FailureMode:      FailAllow,
+		LocalShare:       1,
+		LocalMaxSubjects: DefaultLocalMaxSubjects,
 		XFFTrustedHops:   xffTrustedHopsUnset,
 		IPv6PrefixLength: DefaultIPv6PrefixLength,
 		Redis: Redis{TimeoutMs: DefaultRedisTimeoutMs, BreakerFailures: DefaultBreakerFailures,
@@ -263,6 +269,11 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 	// Only a queue waits: a wait set with reject is a mistake worth refusing.
 	if isSet(members[maxQueueWaitField]) && c.OverLimit != Queue {
 		return fieldErr(maxQueueWaitField, "applies only with ", overLimitField, ": ", Queue.String())
+	}
+	for _, f := range []string{localShareField, localMaxField} {
+		if isSet(members[f]) && c.FailureMode != FailLocal {
+			return fieldErr(f, "applies only with failure_mode: ", FailLocal.String())
+		}
 	}
 	if err := c.checkQuotaEndpoints(); err != nil {
 		return err

@@ -66,8 +66,12 @@ func TestParseInvalid(t *testing.T) {
 		{"rejected_msg number", withGlobal(`,"rejected_msg":1`), `rejected_msg: must be a string, got number 1`},
 		{"show_limit_quota_header string", withGlobal(`,"show_limit_quota_header":"yes"`), `show_limit_quota_header: must be a boolean, got string "yes"`},
 		{"show_limit_quota_header number", withGlobal(`,"show_limit_quota_header":1`), `show_limit_quota_header: must be a boolean, got number 1`},
-		{"failure_mode bad", withGlobal(`,"failure_mode":"open"`), `failure_mode: must be "allow" or "deny", got "open"`},
-		{"failure_mode case", withGlobal(`,"failure_mode":"Deny"`), `failure_mode: must be "allow" or "deny", got "Deny"`},
+		{"failure_mode bad", withGlobal(`,"failure_mode":"open"`), `failure_mode: must be "allow", "deny" or "local", got "open"`},
+		{"failure_mode case", withGlobal(`,"failure_mode":"Deny"`), `failure_mode: must be "allow", "deny" or "local", got "Deny"`},
+		{"local_share without local", withGlobal(`,"local_share":4`), `local_share: applies only with failure_mode: local`},
+		{"local_max_subjects without local", withGlobal(`,"failure_mode":"deny","local_max_subjects":4`), `local_max_subjects: applies only with failure_mode: local`},
+		{"local_share zero", withGlobal(`,"failure_mode":"local","local_share":0`), `local_share: must be an integer between 1 and 1048576, got number 0`},
+		{"local_max_subjects too many", withGlobal(`,"failure_mode":"local","local_max_subjects":100000000`), `local_max_subjects: must be an integer between 1 and 16777216, got number 100000000`},
 		{"failure_mode bool", withGlobal(`,"failure_mode":true`), `failure_mode: must be a string, got true`},
 		{"hops negative", withGlobal(`,"xff_num_trusted_hops":-1`), `xff_num_trusted_hops: must be an integer between 0 and 2147483647, got number -1`},
 		{"hops string", withGlobal(`,"xff_num_trusted_hops":"1"`), `xff_num_trusted_hops: must be an integer between 0 and 2147483647, got string "1"`},
@@ -468,7 +472,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 8)
-	require.Len(t, topFields, 24)
+	require.Len(t, topFields, 26)
 }
 
 func TestStrings(t *testing.T) {
@@ -514,7 +518,7 @@ func TestErrorMessagesTruncateLongValues(t *testing.T) {
 	_, err := ParseString(withGlobal(`,"failure_mode":"` + long + `"`))
 	require.Error(t, err)
 	require.Less(t, len(err.Error()), 200)
-	require.True(t, strings.HasPrefix(err.Error(), `failure_mode: must be "allow" or "deny", got "éé`), err.Error())
+	require.True(t, strings.HasPrefix(err.Error(), `failure_mode: must be "allow", "deny" or "local", got "éé`), err.Error())
 	require.True(t, strings.HasSuffix(err.Error(), `é"...`), err.Error())
 
 	_, err = ParseString(withGlobal(`,"` + strings.Repeat("k", 300) + `":1`))
@@ -605,4 +609,14 @@ func TestParseIPv6PrefixLengthAndUnmatchedThreshold(t *testing.T) {
 		_, err := ParseString(tt.json)
 		require.EqualError(t, err, tt.want, tt.json)
 	}
+}
+
+func TestFailureModeLocal(t *testing.T) {
+	c := mustParse(t, withGlobal(`,"failure_mode":"local","local_share":8,"local_max_subjects":500`))
+	require.Equal(t, FailLocal, c.FailureMode)
+	require.Equal(t, int64(8), c.LocalShare)
+	require.Equal(t, int64(500), c.LocalMaxSubjects)
+	c = mustParse(t, withGlobal(`,"failure_mode":"local"`))
+	require.Equal(t, int64(1), c.LocalShare)
+	require.Equal(t, int64(DefaultLocalMaxSubjects), c.LocalMaxSubjects)
 }

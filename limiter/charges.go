@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"time"
+
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 
@@ -43,6 +45,10 @@ type pendingCharge struct {
 // hook of the response's last chunk it goes out at once and holds that chunk
 // until answered; otherwise it goes out from the next tick.
 func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
+	if r.local { // admitted by the local windows: charged there, and caught up later
+		r.pc.local.Charge(subjects, tokens, requests, time.Now().Unix(), true)
+		return
+	}
 	c := &pendingCharge{r: r, subjects: subjects, tokens: tokens, requests: requests, at: at, id: newLeaseID()}
 	if !r.lastChunk {
 		c.postpone()
@@ -81,6 +87,10 @@ func (c *pendingCharge) answered(err error) {
 		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.tokens, c.subjects[0].Key, err)
 		c.retried = true
 		c.postpone()
+	case c.r.pc.local != nil && c.cancel == "":
+		// failure_mode local: kept in the local windows, for the catch-up.
+		log.Debugf("charging %d tokens to %s failed twice, kept for the catch-up: %v", c.tokens, c.subjects[0].Key, err)
+		c.r.pc.local.Charge(c.subjects, c.tokens, c.requests, time.Now().Unix(), false)
 	default:
 		log.Warnf("charging %d tokens to %s failed twice: %v", c.tokens, c.subjects[0].Key, err)
 		c.r.pc.metrics.count(metricChargeFailure, "", c.r.model)

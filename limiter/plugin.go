@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/locallimit"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -37,8 +38,9 @@ type PluginConfig struct {
 	rules   *config.Config
 	redis   *scripts.Client
 	metrics *metrics
-	start   *startState  // what the configurations of this start share: the tick, postponed charges
-	queues  *waitingRoom // where over-limit requests wait (nil: they are rejected)
+	start   *startState         // what the configurations of this start share: the tick, postponed charges
+	queues  *waitingRoom        // where over-limit requests wait (nil: they are rejected)
+	local   *locallimit.Limiter // the worker's own windows (failure_mode local; nil otherwise)
 
 	rejectedType string // the Content-Type of rejected_msg (rejection.go)
 	modelLimits  bool   // some limit depends on the request's model (models.go)
@@ -70,6 +72,9 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	pc.metrics = newMetrics(rules)
 	pc.start = thisStart()
 	pc.redis.SetBreaker(pc.start.breakerFor(rules.Redis, pc.redis))
+	if rules.FailureMode == config.FailLocal {
+		pc.local = pc.start.newLocal(rules, pc.redis)
+	}
 	if rules.OverLimit == config.Queue {
 		pc.queues = pc.start.waitingRoom()
 	}

@@ -62,6 +62,7 @@ type request struct {
 	gone     bool                // its stream ended: nothing is to be done to it any more
 
 	admitted  bool // passed every limit: its usage is to be charged
+	local     bool // admitted by the local windows (failure_mode local): charged there
 	settled   bool // the usage was charged (or there was nothing to charge)
 	lastChunk bool // the hook of the response's last chunk runs: charges can hold it (charges.go)
 	holding   int  // charges the last chunk waits for
@@ -331,6 +332,9 @@ func (r *request) decide() {
 	}
 	r.actOnItsContext()
 	switch {
+	case r.failure != nil && r.pc.local != nil:
+		r.noteFailure(r.failure)
+		r.decideLocally()
 	case r.failure != nil:
 		r.fail(r.failure)
 	case r.rejected != nil:
@@ -399,15 +403,7 @@ func (r *request) cancelAdmission() {
 // fail applies failure_mode when Redis could not decide: let the request go,
 // or answer 503.
 func (r *request) fail(err error) {
-	if errors.Is(err, scripts.ErrBreakerOpen) {
-		// The breaker logged its opening once; not a line per request.
-		if debugEnabled() {
-			log.Debugf("token rate limit not checked, failure_mode %s: %v", r.pc.rules.FailureMode, err)
-		}
-	} else {
-		log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
-	}
-	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.model)
+	r.noteFailure(err)
 	if r.pc.rules.FailureMode == config.FailDeny {
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",
 			[][2]string{{"content-type", "text/plain; charset=utf-8"}}, []byte(unavailableBody), -1)
@@ -418,6 +414,19 @@ func (r *request) fail(err error) {
 	if !r.inHook {
 		_ = proxywasm.ResumeHttpRequest()
 	}
+}
+
+// noteFailure logs and counts an admission Redis could not decide.
+func (r *request) noteFailure(err error) {
+	if errors.Is(err, scripts.ErrBreakerOpen) {
+		// The breaker logged its opening once; not a line per request.
+		if debugEnabled() {
+			log.Debugf("token rate limit not checked, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+		}
+	} else {
+		log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+	}
+	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.model)
 }
 
 func requestHeader(name string) string {

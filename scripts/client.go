@@ -53,6 +53,9 @@ type Client struct {
 // clients of the same endpoint may share.
 func (c *Client) SetBreaker(b *Breaker) { c.breaker = b }
 
+// BreakerOpen reports whether the client's calls fail at once.
+func (c *Client) BreakerOpen() bool { return c.breaker.Open() }
+
 // NewClient returns a client for the endpoint; Init must be called before use.
 func NewClient(e Endpoint, o Options) *Client {
 	cluster := wrapper.FQDNCluster{FQDN: e.ServiceName, Port: int64(e.ServicePort)}.ClusterName()

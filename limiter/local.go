@@ -1,0 +1,129 @@
+package limiter
+
+import (
+	"time"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/wasm-go/pkg/log"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/locallimit"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// failure_mode: local. When Redis cannot decide a request, the worker
+// decides it with its own windows (package locallimit), each limit divided
+// by local_share, and charges its usage there; what it counted is added to
+// Redis from the tick once Redis answers again (the catch-up), so the
+// windows that span the outage see it on every replica. A charge of a
+// request Redis admitted that fails twice is kept for the catch-up too.
+
+// catchUpPerTick bounds the catch-up calls one tick sends, per configuration.
+const catchUpPerTick = 100
+
+// Metric names of failure_mode local.
+const (
+	// metricDecidedLocally counts requests decided by the local windows.
+	metricDecidedLocally = "token_ratelimit_local_decision_count"
+	// metricCaughtUp and metricLost count tokens counted locally that were
+	// added to Redis afterwards, and those whose window ended first.
+	metricCaughtUp = "token_ratelimit_local_caught_up_tokens"
+	metricLost     = "token_ratelimit_local_lost_tokens"
+)
+
+// localState is one configuration's local windows and what the tick needs
+// to catch them up.
+type localState struct {
+	limiter  *locallimit.Limiter
+	client   *scripts.Client
+	caughtUp proxywasm.MetricCounter
+	lost     proxywasm.MetricCounter
+	lostSeen int64 // the limiter's lost tokens already counted
+}
+
+// newLocal makes a configuration's local windows, caught up from the tick.
+func (s *startState) newLocal(rules *config.Config, client *scripts.Client) *locallimit.Limiter {
+	name := "redis." + rules.Redis.ServiceName + ".metric."
+	ls := &localState{
+		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects)),
+		client:   client,
+		caughtUp: proxywasm.DefineCounterMetric(name + metricCaughtUp),
+		lost:     proxywasm.DefineCounterMetric(name + metricLost),
+	}
+	s.locals = append(s.locals, ls)
+	return ls.limiter
+}
+
+// decideLocally decides a request Redis could not decide with the local
+// windows, all its groups or none: admits it, or rejects it as Redis
+// would have, with the local limit.
+func (r *request) decideLocally() {
+	r.pc.metrics.count(metricDecidedLocally, requestHeader(consumerHeader), r.model)
+	now := time.Now().Unix()
+	for i := range r.groups {
+		g := &r.groups[i]
+		v := r.pc.local.Admit(g.subjects, r.reserved, now)
+		if !v.Allowed {
+			for j := range i { // give back what the groups before it took
+				r.pc.local.Charge(r.groups[j].subjects, -r.reserved, -1, now, true)
+			}
+			g.verdict = v
+			r.rejected, r.rejectedBy = &g.verdict, g
+			r.reject(v, r.rejectedScope())
+			return
+		}
+		g.verdict, g.answered = v, true
+		if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
+			r.verdict = v
+		}
+	}
+	r.admitted, r.local = true, true
+	if !r.inHook {
+		_ = proxywasm.ResumeHttpRequest()
+	}
+}
+
+// catchUp adds to Redis what the local windows counted, a bounded number
+// of calls per configuration and tick, while Redis's breaker is closed. A
+// call that fails gives its amount back to the local window, for a later
+// tick.
+func (s *startState) catchUp() {
+	now := time.Now().Unix()
+	for _, ls := range s.locals {
+		ls.countLost()
+		if !ls.limiter.Owes() || ls.client.BreakerOpen() {
+			continue
+		}
+		for _, d := range ls.limiter.TakeDebts(catchUpPerTick, now) {
+			subject := []scripts.Subject{{Key: []byte(d.Key), Windows: []config.Window{d.Window}}}
+			tokens, requests := d.Amount, int64(0)
+			if d.Window.Unit == config.UnitRequests {
+				tokens, requests = 0, d.Amount
+			}
+			err := ls.client.Charge(subject, tokens, requests, 0, "", newLeaseID(), func(err error) { ls.caughtUpOrNot(d, err) })
+			if err != nil {
+				ls.caughtUpOrNot(d, err)
+			}
+		}
+	}
+}
+
+// caughtUpOrNot takes the answer to a catch-up call.
+func (ls *localState) caughtUpOrNot(d locallimit.Debt, err error) {
+	if err != nil {
+		log.Debugf("catching up %d on %s failed, kept for later: %v", d.Amount, d.Key, err)
+		ls.limiter.Owe(d, time.Now().Unix())
+		return
+	}
+	if d.Window.Unit == config.UnitTokens {
+		ls.caughtUp.Increment(uint64(d.Amount))
+	}
+}
+
+// countLost counts the tokens the local windows lost since it last looked.
+func (ls *localState) countLost() {
+	if n := ls.limiter.LostTokens - ls.lostSeen; n > 0 {
+		ls.lost.Increment(uint64(n))
+		ls.lostSeen = ls.limiter.LostTokens
+	}
+}
