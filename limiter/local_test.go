@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/higress-group/wasm-go/pkg/test"
@@ -96,5 +97,49 @@ func TestLocalKeepsAFailedChargeForTheCatchUp(t *testing.T) {
 		assert.Equal(t, int64(300), p.MinuteCounter(plugintest.APIKeySubject))
 		failures, _ := p.Host.GetCounterMetric(metricName("none", "token_ratelimit_charge_failure_count"))
 		assert.Zero(t, failures, "kept, not lost")
+	})
+}
+
+// Redis flapping (down, up, down, up) under 20 requests in flight at a
+// time: every request is decided (none left paused), every token is
+// counted in Redis exactly once (admitted by Redis, or decided locally and
+// caught up), and each change of the breaker is logged once.
+func TestRedisFlappingUnderConcurrency(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 30)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, strings.Replace(localConfig, `"token_per_minute": 1000`, `"token_per_minute": 1000000`, 1))
+		key := [2]string{"x-api-key", "sk-1"}
+		minute := func() string { return plugintest.APIKeySubject + ":t60:" + strconv.FormatInt(p.Redis.Now()/60, 10) }
+		round := func(up bool) {
+			batch := make([]*plugintest.Exchange, 20)
+			for i := range batch {
+				batch[i] = p.Send(key) // all in flight before Redis answers any
+			}
+			for _, x := range batch {
+				x.Answer()
+			}
+			for i, x := range batch {
+				require.True(t, x.Passed(), "request %d (Redis up: %v) was not let through", i, up)
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 7, 3))...)
+			}
+		}
+		var kept string
+		for cycle := range 2 {
+			round(true)
+			kept = redis.Do("GET", minute()).String()
+			redis.Stop()
+			round(false)
+			round(false)
+			redis.Restart() // with its data: a partition that healed
+			redis.Do("SET", minute(), kept)
+			tickUntilProbe(t, p)
+			p.SendPostponed() // the probe's answer closes the breaker
+			p.SendPostponed() // the catch-up
+			assert.Equal(t, int64(10*20*3*(cycle+1)), p.MinuteCounter(plugintest.APIKeySubject), "cycle %d: each token once", cycle)
+		}
+		assert.Equal(t, 2, logged(p.Host.GetWarnLogs(), "the circuit breaker opens"))
+		assert.Equal(t, 2, logged(p.Host.GetInfoLogs(), "the circuit breaker closes"))
 	})
 }

@@ -1,6 +1,7 @@
 package locallimit
 
 import (
+	"runtime"
 	"strconv"
 	"testing"
 
@@ -119,4 +120,41 @@ func TestSubjectsAreBounded(t *testing.T) {
 	assert.Equal(t, 100, l.Len())
 	assert.Equal(t, int64(100_000-100), l.LostTokens)
 	assert.Len(t, l.TakeDebts(1000, t0), 100)
+}
+
+// heapHeld is the heap a limiter holds after subjects distinct subjects
+// (per-IP keys, two token windows each) were each admitted and charged.
+func heapHeld(maxSubjects, subjects int) (held uint64, l *Limiter) {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	before := m.HeapAlloc
+	l = New(1, maxSubjects)
+	day := config.Window{Field: "token_per_day", Unit: config.UnitTokens, Seconds: 86400, Limit: 100000}
+	for i := range subjects {
+		key := "atrl:{chat|limit_by_per_ip|from-remote-addr|10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255) + "}"
+		s := []scripts.Subject{subjectOf(key, 0, minute1000, day)}
+		l.Admit(s, 0, t0)
+		l.Charge(s, 10, 0, t0, false)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc - min(before, m.HeapAlloc), l
+}
+
+// 100,000 distinct subjects during an outage (a scan of client IPs) keep
+// the memory of local_max_subjects subjects, not of 100,000: the Go heap
+// the limiter holds, natively (the plugin's module holds the same
+// structures with 4-byte pointers).
+func TestMemoryStaysWithinTheSubjectBound(t *testing.T) {
+	const bound = 10_000
+	full, l1 := heapHeld(bound, bound)
+	flooded, l2 := heapHeld(bound, 100_000)
+	require.Equal(t, bound, l2.Len())
+	t.Logf("%s/%s: %d subjects held: %d KiB (%d bytes each); after 100,000 offered: %d KiB",
+		runtime.GOOS, runtime.GOARCH, l1.Len(), full>>10, full/bound, flooded>>10)
+	assert.Less(t, flooded, 2*full+64<<10, "the memory of the bound, not of the subjects offered")
+	assert.Less(t, full/bound, uint64(1024), "a subject with two windows costs well under 1 KiB")
+	runtime.KeepAlive(l1)
+	runtime.KeepAlive(l2)
 }
