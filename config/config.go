@@ -7,7 +7,10 @@
 //   - A limit key may set several windows (token_per_second, token_per_minute,
 //     token_per_hour, token_per_day); all of them are enforced. Higress
 //     silently keeps only one.
-//   - show_limit_quota_header, failure_mode and xff_num_trusted_hops.
+//   - show_limit_quota_header, failure_mode (allow, deny, and local with
+//     local_share and local_max_subjects), the Redis circuit breaker
+//     (redis.breaker_failures, redis.breaker_probe_ms) and
+//     xff_num_trusted_hops.
 //   - Request windows (query_per_second … query_per_day) and
 //     max_concurrent_requests beside or instead of the token windows, with
 //     window_type and concurrency_lease_seconds.

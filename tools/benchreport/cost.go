@@ -82,6 +82,8 @@ func keyConfig(topLevel, limits string) string {
 func costCases(s reportScale) []costCase {
 	kinds := []costCase{
 		{name: firstKindsCase, config: benchConfig, windows: 2},
+		{name: "the same with the circuit breaker off (redis.breaker_failures: 0; on by default, as in every other row)",
+			config: withBreakerOff(benchConfig), windows: 2},
 		{name: endpointsCase, config: keyConfig(endpointsOn, tokenWindows), windows: 2},
 		{name: "the same + limit_overrides: true (the subject's overrides read at admission)",
 			config: keyConfig(endpointsOn+`"limit_overrides": true,`, tokenWindows), windows: 2},
@@ -128,6 +130,16 @@ func costCases(s reportScale) []costCase {
 		}
 	}
 	return cases
+}
+
+// withBreakerOff is config with the circuit breaker off, so that its cost
+// with Redis healthy shows beside the default.
+func withBreakerOff(config string) string {
+	const redis = `"service_name": "redis.static"`
+	if !strings.Contains(config, redis) {
+		panic("withBreakerOff: unexpected configuration " + config)
+	}
+	return strings.Replace(config, redis, redis+`, "breaker_failures": 0`, 1)
 }
 
 // withStreamUsageOff is config with stream_usage: off, so that the cost of
