@@ -40,32 +40,29 @@ func runOverride(args []string, s streams) int {
 func runOverrideSet(args []string, s streams) int {
 	f := newFlagSet("atrl override set", s, overrideHelp)
 	f.addSubjectFlags()
-	q, _, plan, status := subjectCommand(f, s, args, quota.OpSetOverrides, fieldLimits)
+	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpSetOverrides, fieldLimits)
 	if q == nil {
 		return status
 	}
-	return q.changeOverrides(plan.Target.Key, plan.Overrides)
+	defer c.Close()
+	return q.changeOverrides(c, plan.Target.Key, plan.Overrides)
 }
 
 // runOverrideRemove is `atrl override rm`: a set of no overrides.
 func runOverrideRemove(args []string, s streams) int {
 	f := newFlagSet("atrl override rm", s, overrideHelp)
 	f.addSubjectFlags()
-	q, _, plan, status := subjectCommand(f, s, args, quota.OpRemoveOverrides, nil)
+	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpRemoveOverrides, nil)
 	if q == nil {
 		return status
 	}
-	return q.changeOverrides(plan.Target.Key, nil)
+	defer c.Close()
+	return q.changeOverrides(c, plan.Target.Key, nil)
 }
 
 // changeOverrides replaces the overrides of the subject key with limits
 // (none: removes them) and prints them as they are after.
-func (q *quotaCommand) changeOverrides(key []byte, limits []scripts.Override) int {
-	c, status := q.connect()
-	if c == nil {
-		return status
-	}
-	defer c.Close()
+func (q *quotaCommand) changeOverrides(c *redisClient, key []byte, limits []scripts.Override) int {
 	v, err := c.run(scripts.OverrideCall(key, limits), key)
 	if err != nil {
 		return q.fail(err)
@@ -82,12 +79,8 @@ func (q *quotaCommand) changeOverrides(key []byte, limits []scripts.Override) in
 func runOverrideList(args []string, s streams) int {
 	f := newFlagSet("atrl override list", s, overrideHelp)
 	f.addSubjectFlags()
-	q, _, plan, status := subjectCommand(f, s, args, quota.OpStatus, nil) // a read, planned as the status is
+	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpStatus, nil) // a read, planned as the status is
 	if q == nil {
-		return status
-	}
-	c, status := q.connect()
-	if c == nil {
 		return status
 	}
 	defer c.Close()

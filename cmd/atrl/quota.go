@@ -228,30 +228,34 @@ func (q *quotaCommand) plan(fs *flag.FlagSet, op quota.Op, limits json.RawMessag
 
 // subjectCommand reads the flags of a command on one subject (and its
 // positional arguments, when positional reads them), the configuration,
-// and plans op. When q is nil the command stops with status.
-func subjectCommand(f *connFlags, s streams, args []string, op quota.Op, positional func([]string) (json.RawMessage, error)) (q *quotaCommand, req quota.Request, plan quota.Plan, status int) {
+// plans op and connects to Redis (the caller closes c). When q is nil the
+// command stops with status.
+func subjectCommand(f *connFlags, s streams, args []string, op quota.Op, positional func([]string) (json.RawMessage, error)) (q *quotaCommand, req quota.Request, plan quota.Plan, c *redisClient, status int) {
 	rest, status, ok := parseArgs(f.fs, args)
 	if !ok {
-		return nil, req, plan, status
+		return nil, req, plan, nil, status
 	}
 	var limits json.RawMessage
 	if positional != nil {
 		var err error
 		if limits, err = positional(rest); err != nil {
 			fmt.Fprintf(s.stderr, "%s: %v\n", f.fs.Name(), err)
-			return nil, req, plan, exitBadArgs
+			return nil, req, plan, nil, exitBadArgs
 		}
 	} else if len(rest) > 0 {
-		return nil, req, plan, unexpectedArg(f.fs, s, rest[0])
+		return nil, req, plan, nil, unexpectedArg(f.fs, s, rest[0])
 	}
 	if q, status = f.open(s); q == nil {
-		return nil, req, plan, status
+		return nil, req, plan, nil, status
 	}
 	req, plan, err := q.plan(f.fs, op, limits)
 	if err != nil {
-		return nil, req, plan, q.fail(err)
+		return nil, req, plan, nil, q.fail(err)
 	}
-	return q, req, plan, exitOK
+	if c, status = q.connect(); c == nil {
+		return nil, req, plan, nil, status
+	}
+	return q, req, plan, c, exitOK
 }
 
 // unexpectedArg reports an argument a command does not take.
@@ -280,12 +284,8 @@ func (q *quotaCommand) connect() (*redisClient, int) {
 func runStatus(args []string, s streams) int {
 	f := newFlagSet("atrl status", s, statusHelp)
 	f.addSubjectFlags()
-	q, _, plan, status := subjectCommand(f, s, args, quota.OpStatus, nil)
+	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpStatus, nil)
 	if q == nil {
-		return status
-	}
-	c, status := q.connect()
-	if c == nil {
 		return status
 	}
 	defer c.Close()
@@ -405,12 +405,8 @@ func runReset(args []string, s streams) int {
 	f.addSubjectFlags()
 	f.fs.String("window", "", "reset the windows of this length only: second, minute, hour or day")
 	f.fs.String("kind", "", "reset the windows of this kind only: tokens or requests")
-	q, _, plan, status := subjectCommand(f, s, args, quota.OpReset, nil)
+	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpReset, nil)
 	if q == nil {
-		return status
-	}
-	c, status := q.connect()
-	if c == nil {
 		return status
 	}
 	defer c.Close()
@@ -431,12 +427,8 @@ func runGrant(args []string, s streams) int {
 	f.addSubjectFlags()
 	f.fs.Int64("tokens", 0, "the `N` tokens to give back (required)")
 	f.fs.String("window", "", "give back in the token window of this length only: second, minute, hour or day")
-	q, req, plan, status := subjectCommand(f, s, args, quota.OpGrant, nil)
+	q, req, plan, c, status := subjectCommand(f, s, args, quota.OpGrant, nil)
 	if q == nil {
-		return status
-	}
-	c, status := q.connect()
-	if c == nil {
 		return status
 	}
 	defer c.Close()
