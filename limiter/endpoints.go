@@ -169,7 +169,7 @@ func (e *endpoint) serveQuota(ctx wrapper.HttpContext) types.Action {
 		model, _ = e.pc.modelAtHeaders(ctx, false)
 	}
 	e.matches = e.pc.matchRequest(ctx, model)
-	return e.readStatus(nil)
+	return e.readStatus()
 }
 
 // serveAdmin reads the admin request, checks it, and does it: a write
@@ -196,7 +196,7 @@ func (e *endpoint) serveAdmin() types.Action {
 	case quota.OpRemoveOverrides:
 		write = scripts.OverrideCall(plan.Target.Key, nil)
 	default:
-		return e.readStatus(plan.Status)
+		return e.readStatus()
 	}
 	log.Infof("admin API: %s of %s by %s", opNames[e.op], describeRequest(req), e.who)
 	e.pc.metrics.count(metricAdminAction, requestHeader(consumerHeader), "")
@@ -207,7 +207,7 @@ func (e *endpoint) serveAdmin() types.Action {
 			answerError(503, "the limiter's Redis did not answer: "+err.Error())
 			return
 		}
-		e.readStatus(plan.Status) // then its status: answered from that call's answer
+		e.readStatus() // then its status: answered from that call's answer
 	})
 	if err != nil {
 		return answerError(503, "the limiter's Redis is unavailable: "+err.Error())
@@ -223,13 +223,12 @@ var opNames = [...]string{quota.OpStatus: "status", quota.OpReset: "reset", quot
 func describeRequest(r quota.Request) string { return truncateForLog(r.String()) }
 
 // readStatus sends one status call per Redis Cluster slot for the
-// endpoint's matches (subjects, when given, are theirs, in order) and
-// answers once every call has: 200 with the document, or 503.
-func (e *endpoint) readStatus(subjects []scripts.Subject) types.Action {
-	if subjects == nil {
-		for _, m := range e.matches {
-			subjects = append(subjects, scripts.SubjectOf(e.pc.rules, m))
-		}
+// endpoint's matches and answers once every call has: 200 with the
+// document, or 503.
+func (e *endpoint) readStatus() types.Action {
+	subjects := make([]scripts.Subject, len(e.matches))
+	for i, m := range e.matches {
+		subjects[i] = scripts.SubjectOf(e.pc.rules, m)
 	}
 	e.statuses = make([][]scripts.LimitStatus, len(subjects))
 	if len(subjects) == 0 {

@@ -72,10 +72,7 @@ func (r *request) decideLocally() {
 			r.reject(v, r.rejectedScope())
 			return
 		}
-		g.verdict, g.answered = v, true
-		if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
-			r.verdict = v
-		}
+		r.allowedBy(g, v)
 	}
 	r.admitted, r.local = true, true
 	if !r.inHook {

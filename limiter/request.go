@@ -302,13 +302,19 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 			r.rejected, r.rejectedBy = &g.verdict, g
 		}
 	default:
-		g.verdict, g.answered = v, true
-		if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
-			r.verdict = v
-		}
+		r.allowedBy(g, v)
 	}
 	if r.pending == 0 {
 		r.decide()
+	}
+}
+
+// allowedBy notes a group's verdict that allows the request, keeping the
+// tightest open window as the request's (the quota headers show it).
+func (r *request) allowedBy(g *group, v scripts.Verdict) {
+	g.verdict, g.answered = v, true
+	if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
+		r.verdict = v
 	}
 }
 

@@ -52,8 +52,8 @@ func (s *startState) waitingRoom() *waitingRoom {
 }
 
 // onTick probes the Redis endpoints whose breakers are open, sends the
-// postponed charges, catches up what local windows counted, renews the leases that are due, then
-// moves the queues on. It runs in the plugin's context: calls sent from it
+// postponed charges, catches up what local windows counted, renews the
+// leases that are due, then moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.
 func (s *startState) onTick() {
 	s.probeBreakers()
