@@ -42,6 +42,10 @@ local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local read_overrides = string.sub(ARGV[3], 2, 2) == 'o'          -- limit_overrides
 local lease, id = string.match(ARGV[3], '^.o?(%d+):([^!]+)')    -- nil when no lease is taken
 local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when nothing would need undoing
+redis.call('SET', KEYS[1], '', 'XX')                            -- writes nothing (no subject key exists itself), but a
+                                                                -- full Redis (maxmemory, noeviction) refuses it here, before
+                                                                -- anything is read or taken: failure_mode decides, rather
+                                                                -- than an admission whose charge will be refused
 if marker then
   marker = KEYS[1] .. ':a:' .. marker
   if redis.call('EXISTS', marker) == 1 then                     -- cancelled before it ran (its stream had gone):

@@ -32,6 +32,16 @@
 -- applied already, and when a cancelled admission had not admitted (or not
 -- run).
 
+local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
+if id then                                                      -- leases first: a full Redis (maxmemory) refuses the
+  local a, b, subject = 6, 0, nil                               -- writes below but not ZREM, and a request that ended
+  while a <= #ARGV do                                           -- must free its place whatever becomes of its charge
+    local n, leased, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
+    if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
+    if leased == 'c' then redis.call('ZREM', subject .. ':c', id) end -- no longer in progress (again on a retry: no-op)
+    a = a + 1 + tonumber(n)                                     -- the next subject's head
+  end
+end
 local cancel_seconds, cancel = string.match(ARGV[3], '!(%d+)/(.+)$')
 if cancel then
   cancel = KEYS[1] .. ':a:' .. cancel
@@ -48,13 +58,12 @@ local most = 2^53                                               -- what a bucket
                                                                 -- limit): Lua's doubles hold every count up to it exactly
 local at = tonumber(ARGV[2]) or sec                             -- the admission's second (its buckets), else now's
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
 local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
 local totals = {}
 local a = 6
 local b, subject = 0, nil                                       -- KEYS used, the subject's key
 while a <= #ARGV do
-  local n, leased, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
+  local n, _, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
   a = a + 1
   for _ = 1, tonumber(n) do
@@ -85,6 +94,5 @@ while a <= #ARGV do
       totals[#totals + 1] = total
     end
   end
-  if leased == 'c' and id then redis.call('ZREM', subject .. ':c', id) end -- the request is no longer in progress
 end
 return totals

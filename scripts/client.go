@@ -314,7 +314,7 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID str
 // then), and Redis runs each within a timeout of its sending; a minute more
 // covers the plugin's tick and clocks.
 func (c *Client) ChargeMarkerSeconds() int64 {
-	return 2*(int64(c.endpoint.TimeoutMs)+999)/1000 + 60
+	return 2*((int64(c.endpoint.TimeoutMs)+999)/1000) + 60
 }
 
 // AdmissionMarkerSeconds is how long Redis keeps an admission's marker, and
@@ -325,7 +325,7 @@ func (c *Client) ChargeMarkerSeconds() int64 {
 // seconds cover that; markers of admissions that are never cancelled (all
 // but a few) cost Redis no more than that long.
 func (c *Client) AdmissionMarkerSeconds() int64 {
-	return 3*(int64(c.endpoint.TimeoutMs)+999)/1000 + 5
+	return 3*((int64(c.endpoint.TimeoutMs)+999)/1000) + 5
 }
 
 // appendSubjectHead appends subject i's window count and, when it has a
