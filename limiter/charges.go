@@ -46,7 +46,7 @@ type pendingCharge struct {
 // until answered; otherwise it goes out from the next tick.
 func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
 	if r.local { // admitted by the local windows: charged there, and caught up later
-		r.pc.local.Charge(subjects, tokens, requests, time.Now().Unix(), true)
+		r.pc.local.Charge(subjects, tokens, requests, at, time.Now().Unix(), true)
 		return
 	}
 	c := &pendingCharge{r: r, subjects: subjects, tokens: tokens, requests: requests, at: at, id: newLeaseID()}
@@ -90,7 +90,7 @@ func (c *pendingCharge) answered(err error) {
 	case c.r.pc.local != nil && c.cancel == "":
 		// failure_mode local: kept in the local windows, for the catch-up.
 		log.Debugf("charging %d tokens to %s failed twice, kept for the catch-up: %v", c.tokens, c.subjects[0].Key, err)
-		c.r.pc.local.Charge(c.subjects, c.tokens, c.requests, time.Now().Unix(), false)
+		c.r.pc.local.Charge(c.subjects, c.tokens, c.requests, c.at, time.Now().Unix(), false)
 	default:
 		log.Warnf("charging %d tokens to %s failed twice: %v", c.tokens, c.subjects[0].Key, err)
 		c.r.pc.metrics.count(metricChargeFailure, "", c.r.model)

@@ -17,6 +17,10 @@ import (
 // Redis from the tick once Redis answers again (the catch-up), so the
 // windows that span the outage see it on every replica. A charge of a
 // request Redis admitted that fails twice is kept for the catch-up too.
+// The catch-up sends debts (locallimit.Debt): each under a charge id of its
+// own, the same on every attempt, so that an attempt whose answer was lost
+// is applied once; a refund that comes after its reservation was caught up
+// is a debt too, a negative one, given back in the reservation's bucket.
 
 // catchUpPerTick bounds the catch-up calls one tick sends, per configuration.
 const catchUpPerTick = 100
@@ -45,7 +49,7 @@ type localState struct {
 func (s *startState) newLocal(rules *config.Config, client *scripts.Client) *locallimit.Limiter {
 	name := "redis." + rules.Redis.ServiceName + ".metric."
 	ls := &localState{
-		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects)),
+		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects), newLeaseID),
 		client:   client,
 		caughtUp: proxywasm.DefineCounterMetric(name + metricCaughtUp),
 		lost:     proxywasm.DefineCounterMetric(name + metricLost),
@@ -65,7 +69,7 @@ func (r *request) decideLocally() {
 		v := r.pc.local.Admit(g.subjects, r.reserved, now)
 		if !v.Allowed {
 			for j := range i { // give back what the groups before it took
-				r.pc.local.Charge(r.groups[j].subjects, -r.reserved, -1, now, true)
+				r.pc.local.Charge(r.groups[j].subjects, -r.reserved, -1, now, now, true)
 			}
 			g.verdict = v
 			r.rejected, r.rejectedBy = &g.verdict, g
@@ -82,8 +86,12 @@ func (r *request) decideLocally() {
 
 // catchUp adds to Redis what the local windows counted, a bounded number
 // of calls per configuration and tick, while Redis's breaker is closed. A
-// call that fails gives its amount back to the local window, for a later
-// tick.
+// debt goes to the bucket current by Redis's clock, where charge.lua puts
+// what is added: a refund (a negative debt) too (at 0: now's, not the
+// worker's bucket's second), so that it goes where what it gives back went
+// even when the worker's clock and Redis's disagree. A call that fails
+// gives its debt back to the local window, to be sent again as it was from
+// a later tick.
 func (s *startState) catchUp() {
 	now := time.Now().Unix()
 	for _, ls := range s.locals {
@@ -97,7 +105,7 @@ func (s *startState) catchUp() {
 			if d.Window.Unit == config.UnitRequests {
 				tokens, requests = 0, d.Amount
 			}
-			err := ls.client.Charge(subject, tokens, requests, 0, "", newLeaseID(), func(err error) { ls.caughtUpOrNot(d, err) })
+			err := ls.client.Charge(subject, tokens, requests, 0, "", d.ID, func(err error) { ls.caughtUpOrNot(d, err) })
 			if err != nil {
 				ls.caughtUpOrNot(d, err)
 			}
@@ -105,14 +113,16 @@ func (s *startState) catchUp() {
 	}
 }
 
-// caughtUpOrNot takes the answer to a catch-up call.
+// caughtUpOrNot takes the answer to a catch-up call. The caught-up counter
+// counts what was added; a refund takes nothing from it.
 func (ls *localState) caughtUpOrNot(d locallimit.Debt, err error) {
 	if err != nil {
 		log.Debugf("catching up %d on %s failed, kept for later: %v", d.Amount, d.Key, err)
 		ls.limiter.Owe(d, time.Now().Unix())
 		return
 	}
-	if d.Window.Unit == config.UnitTokens {
+	ls.limiter.Paid(d)
+	if d.Window.Unit == config.UnitTokens && d.Amount > 0 {
 		ls.caughtUp.Increment(uint64(d.Amount))
 	}
 }

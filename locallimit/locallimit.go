@@ -5,6 +5,15 @@
 // Redis once Redis answers again (the catch-up). It holds at most a given
 // number of subjects, the least recently used going first. It knows
 // nothing of proxy-wasm: time is passed in.
+//
+// The catch-up sends debts: what one window counted in one bucket that
+// Redis has not been told, under a charge id that names it in Redis, so
+// that an attempt whose answer was lost and is sent again is applied once.
+// A window has at most one debt out at a time, so that its debts reach
+// Redis in order: a refund (a negative debt, given back after its
+// reservation was caught up) never goes before the reservation it gives
+// back. The windows that have something to send wait in a queue, so that
+// taking debts visits those and no other.
 package locallimit
 
 import (
@@ -19,9 +28,10 @@ import (
 type Limiter struct {
 	share       int64
 	maxSubjects int
+	chargeID    func() string // a new charge id, unique among all workers' charges
 	subjects    map[string]*subject
 	recent      list.List // of *subject, the least recently used first
-	mayOwe      bool      // something was counted since TakeDebts last found nothing
+	owing       list.List // of *window: those with a debt to send (phase owing or resending), the longest waiting first
 
 	// Lost counts what was counted locally in windows that ended (or whose
 	// subject was evicted) before Redis was told: tokens and requests.
@@ -31,30 +41,51 @@ type Limiter struct {
 // subject is one subject's local state.
 type subject struct {
 	key        string
-	windows    []window
+	windows    []window // made with the subject, never appended to: the owing queue points into it
 	inProgress int64
-	place      *list.Element
+	place      *list.Element // in recent
 }
 
 // window is a fixed window counted locally (sliding windows are counted
-// as fixed ones here): what it counted in its current bucket, and of that
-// what Redis has not been told yet.
+// as fixed ones here) in its current bucket, and where telling Redis of it
+// stands. What it counted is what Redis confirmed, plus its debt out (while
+// resending or sending), plus what it owes: used = confirmed + debt.amount
+// + owed. A give-back takes from used no more than it holds, so once its
+// debts are delivered Redis holds of the bucket what used holds, never
+// less than zero: a refund never takes back more than Redis was told.
 type window struct {
 	config.Window
-	bucket int64 // the bucket's number: seconds since the epoch / window length
-	used   int64
-	owed   int64
+	subject *subject
+	bucket  int64 // the bucket's number: seconds since the epoch / window length
+	used    int64 // counted in the bucket: what the local limit checks
+	owed    int64 // of used, what no debt carries yet; negative: given back after Redis was told
+	debt    debt  // while resending or sending: the debt taken from the bucket Redis has not confirmed
+	phase   phase
+	queued  *list.Element // in the limiter's owing queue, while owing or resending
 }
 
-// add counts n (negative: gives back) in a window, never below zero.
-func (w *window) add(n int64) {
-	w.used, w.owed = max(w.used+n, 0), max(w.owed+n, 0)
+// debt is a window's debt out: its charge id and amount, the same on every
+// attempt.
+type debt struct {
+	id     string
+	amount int64
 }
+
+// phase is where telling Redis of a window's bucket stands.
+type phase uint8
+
+const (
+	told      phase = iota // nothing to send: Redis confirmed what the bucket counted, or it counted nothing
+	owing                  // owed is to be sent, as a new debt: in the owing queue
+	resending              // debt failed and goes again, as is; owed waits behind it: in the owing queue
+	sending                // debt is on its way; what is counted meanwhile waits in owed
+)
 
 // New returns a limiter dividing limits by share (at least 1) and holding
-// at most maxSubjects subjects (at least 1).
-func New(share int64, maxSubjects int) *Limiter {
-	return &Limiter{share: max(share, 1), maxSubjects: max(maxSubjects, 1), subjects: map[string]*subject{}}
+// at most maxSubjects subjects (at least 1); chargeID names each new debt's
+// charge in Redis, and must not repeat among the workers sharing Redis.
+func New(share int64, maxSubjects int, chargeID func() string) *Limiter {
+	return &Limiter{share: max(share, 1), maxSubjects: max(maxSubjects, 1), chargeID: chargeID, subjects: map[string]*subject{}}
 }
 
 // Len is the number of subjects held.
@@ -98,35 +129,42 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost, now int64) scripts.Ver
 		for j := range h.windows {
 			w := &h.windows[j]
 			if w.Unit == config.UnitTokens {
-				w.add(max(cost, 0))
+				l.count(w, max(cost, 0))
 			} else {
-				w.add(1)
+				l.count(w, 1)
 			}
 		}
 		if subjects[i].Concurrent > 0 {
 			h.inProgress++
 		}
 	}
-	l.mayOwe = true
 	best.At = now
 	best.Subject = max(best.Subject, 0)
 	return best
 }
 
-// Charge adds tokens (negative: gives back, never below zero) to the
-// subjects' token windows and requests to their request windows, in the
-// buckets current at now, and ends a request in progress when release is
-// set.
-func (l *Limiter) Charge(subjects []scripts.Subject, tokens, requests, now int64, release bool) {
-	l.mayOwe = l.mayOwe || tokens > 0 || requests > 0
+// Charge adds tokens to the subjects' token windows and requests to their
+// request windows, and ends a request in progress when release is set.
+// As charge.lua does, what is added goes to the buckets current at now,
+// what is given back (a negative amount) to the buckets of second at (the
+// admission's, where its reservation went; 0: now): a window whose bucket
+// of at ended has nothing to give back to. A give-back takes from a
+// bucket no more than it holds; of it, what Redis was told already
+// becomes a refund owed to Redis.
+func (l *Limiter) Charge(subjects []scripts.Subject, tokens, requests, at, now int64, release bool) {
+	if at == 0 {
+		at = now
+	}
 	for _, s := range subjects {
 		h := l.subject(s, now)
 		for j := range h.windows {
 			w := &h.windows[j]
+			n := requests
 			if w.Unit == config.UnitTokens {
-				w.add(tokens)
-			} else {
-				w.add(requests)
+				n = tokens
+			}
+			if n > 0 || n < 0 && at/w.Seconds == w.bucket {
+				l.count(w, n)
 			}
 		}
 		if release && s.Concurrent > 0 {
@@ -135,59 +173,110 @@ func (l *Limiter) Charge(subjects []scripts.Subject, tokens, requests, now int64
 	}
 }
 
-// Debt is what one window of a subject counted locally in its current
-// bucket: what the catch-up adds to Redis.
+// count adds n to a window's bucket (negative: gives back, no more than
+// it holds) and owes Redis the change, queueing the window when it has
+// something to send that was not queued yet.
+func (l *Limiter) count(w *window, n int64) {
+	n = max(w.used+n, 0) - w.used
+	w.used += n
+	w.owed += n
+	switch {
+	case w.phase == told && w.owed != 0:
+		w.phase = owing
+		l.enqueue(w)
+	case w.phase == owing && w.owed == 0: // given back before it was sent: nothing to send
+		w.phase = told
+		l.dequeue(w)
+	}
+}
+
+// Debt is what the catch-up adds to Redis for one window of a subject:
+// what the window counted locally in its current bucket (negative: a
+// refund of some of what Redis was told of the bucket). It goes under a
+// charge id that stays the same on every attempt, so that Redis applies it
+// once. Every debt of a window goes to the bucket current by Redis's clock
+// when it arrives (the refunds too: see limiter's catchUp), and is sent
+// only while the window's bucket is current by the worker's: so a refund
+// goes where what it gives back went, unless Redis's window turned between
+// the two.
 type Debt struct {
+	ID     string // the charge id (see scripts.Client.Charge)
 	Key    string
 	Window config.Window
 	Amount int64
 }
 
-// TakeDebts returns, and forgets, up to n of the amounts Redis has not been
-// told of, in windows still current at now; those of windows that ended are
-// counted as lost. The subjects stay, with what they used (should Redis
-// fail again within the window) and their requests in progress.
+// TakeDebts returns up to n debts to send Redis, visiting at most n windows,
+// and only windows that have one, the longest waiting first: of each, the
+// debt given back by Owe, as it was, else a new debt of what it owes. A
+// window whose bucket ended by now yields none: what it owed is counted as
+// lost. Each debt waits for Paid or Owe; until then its window gives no
+// other, and what it counts meanwhile waits for the next. The subjects
+// stay, with what they used (should Redis fail again within the window)
+// and their requests in progress.
 func (l *Limiter) TakeDebts(n int, now int64) []Debt {
 	var debts []Debt
-	defer func() { l.mayOwe = len(debts) > 0 }()
-	for e := l.recent.Front(); e != nil && len(debts) < n; e = e.Next() {
-		h := e.Value.(*subject)
-		for j := range h.windows {
-			w := &h.windows[j]
-			l.roll(w, now)
-			if w.owed > 0 && len(debts) < n {
-				debts = append(debts, Debt{Key: h.key, Window: w.Window, Amount: w.owed})
-				w.owed = 0
-			}
+	for visited := 0; visited < n && l.owing.Len() > 0; visited++ {
+		w := l.owing.Front().Value.(*window)
+		if l.roll(w, now) {
+			continue // ended: lost, and out of the queue
 		}
+		l.dequeue(w)
+		if w.phase == owing {
+			w.debt = debt{id: l.chargeID(), amount: w.owed}
+			w.owed = 0
+		}
+		w.phase = sending
+		debts = append(debts, Debt{ID: w.debt.id, Key: w.subject.key, Window: w.Window, Amount: w.debt.amount})
 	}
 	return debts
 }
 
-// Owes reports whether Redis may not have been told of something counted
-// locally (cheap: no walk over the subjects).
-func (l *Limiter) Owes() bool { return l.mayOwe }
+// Owes reports whether some window has a debt to send (cheap: no walk over
+// the subjects). Debts out are not counted: their answers decide.
+func (l *Limiter) Owes() bool { return l.owing.Len() > 0 }
 
-// Owe gives back a debt the catch-up could not deliver: owed again while
-// its window is current at now and its subject held, else lost.
+// Paid takes Redis's confirmation of a debt: what its window counted since
+// it was taken is owed next.
+func (l *Limiter) Paid(d Debt) {
+	w := l.sent(d)
+	if w == nil {
+		return // its bucket ended, or its subject went, since: nothing more to send of it
+	}
+	w.debt = debt{}
+	w.phase = told
+	if w.owed != 0 {
+		w.phase = owing
+		l.enqueue(w)
+	}
+}
+
+// Owe gives back a debt the catch-up could not deliver, to be sent again
+// as it was (its id, its amount) while its bucket is current at now and
+// its subject held; else it is lost.
 func (l *Limiter) Owe(d Debt, now int64) {
-	if h, ok := l.subjects[d.Key]; ok {
-		for j := range h.windows {
-			if w := &h.windows[j]; w.Window == d.Window {
-				l.roll(w, now)
-				if w.bucket == now/w.Seconds && d.Amount > 0 {
-					w.owed += d.Amount
-					l.mayOwe = true
-					return
-				}
-			}
+	w := l.sent(d)
+	if w == nil || l.roll(w, now) {
+		l.lost(d.Window.Unit, max(d.Amount, 0))
+		return
+	}
+	w.phase = resending
+	l.enqueue(w)
+}
+
+// sent returns the window a debt was taken from while it waits for the
+// debt's answer; nil when the bucket ended or the subject went since.
+func (l *Limiter) sent(d Debt) *window {
+	h, ok := l.subjects[d.Key]
+	if !ok {
+		return nil
+	}
+	for j := range h.windows {
+		if w := &h.windows[j]; w.phase == sending && w.debt.id == d.ID {
+			return w
 		}
 	}
-	if d.Window.Unit == config.UnitTokens {
-		l.LostTokens += d.Amount
-	} else {
-		l.LostRequests += d.Amount
-	}
+	return nil
 }
 
 // subject returns a subject's state, made (and the least recently used
@@ -198,9 +287,9 @@ func (l *Limiter) subject(s scripts.Subject, now int64) *subject {
 		if len(l.subjects) >= l.maxSubjects {
 			l.evict()
 		}
-		h = &subject{key: string(s.Key)}
-		for _, w := range s.Windows {
-			h.windows = append(h.windows, window{Window: w, bucket: now / w.Seconds})
+		h = &subject{key: string(s.Key), windows: make([]window, len(s.Windows))}
+		for j, w := range s.Windows {
+			h.windows[j] = window{Window: w, subject: h, bucket: now / w.Seconds}
 		}
 		h.place = l.recent.PushBack(h)
 		l.subjects[h.key] = h
@@ -213,13 +302,18 @@ func (l *Limiter) subject(s scripts.Subject, now int64) *subject {
 	return h
 }
 
-// roll starts a window's new bucket when its bucket ended: what it counted
-// then, Redis never sees.
-func (l *Limiter) roll(w *window, now int64) {
-	if b := now / w.Seconds; b != w.bucket {
-		l.lose(w)
-		w.bucket, w.used, w.owed = b, 0, 0
+// roll starts a window's new bucket when its bucket ended by now, and
+// reports whether it did: what the old one had to send, Redis never sees.
+// The answer of a debt out of it finds no window (see sent).
+func (l *Limiter) roll(w *window, now int64) bool {
+	b := now / w.Seconds
+	if b == w.bucket {
+		return false
 	}
+	l.lose(w)
+	l.dequeue(w)
+	*w = window{Window: w.Window, subject: w.subject, bucket: b}
+	return true
 }
 
 // evict forgets the least recently used subject.
@@ -227,15 +321,40 @@ func (l *Limiter) evict() {
 	h := l.recent.Remove(l.recent.Front()).(*subject)
 	for j := range h.windows {
 		l.lose(&h.windows[j])
+		l.dequeue(&h.windows[j])
 	}
 	delete(l.subjects, h.key)
 }
 
+// lose counts as lost what a window's bucket had to send as it ends or its
+// subject goes: what it owes, and a debt to send again. A debt on its way
+// is counted by its answer (see Owe); a refund that never reaches Redis
+// loses nothing.
 func (l *Limiter) lose(w *window) {
-	if w.Unit == config.UnitTokens {
-		l.LostTokens += w.owed
+	unsent := w.owed
+	if w.phase == resending {
+		unsent += w.debt.amount
+	}
+	l.lost(w.Unit, max(unsent, 0))
+}
+
+// lost counts n tokens or requests, by the window's unit, as lost.
+func (l *Limiter) lost(u config.Unit, n int64) {
+	if u == config.UnitTokens {
+		l.LostTokens += n
 	} else {
-		l.LostRequests += w.owed
+		l.LostRequests += n
+	}
+}
+
+// enqueue puts a window at the back of the owing queue.
+func (l *Limiter) enqueue(w *window) { w.queued = l.owing.PushBack(w) }
+
+// dequeue takes a window out of the owing queue, if it is in it.
+func (l *Limiter) dequeue(w *window) {
+	if w.queued != nil {
+		l.owing.Remove(w.queued)
+		w.queued = nil
 	}
 }
 
