@@ -42,6 +42,18 @@ func BenchmarkAskForUsage(b *testing.B) {
 			AskForUsage(chatPath, body)
 		}
 	})
+	// A body with its stream key repeated: rewritten to one (normalize),
+	// which validates the body and reads its top level again.
+	duplicate := []byte(strings.Replace(string(chatBody(4<<10)), `"stream": true`, `"stream": false, "stream": true`, 1))
+	b.Run("4KiB-duplicate-stream", func(b *testing.B) {
+		b.SetBytes(int64(len(duplicate)))
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, ok := AskForUsage(chatPath, duplicate); !ok {
+				b.Fatal("not rewritten")
+			}
+		}
+	})
 }
 
 // contentEvent is a typical chat content event, about 300 bytes.

@@ -11,7 +11,10 @@
 //     rewrite (MayAskForUsage: a POST of JSON to a completions path), and
 //     then rewrites the body to ask for the usage (AskForUsage), only when
 //     the body is a JSON object streaming with `"stream": true` and not
-//     already asking;
+//     already asking (a body with duplicate or case-folded stream,
+//     stream_options or include_usage keys is rewritten to one
+//     `"stream":true` and one `"include_usage":true`, so that every
+//     upstream reads it the same way);
 //  2. passes the response of a rewritten request through a Filter, which
 //     removes the one event the client did not ask for: the usage-only chunk
 //     that OpenAI sends just before `data: [DONE]`,
@@ -36,10 +39,11 @@
 //     `stream_usage: off` option: this package only says what the rewrite
 //     is, not where it is welcome.
 //   - It never guesses. A body it does not fully understand (invalid JSON,
-//     duplicate `stream` or `stream_options` or `include_usage` keys, a
-//     stream_options that is neither an object nor null, an include_usage
-//     that is neither a boolean nor null, a body over MaxBodyBytes) is left
-//     untouched, and the upstream sees exactly what the client sent.
+//     a single stream_options that is neither an object nor null, or whose
+//     single include_usage is neither a boolean nor null, a body over
+//     MaxBodyBytes) is left untouched, and the upstream sees exactly what
+//     the client sent. Duplicate keys are not left to the upstream's
+//     reading, since parsers differ on which one counts.
 //   - The Filter understands SSE (text/event-stream) as sent, not
 //     compressed: a response with a Content-Encoding must not be passed
 //     through it (it would hold the stream back until MaxHeldBytes).

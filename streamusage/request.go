@@ -27,6 +27,10 @@ var (
 	includeUsageObject = []byte(`{"include_usage":true}`)
 	jsonTrue           = []byte("true")
 	askForUsageMember  = []byte(`"stream_options":{"include_usage":true},`)
+	// What normalize writes first in the object, around the members it
+	// keeps of the client's stream_options.
+	normalizedHead = []byte(`"stream":true,"stream_options":{`)
+	normalizedTail = []byte(`"include_usage":true}`)
 	// The member is known to exist: sjson replaces it in one exact-size
 	// copy instead of rebuilding the document.
 	replaceExisting = &sjson.Options{Optimistic: true}
@@ -35,10 +39,14 @@ var (
 // MayAskForUsage reports whether a request may have its body rewritten by
 // AskForUsage, from what is known in the request-header phase: a POST to a
 // chat completions or legacy completions path (see AskForUsage) whose
-// Content-Type is absent ("") or application/json, with any parameters.
-// The media type is compared without case; anything else (for example
-// application/octet-stream, text/plain, application/x-www-form-urlencoded,
-// application/vnd.foo+json) is not JSON to it.
+// Content-Type is absent ("") or a JSON media type: application/json or
+// any application/*+json (application/vnd.api+json, ...), in any case,
+// with any parameters. Upstreams read the body as JSON under each of these
+// (FastAPI, for one, parses every +json type and a body without a
+// Content-Type), so each may stream without asking. Anything else (for
+// example application/octet-stream, text/plain,
+// application/x-www-form-urlencoded, application/json-seq) is not JSON
+// to it.
 //
 // The body's length changes when it is rewritten, so a plugin that may
 // rewrite it must not forward the request's Content-Length.
@@ -53,56 +61,85 @@ func MayAskForUsage(method, path, contentType string) bool {
 //     /openai/deployments/x/, and any query string) ends in
 //     /chat/completions or /completions;
 //   - body is at most MaxBodyBytes of valid JSON, and an object;
-//   - its top-level "stream" is the JSON true;
-//   - its "stream_options", if any, is null or an object whose
-//     "include_usage", if any, is false or null.
+//   - one of its top-level "stream" members is the JSON true;
+//   - it does not already ask for the usage (see below).
 //
-// The rewrite sets include_usage to true and changes nothing else: an absent
-// stream_options becomes `"stream_options":{"include_usage":true}`, added as
-// the object's last member; a null one is replaced by that object; in an
-// object, include_usage is added as its last member or its false or null is
+// Keys are read as parsers read them: with their escapes decoded, and also
+// without case, as Go's encoding/json matches a struct's fields (Unicode
+// simple folding: "STREAM", "Stream" and "ſtream" are stream to an
+// upstream written in Go, such as Ollama or one-api).
+//
+// A body with one "stream" (true), at most one "stream_options" and in it
+// at most one "include_usage", each spelled exactly, is edited in one
+// place, and every other byte of it is kept: an absent stream_options
+// becomes `"stream_options":{"include_usage":true}`, put first in the
+// object; a null one is replaced by that object; in an object,
+// include_usage is added as its last member or its false or null is
 // replaced, keeping the other members (include_obfuscation, ...) as they
-// were. Every other byte of body is kept, except that whitespace before
-// and after the top-level object may be dropped when a member is added.
+// were. Whitespace around the top-level object may be dropped when a
+// member is added. Such a body already asks when its include_usage is
+// true; a stream_options that is neither null nor an object, or an
+// include_usage that is neither a boolean nor null, is an error the
+// upstream should report itself, not one to fix silently: in each case ok
+// is false.
 //
-// Keys are read as a JSON parser reads them (escapes decoded), and a body
-// with duplicate "stream" or "stream_options" keys, or duplicate
-// "include_usage" keys in stream_options, is left untouched: parsers
-// disagree on which duplicate counts (most take the last, gjson the first),
-// and a request this odd is better sent as it came. Likewise a
-// stream_options that is neither null nor an object, or an include_usage
-// that is neither a boolean nor null, is an error the upstream should
-// report itself, not one to fix silently. An include_usage already true
-// needs no rewrite: ok is false and the client gets the usage it asked for.
+// Any other streaming body (a key repeated, as in
+// `"stream":false,"stream":true`, or spelled in another case) is read
+// differently by different parsers: most take the last duplicate, some the
+// first, some refuse it, and only some fold case. Left as it is, it could
+// stream without asking for its usage. So, unless it asks at every parser
+// (one of its stream_options is spelled exactly, and each is an object
+// with an include_usage spelled exactly and every member whose key folds
+// to include_usage true), it is rewritten to mean one thing: every
+// top-level member whose key folds to stream or stream_options is removed,
+// and `"stream":true,"stream_options":{...,"include_usage":true}` is put
+// first, where the object keeps the other members (include_obfuscation,
+// ...) of the last stream_options that is an object, without any whose key
+// folds to include_usage. A body that streams at any upstream then
+// streams, and reports its usage, at all of them. The other members keep
+// their bytes and order, without the whitespace between them. Here a
+// stream_options or include_usage of the wrong type is dropped, not left
+// to the upstream: which one the upstream would have read is not known.
 //
 // When ok is false, rewritten is nil and the request is to be forwarded as
-// it is. body is never modified. AskForUsage does not panic on any input.
+// it is. body is never modified. AskForUsage does not panic on any input,
+// takes time linear in len(body), and its stack does not grow with the
+// body's nesting.
 func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 	if !isCompletionsPath(path) || len(body) > MaxBodyBytes || !isObject(body) {
 		return nil, false
 	}
 
-	// One pass over the top level reads the two members and counts their
-	// keys, decoded as a parser decodes them. A body that is not what we
-	// want is refused here, before the dearer validation. (gjson steps over
-	// values without recursing into them, so this is safe on any bytes. It
-	// reads the body through a string view, not a copy: nothing it returns
-	// outlives this function but the two Results, which body outlives.)
-	var stream, options gjson.Result
-	var nStream, nOptions int
+	// One pass over the top level reads the members a parser may take for
+	// stream and stream_options. A body that is not what we want is refused
+	// here, before the dearer validation. (gjson steps over values without
+	// recursing into them, so this is safe on any bytes. It reads the body
+	// through a string view, not a copy: nothing it returns outlives this
+	// function but the Results, which body outlives.)
+	var (
+		options           gjson.Result // the last stream_options
+		nStream, nOptions int
+		streams           bool   // a stream member is true
+		spelled           = true // each key is "stream" or "stream_options"
+	)
 	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(key, value gjson.Result) bool {
-		switch key.Str {
-		case "stream":
-			stream = value
+		switch k := key.Str; {
+		case strings.EqualFold(k, "stream"):
 			nStream++
-		case "stream_options":
-			options = value
+			streams = streams || value.Type == gjson.True
+			spelled = spelled && k == "stream"
+		case strings.EqualFold(k, "stream_options"):
 			nOptions++
+			options = value
+			spelled = spelled && k == "stream_options"
 		}
 		return true
 	})
-	if nStream != 1 || nOptions > 1 || stream.Type != gjson.True {
+	switch {
+	case !streams:
 		return nil, false
+	case nStream > 1 || nOptions > 1 || !spelled:
+		return normalize(body)
 	}
 
 	// What to set, decided from stream_options.
@@ -123,20 +160,23 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 		setPath, setValue, opts = "stream_options", includeUsageObject, replaceExisting
 	case options.IsObject():
 		var includeUsage gjson.Result
-		n := 0
+		n, usageSpelled := 0, true
 		options.ForEach(func(key, value gjson.Result) bool {
-			if key.Str == "include_usage" {
+			if strings.EqualFold(key.Str, "include_usage") {
 				includeUsage = value
 				n++
+				usageSpelled = usageSpelled && key.Str == "include_usage"
 			}
 			return true
 		})
 		switch {
 		case n == 0:
 			setPath, setValue = "stream_options.include_usage", jsonTrue
-		case n == 1 && (includeUsage.Type == gjson.False || includeUsage.Type == gjson.Null):
+		case n > 1 || !usageSpelled:
+			return normalize(body)
+		case includeUsage.Type == gjson.False || includeUsage.Type == gjson.Null:
 			setPath, setValue, opts = "stream_options.include_usage", jsonTrue, replaceExisting
-		default: // true already, not a boolean, or duplicated
+		default: // true already, or not a boolean
 			return nil, false
 		}
 	default:
@@ -151,6 +191,80 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 		return nil, false
 	}
 	return rewritten, true
+}
+
+// normalize rewrites a streaming body whose stream, stream_options or
+// include_usage keys are repeated or spelled in another case, as
+// AskForUsage says. It reads the body's top level twice and the kept
+// stream_options once, and copies each byte at most once: linear time, and
+// no recursion but validJSON's, which is bounded.
+func normalize(body []byte) ([]byte, bool) {
+	open := bytes.IndexByte(body, '{') // isObject found it first
+	raw := body[open:]                 // the Results' Index is into raw
+	doc := gjson.Parse(unsafe.String(unsafe.SliceData(raw), len(raw)))
+
+	var kept gjson.Result // the last stream_options that is an object
+	asks, spelled := true, false
+	doc.ForEach(func(key, value gjson.Result) bool {
+		if strings.EqualFold(key.Str, "stream_options") {
+			if value.IsObject() {
+				kept = value
+			}
+			asks = asks && asksForUsage(value)
+			spelled = spelled || key.Str == "stream_options"
+		}
+		return true
+	})
+	if asks && spelled {
+		// Every parser reads include_usage true: the client gets the
+		// usage it asked for, whichever stream member counts.
+		return nil, false
+	}
+	if !validJSON(body) {
+		return nil, false
+	}
+
+	out := make([]byte, 0, len(body)+len(normalizedHead)+len(normalizedTail))
+	out = append(out, body[:open+1]...)
+	out = append(out, normalizedHead...)
+	if kept.Exists() {
+		kept.ForEach(func(key, value gjson.Result) bool {
+			if !strings.EqualFold(key.Str, "include_usage") {
+				out = append(out, raw[key.Index:value.Index+len(value.Raw)]...)
+				out = append(out, ',')
+			}
+			return true
+		})
+	}
+	out = append(out, normalizedTail...)
+	end := 1 // of the last member, just after the brace when none
+	doc.ForEach(func(key, value gjson.Result) bool {
+		end = value.Index + len(value.Raw)
+		if !strings.EqualFold(key.Str, "stream") && !strings.EqualFold(key.Str, "stream_options") {
+			out = append(out, ',')
+			out = append(out, raw[key.Index:end]...)
+		}
+		return true
+	})
+	return append(out, raw[end:]...), true
+}
+
+// asksForUsage reports whether a stream_options value asks for the usage
+// at every parser: an object with an include_usage spelled exactly, whose
+// every member that folds to include_usage is true.
+func asksForUsage(options gjson.Result) bool {
+	if !options.IsObject() {
+		return false
+	}
+	asks, spelled := true, false
+	options.ForEach(func(key, value gjson.Result) bool {
+		if strings.EqualFold(key.Str, "include_usage") {
+			asks = asks && value.Type == gjson.True
+			spelled = spelled || key.Str == "include_usage"
+		}
+		return true
+	})
+	return asks && spelled
 }
 
 // prependMember returns a copy of the object body with member (and its
@@ -176,14 +290,21 @@ func isCompletionsPath(path string) bool {
 	return strings.HasSuffix(path, "/completions")
 }
 
-// isJSONMediaType reports whether a Content-Type value is absent or
-// application/json with optional parameters.
+// isJSONMediaType reports whether a Content-Type value is absent, or
+// application/json or application/*+json with optional parameters, in any
+// case: the types FastAPI reads as JSON.
 func isJSONMediaType(contentType string) bool {
 	if contentType == "" {
 		return true
 	}
 	mediaType, _, _ := strings.Cut(contentType, ";")
-	return strings.EqualFold(strings.Trim(mediaType, " \t"), "application/json")
+	typ, subtype, ok := strings.Cut(strings.Trim(mediaType, " \t"), "/")
+	if !ok || !strings.EqualFold(typ, "application") || strings.Contains(subtype, "/") {
+		return false
+	}
+	const suffix = "+json"
+	return strings.EqualFold(subtype, "json") ||
+		len(subtype) >= len(suffix) && strings.EqualFold(subtype[len(subtype)-len(suffix):], suffix)
 }
 
 // validJSON reports whether b is one valid JSON text, without letting its
