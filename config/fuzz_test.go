@@ -21,7 +21,11 @@ func refCookieValue(header, name string) (first, last string, ok bool) {
 	for _, pair := range strings.Split(header, ";") {
 		k, v, found := strings.Cut(pair, "=")
 		if found && strings.Trim(k, asciiSpace) == name {
-			values = append(values, strings.Trim(v, asciiSpace))
+			v = strings.Trim(v, asciiSpace)
+			if len(v) >= 2 && strings.HasPrefix(v, `"`) && strings.HasSuffix(v, `"`) {
+				v = v[1 : len(v)-1]
+			}
+			values = append(values, v)
 		}
 	}
 	if len(values) == 0 {
@@ -35,6 +39,7 @@ func FuzzCookieValue(f *testing.F) {
 	f.Add("b=x=y; b=2", "b")
 	f.Add(" = ; ;=", "")
 	f.Add("b=1; c=; b=; b=3 ", "b")
+	f.Add(`b="1"; b=""; b="; b=""x""; b=" y "`, "b")
 	f.Fuzz(func(t *testing.T, header, name string) {
 		first, last, ok := CookieValue(header, name)
 		rf, rl, rok := refCookieValue(header, name)
@@ -45,8 +50,9 @@ func FuzzCookieValue(f *testing.F) {
 			t.Fatalf("not found but values %q, %q", first, last)
 		}
 		for _, v := range []string{first, last} {
-			if strings.Contains(v, ";") || trimSpace(v) != v {
-				t.Fatalf("value %q contains ';' or surrounding space", v)
+			// Unquoted, a value may start or end with a space (`" a "`).
+			if strings.Contains(v, ";") || trimSpace(v) != v && !strings.Contains(header, `"`+v+`"`) {
+				t.Fatalf("value %q contains ';' or surrounding space outside quotes", v)
 			}
 		}
 	})

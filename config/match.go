@@ -54,12 +54,13 @@ type Match struct {
 	// Config.Unmatched for the unmatched threshold).
 	Key *LimitKey
 	// Value identifies the limited subject: for the limit_by_per_* types the
-	// request's value (for limit_by_per_ip the canonical IP string, or for
-	// an IPv6 client its network's, see Config.IPv6PrefixLength; for
-	// limit_by_per_model the model), for the other types the configured
-	// Key, so that all requests matching the key share one counter, and ""
-	// for the global and unmatched thresholds. A per_model match has its
-	// parent's.
+	// request's value, normalised as upstreams read it (see
+	// RuleItem.normalize and CookieValue; for limit_by_per_ip the canonical
+	// IP string, or for an IPv6 client its network's, see
+	// Config.IPv6PrefixLength; for limit_by_per_model the model), for the
+	// other types the configured Key, so that all requests matching the key
+	// share one counter, and "" for the global and unmatched thresholds. A
+	// per_model match has its parent's.
 	Value string
 	// Unmatched says the request matched no rule item, and Key is
 	// Config.Unmatched (or, with Parent set, one of its per_model entries).
@@ -220,9 +221,12 @@ func (c *Config) matchItem(it *RuleItem, r Request, last bool) (m Match, ok, rep
 	return m, ok, repeated
 }
 
-// matchValue matches a non-IP rule item's value: its first key that
-// matches v; an empty value matches none.
+// matchValue matches a non-IP rule item's value, as a request carries it
+// or an operator names it (Config.Resolve): its first key that matches v
+// normalised (see normalize), which is then the subject's value; an empty
+// value matches none.
 func (it *RuleItem) matchValue(v string) (Match, bool) {
+	v = it.normalize(v)
 	if v == "" {
 		return Match{}, false
 	}
@@ -307,7 +311,8 @@ func (c *Config) ipv6Bits(addr netip.Addr, k *LimitKey) int {
 
 // values returns the request's value for a non-IP rule item, "" if
 // absent: for a query parameter or a cookie sent more than once, its first
-// and its last values; for a header and a model, its value twice.
+// and its last values; for a header and a model, its value twice. Header
+// values are returned as sent: matchValue normalises them.
 func (it *RuleItem) values(r Request) (first, last string) {
 	switch it.Type {
 	case ByHeader, ByPerHeader, ByConsumer, ByPerConsumer:
@@ -322,6 +327,111 @@ func (it *RuleItem) values(r Request) (first, last string) {
 		first, last, _ = CookieValue(r.Header(CookieHeader), it.Name)
 	}
 	return first, last
+}
+
+// The headers whose value is "<scheme> <credentials>" (RFC 9110 §11.6).
+const (
+	authorizationHeader      = "authorization"
+	proxyAuthorizationHeader = "proxy-authorization"
+)
+
+// normalize returns a value of the rule item as the upstreams read it, so
+// that the spellings they all read as one value are one subject. Keys are
+// matched against the normalised value: an exact key names it in that
+// spelling (`Bearer sk-1`, not `bearer  sk-1`), and a regexp sees it so.
+// A header's value (limit_by_header,
+// limit_by_consumer and their per_ types) is trimmed of surrounding
+// whitespace, and an Authorization or Proxy-Authorization value's scheme
+// respelled (see canonicalCredentials). Other values are returned as they
+// are: a cookie's is unquoted by CookieValue, a parameter's decoded by
+// QueryParam. normalize is idempotent, and allocates only when it
+// respells a scheme or the whitespace after it.
+func (it *RuleItem) normalize(v string) string {
+	switch it.Type {
+	case ByHeader, ByPerHeader, ByConsumer, ByPerConsumer:
+		v = trimOWS(v)
+		if it.Name == authorizationHeader || it.Name == proxyAuthorizationHeader {
+			v = canonicalCredentials(v)
+		}
+	}
+	return v
+}
+
+// registeredSchemes are the authentication schemes spelled as their RFCs
+// spell them in canonicalCredentials: Bearer (RFC 6750), Basic (RFC 7617),
+// Digest (RFC 7616), Negotiate (RFC 4559). Clients send them so, and a
+// value already canonical costs no allocation.
+var registeredSchemes = [...]string{"Bearer", "Basic", "Digest", "Negotiate"}
+
+// canonicalCredentials respells a trimmed "<scheme> <credentials>" value
+// as one spelling of what every upstream reads: the scheme is
+// case-insensitive (RFC 9110 §11.1) and any spaces and tabs may separate
+// it from the credentials. The result is the scheme, written as
+// registeredSchemes spells it when it is one of them (ASCII case
+// ignored), else lower-cased; one space; the credentials byte for byte
+// (they are case-sensitive). A value without a space or tab has no scheme
+// and is returned as it is.
+func canonicalCredentials(v string) string {
+	i := strings.IndexAny(v, " \t")
+	if i < 0 {
+		return v
+	}
+	scheme, credentials := v[:i], trimOWS(v[i:])
+	spelling, lower := "", true // the registered spelling, or the scheme to lower-case
+	for _, s := range registeredSchemes {
+		if equalFoldASCII(scheme, s) {
+			spelling, lower = s, false
+			break
+		}
+	}
+	schemeSpelled := spelling == scheme || lower && !hasUpperASCII(scheme)
+	oneSpace := v[i] == ' ' && len(v)-len(credentials) == i+1
+	if schemeSpelled && oneSpace {
+		return v // canonical already: no allocation
+	}
+	var b strings.Builder
+	b.Grow(len(scheme) + 1 + len(credentials))
+	if lower {
+		for j := 0; j < len(scheme); j++ {
+			b.WriteByte(toLowerASCII(scheme[j]))
+		}
+	} else {
+		b.WriteString(spelling)
+	}
+	b.WriteByte(' ')
+	b.WriteString(credentials)
+	return b.String()
+}
+
+// equalFoldASCII reports whether a and b are equal, ASCII letters compared
+// case-insensitively (and no other folding: strings.EqualFold would take
+// the long s, U+017F, for an s).
+func equalFoldASCII(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if toLowerASCII(a[i]) != toLowerASCII(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func hasUpperASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'A' <= s[i] && s[i] <= 'Z' {
+			return true
+		}
+	}
+	return false
+}
+
+func toLowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 func (k *LimitKey) matchString(v string) bool {
@@ -341,8 +451,11 @@ func (k *LimitKey) matchString(v string) bool {
 // CookieValue returns the values of the first and of the last cookie called
 // name in a Cookie header (the same when there is one): the header is split
 // on ';', each pair at its first '=', and the name and value are trimmed of
-// spaces (RFC 6265 §5.2). Pairs without '=' are skipped. The values are
-// returned as they are (no unquoting or decoding).
+// spaces (RFC 6265 §5.2). Pairs without '=' are skipped. A value in double
+// quotes (a cookie-value's DQUOTE form, RFC 6265 §4.1.1) is returned
+// without them, one pair stripped, as Go's net/http and Python's
+// http.cookies read it: `"abc"` is abc, `""` empty, a lone `"` kept. The
+// values are not otherwise decoded.
 func CookieValue(cookieHeader, name string) (first, last string, ok bool) {
 	for rest := cookieHeader; rest != ""; {
 		pair := rest
@@ -352,13 +465,22 @@ func CookieValue(cookieHeader, name string) (first, last string, ok bool) {
 			rest = ""
 		}
 		if i := strings.IndexByte(pair, '='); i >= 0 && trimSpace(pair[:i]) == name {
-			last = trimSpace(pair[i+1:])
+			last = unquoteCookie(trimSpace(pair[i+1:]))
 			if !ok {
 				first, ok = last, true
 			}
 		}
 	}
 	return first, last, ok
+}
+
+// unquoteCookie strips one pair of double quotes surrounding a cookie's
+// value.
+func unquoteCookie(v string) string {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		return v[1 : len(v)-1]
+	}
+	return v
 }
 
 // QueryParam returns the first and the last values of the query parameter
@@ -530,6 +652,18 @@ func ParseIP(s string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a.Unmap().WithZone(""), true
+}
+
+// trimOWS trims spaces and tabs, the optional whitespace around an HTTP
+// field value (RFC 9110 §5.5).
+func trimOWS(s string) string {
+	for s != "" && (s[0] == ' ' || s[0] == '\t') {
+		s = s[1:]
+	}
+	for s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 // trimSpace trims ASCII white space (space, \t, \n, \v, \f, \r).

@@ -33,7 +33,13 @@ func parseRuleItem(path string, v gjson.Result) (RuleItem, error) {
 		return item, fieldErr(kp, "required")
 	}
 	item.Keys, err = readNonEmptyArray(kp, keys, func(path string, v gjson.Result) (LimitKey, error) {
-		return parseLimitKey(path, item.Type, v)
+		k, err := parseLimitKey(path, item.Type, v)
+		if k.Kind == KeyExact {
+			// Matched against the request's value as normalised (match.go):
+			// "bearer  sk-1" is the key "Bearer sk-1".
+			k.Key = item.normalize(k.Key)
+		}
+		return k, err
 	})
 	return item, err
 }
