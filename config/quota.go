@@ -81,7 +81,9 @@ func readQuotaPath(c *Config, path string, v gjson.Result) (err error) {
 }
 
 // readEndpointPath reads the path of an endpoint the plugin answers itself:
-// absolute, without a query, a fragment or a trailing '/'.
+// absolute, without a query, a fragment or a trailing '/', and written as
+// routers read it (CanonicalPath), which is how requests' paths are
+// compared with it.
 func readEndpointPath(path string, v gjson.Result) (string, error) {
 	s, err := readNonEmptyString(path, v)
 	switch {
@@ -89,6 +91,8 @@ func readEndpointPath(path string, v gjson.Result) (string, error) {
 		return "", err
 	case s[0] != '/' || strings.ContainsAny(s, "?# \t") || s[len(s)-1] == '/':
 		return "", fieldErr(path, "must be a path starting with '/', without a query, spaces or a trailing '/' (nor '/' alone: every request would be the plugin's), got ", quote(s))
+	case CanonicalPath(s) != s:
+		return "", fieldErr(path, "must be written as routers read it (escapes decoded, no '//', '.' or '..'): ", quote(CanonicalPath(s)), ", got ", quote(s))
 	}
 	return s, nil
 }

@@ -47,6 +47,10 @@ type endpoint struct {
 	ctxID uint32 // the host's id of its HTTP context, to answer it from a call's answer
 	body  []byte // the admin request's body, once read
 
+	// buffered is the size of the body the host holds, as its last chunk
+	// said: what is read when trailers end the body.
+	buffered int
+
 	// The status calls, one per Redis Cluster slot, and their answers.
 	matches  []config.Match
 	statuses [][]scripts.LimitStatus
@@ -56,9 +60,27 @@ type endpoint struct {
 
 // serveEndpoint answers the request when its path is one of the plugin's
 // endpoints: ok is false for any other request, which the limiter handles.
+//
+// The paths are compared as the upstream's router reads them
+// (config.CanonicalPath: decoded, slashes merged, dot segments resolved,
+// no trailing slash), so that no spelling of an endpoint's path
+// ("/v1/quota/", "//atrl/reset", "/atrl%2Freset") goes upstream as an LLM
+// request; the query string is read as it came.
+//
+// With admin.header, the admin token's header is taken off every request
+// here, once its value has been read: whatever the path, it never goes
+// upstream.
 func (pc PluginConfig) serveEndpoint(ctx wrapper.HttpContext) (action types.Action, ok bool) {
 	rules := pc.rules
-	path, query, _ := strings.Cut(ctx.Path(), "?")
+	if rules.Admin != nil && rules.Admin.Header != "" {
+		defer func() { _ = proxywasm.RemoveHttpRequestHeader(rules.Admin.Header) }()
+	}
+	_, query, _ := strings.Cut(ctx.Path(), "?")
+	path := config.CanonicalPath(ctx.Path())
+	var adminPath string // "": no admin API; canonical, as the configuration's paths are
+	if rules.Admin != nil {
+		adminPath = rules.Admin.Path
+	}
 	method := ctx.Method()
 	switch {
 	case rules.QuotaPath != "" && path == rules.QuotaPath:
@@ -67,17 +89,17 @@ func (pc PluginConfig) serveEndpoint(ctx wrapper.HttpContext) (action types.Acti
 		}
 		e := &endpoint{pc: pc, op: quota.OpStatus, query: query, ctxID: currentContextID()}
 		return e.serveQuota(ctx), true
-	case rules.Admin != nil && (path == rules.Admin.Path || strings.HasPrefix(path, rules.Admin.Path+"/")):
+	case adminPath != "" && underPath(path, adminPath):
 		who, allowed := pc.adminCaller()
 		if !allowed {
-			log.Warnf("admin API: %s %s refused: %s", method, path, who)
+			log.Warnf("admin API: %s %s refused: %s", method, truncateForLog(path), who)
 			pc.metrics.count(metricAdminDenied, requestHeader(consumerHeader), "")
 			return answerError(403, "forbidden: the admin API takes the admin consumer or the admin token"), true
 		}
-		op, allow := adminOp(strings.TrimPrefix(path[len(rules.Admin.Path):], "/"), method)
+		op, allow := adminOp(strings.TrimPrefix(path[len(adminPath):], "/"), method)
 		switch {
 		case allow == "":
-			return answerError(404, "no such admin operation: "+path+"; they are status, reset, grant and overrides"), true
+			return answerError(404, "no such admin operation: "+truncateForLog(path)+"; they are status, reset, grant and overrides"), true
 		case op == 0:
 			return methodNotAllowed(allow), true
 		}
@@ -89,6 +111,11 @@ func (pc PluginConfig) serveEndpoint(ctx wrapper.HttpContext) (action types.Acti
 		return types.HeaderStopIteration, true // the body comes to bodyChunk
 	}
 	return types.ActionContinue, false
+}
+
+// underPath reports whether a canonical path is prefix or a path under it.
+func underPath(path, prefix string) bool {
+	return strings.HasPrefix(path, prefix) && (len(path) == len(prefix) || path[len(prefix)] == '/')
 }
 
 // adminOp is the operation of an admin API path (after admin.path and its
@@ -146,11 +173,13 @@ func (pc PluginConfig) adminCaller() (who string, allowed bool) {
 }
 
 // bodyChunk takes the admin request's body as it comes: the host buffers
-// it while the hook pauses, and at its end the request is served.
+// it while the hook pauses (size is all it holds so far), and at its end
+// the request is served.
 func (e *endpoint) bodyChunk(size int, end bool) types.Action {
 	if size > quota.MaxBodyBytes {
 		return answerError(413, "the body is too large for an admin request")
 	}
+	e.buffered = size
 	if !end {
 		return types.ActionPause
 	}
@@ -158,6 +187,13 @@ func (e *endpoint) bodyChunk(size int, end bool) types.Action {
 		e.body, _ = proxywasm.GetHttpRequestBody(0, size)
 	}
 	return e.serveAdmin()
+}
+
+// trailers ends the admin request's body when it ends with trailers: the
+// body is what the host buffered by its last chunk (none when the
+// trailers follow the headers).
+func (e *endpoint) trailers() types.Action {
+	return e.bodyChunk(e.buffered, true)
 }
 
 // serveQuota answers quota_path: the status of every subject the request

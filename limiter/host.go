@@ -116,7 +116,7 @@ func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
 	current = h
 	defer func() { current = nil }()
 	if e := h.endpoint(); e != nil {
-		return e.bodyChunk(maxBufferedBody, true)
+		return e.trailers()
 	}
 	r := h.request()
 	switch {
