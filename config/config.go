@@ -143,6 +143,9 @@ type Config struct {
 	// StreamUsage is stream_usage: whether OpenAI-style streaming requests
 	// are made to ask for their usage.
 	StreamUsage StreamUsage
+	// AmbiguousBody is ambiguous_body: what becomes of a request whose body
+	// JSON parsers read differently (see package estimate).
+	AmbiguousBody AmbiguousBody
 	// ModelSources is model_source: where the plugin reads a request's
 	// model (Request.Model), in order, the first that names one winning;
 	// [body, path] unless configured.
@@ -212,6 +215,23 @@ const (
 	// StreamUsageOff ("off"): leave requests as they are (Higress's
 	// behaviour); a stream that did not ask is charged by estimate.
 	StreamUsageOff
+)
+
+// AmbiguousBody is what becomes of a request the limiter reads the body of
+// (for its model, its cost or to ask a stream for its usage) when common
+// JSON parsers read that body differently: duplicate or case-variant keys
+// that matter, a byte order mark, NaN or Infinity, comments, trailing
+// commas, a model name that is not UTF-8, or an object no parser reads.
+type AmbiguousBody uint8
+
+const (
+	// AmbiguousStrictest ("strictest", default): limit and price it at its
+	// most expensive reading: every model it may name counts (the
+	// strictest per-model limits and weights among them), and a model it
+	// cannot name is UnknownModel.
+	AmbiguousStrictest AmbiguousBody = iota
+	// AmbiguousReject ("reject"): answer 400, saying what is ambiguous.
+	AmbiguousReject
 )
 
 // OverLimitAction is what happens to a request over a limit.

@@ -78,6 +78,7 @@ type Cost struct {
 	// Built from ModelWeights by indexModels, for weightsFor.
 	exactModels   map[string]Weights // the exact names
 	modelPatterns []*ModelRule       // the prefixes, longest first, then the regexps in configuration order
+	strictest     Weights            // the largest weight of each kind, of UnknownModel
 }
 
 // Tokens is what a response with these counts costs; input includes the
@@ -114,11 +115,15 @@ func bound(n int64) int64 { return min(max(n, 0), estimate.MaxTokens) }
 // token_weights.models, else of the longest prefix it starts with, else of
 // the first regexp (in configuration order) that matches it, else the
 // token_weights ones. A request that names no model ("") gets the
-// token_weights ones. It runs on every charge: an exact name costs one map
-// lookup.
+// token_weights ones; one whose model cannot be told (UnknownModel) the
+// largest weight of each kind, of any model. It runs on every charge: an
+// exact name costs one map lookup.
 func (c *Cost) weightsFor(model string) Weights {
 	if w, ok := c.exactModels[model]; ok {
 		return w
+	}
+	if model == UnknownModel && len(c.ModelWeights) > 0 {
+		return c.strictest
 	}
 	if model != "" {
 		for _, p := range c.modelPatterns {

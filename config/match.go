@@ -45,6 +45,26 @@ func (c *Config) HasModelLimits() bool {
 	return false
 }
 
+// UnknownModel is the model of a request that may name one but whose model
+// cannot be told (a body no parser reads alike, or one that cannot be
+// read): Request.Model returns it, and the request is limited as strictly
+// as any model could be. Every per_model entry of a matched key applies,
+// and every key of each limit_by_model and limit_by_per_model item, each
+// in the subject of the model its key names exactly (the request counts
+// against that model's budget), or for a pattern key in a subject of its
+// own, named by UnknownModel and the pattern. Weighted, it costs the
+// largest weight of each kind (see Cost).
+const UnknownModel = "?"
+
+// unknownModelOf is the model a request of UnknownModel is counted as by a
+// key: the name an exact key gives, else UnknownModel with the pattern.
+func unknownModelOf(k *LimitKey) string {
+	if k.Kind == KeyExact {
+		return k.Key
+	}
+	return UnknownModel + k.Key
+}
+
 // Match is the outcome of Config.Match.
 type Match struct {
 	// Item is the matching rule item, nil for the global threshold and the
@@ -152,11 +172,43 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 			}
 		}
 	}
+	if r.Model() == UnknownModel {
+		dst = c.appendUnknownModel(dst, start)
+	}
 	if len(dst) == start && c.Unmatched != nil {
 		dst = appendMatch(dst, start, c.unmatched(), r)
 	}
 	return dst
 }
+
+// appendUnknownModel appends, for a request of UnknownModel, a match of
+// every key of every limit_by_model and limit_by_per_model item, in the
+// subject of the model the key names (see UnknownModel), with its per_model
+// entries, whatever rule_match_mode says: which of them the request's
+// model would have matched cannot be told.
+func (c *Config) appendUnknownModel(dst []Match, start int) []Match {
+	for i := range c.Items {
+		it := &c.Items[i]
+		if !it.Type.ModelValued() {
+			continue
+		}
+		for j := range it.Keys {
+			k := &it.Keys[j]
+			model := unknownModelOf(k)
+			value := k.Key
+			if it.Type.PerValue() {
+				value = model
+			}
+			dst = appendMatch(dst, start, Match{Item: it, Key: k, Value: value, Model: model}, unknownModelRequest{})
+		}
+	}
+	return dst
+}
+
+// unknownModelRequest is a request of UnknownModel, for appendMatch.
+type unknownModelRequest struct{ Request }
+
+func (unknownModelRequest) Model() string { return UnknownModel }
 
 // unmatched is the match of a request no rule item matches.
 func (c *Config) unmatched() Match { return Match{Key: c.Unmatched, Unmatched: true} }
@@ -176,6 +228,13 @@ func appendMatch(dst []Match, start int, m Match, r Request) []Match {
 	}
 	model := r.Model()
 	if model == "" {
+		return dst
+	}
+	if model == UnknownModel { // every entry: which one the model matches cannot be told
+		for i := range m.Key.PerModel {
+			e := &m.Key.PerModel[i]
+			dst = append(dst, Match{Item: m.Item, Key: e, Value: m.Value, Unmatched: m.Unmatched, Model: unknownModelOf(e), Parent: m.Key})
+		}
 		return dst
 	}
 	for i := range m.Key.PerModel {
@@ -320,6 +379,9 @@ func (it *RuleItem) values(r Request) (first, last string) {
 		return v, v
 	case ByModel, ByPerModel:
 		v := r.Model()
+		if v == UnknownModel {
+			return "", "" // matched by every key: see appendUnknownModel
+		}
 		return v, v
 	case ByParam, ByPerParam:
 		first, last, _ = QueryParam(r.Path(), it.Name)

@@ -69,6 +69,7 @@ var topFields = fields[Config]{
 	enumField(overLimitField, []string{"reject", "queue"}, func(c *Config, i int) { c.OverLimit = OverLimitAction(i) }),
 	intField(maxQueueWaitField, 1, maxQueueWaitMs, func(c *Config, n int64) { c.MaxQueueWaitMs = n }),
 	enumField("stream_usage", []string{"inject", "off"}, func(c *Config, i int) { c.StreamUsage = StreamUsage(i) }),
+	enumField("ambiguous_body", []string{"strictest", "reject"}, func(c *Config, i int) { c.AmbiguousBody = AmbiguousBody(i) }),
 	customField("model_source", readModelSources),
 	customField("quota_path", readQuotaPath),
 	customField("admin", readAdmin),

@@ -472,7 +472,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 8)
-	require.Len(t, topFields, 26)
+	require.Len(t, topFields, 27)
 }
 
 func TestStrings(t *testing.T) {

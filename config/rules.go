@@ -238,6 +238,16 @@ func (r *ModelRule) matches(model string) bool {
 func (c *Cost) indexModels() {
 	c.exactModels = make(map[string]Weights, len(c.ModelWeights))
 	c.modelPatterns = nil
+	c.strictest = c.Weights
+	for i := range c.ModelWeights {
+		w := c.ModelWeights[i].Weights
+		c.strictest = Weights{
+			Input:         max(c.strictest.Input, w.Input),
+			Output:        max(c.strictest.Output, w.Output),
+			CacheRead:     max(c.strictest.CacheRead, w.CacheRead),
+			CacheCreation: max(c.strictest.CacheCreation, w.CacheCreation),
+		}
+	}
 	for i := range c.ModelWeights {
 		switch r := &c.ModelWeights[i]; r.Kind {
 		case ModelExact:

@@ -60,14 +60,20 @@
 //
 // A key that occurs more than once in an object counts every time it holds
 // prompt text (an upper bound, whichever occurrence the upstream API
-// honours); for "model" and the output caps the last usable occurrence wins,
-// as with most JSON parsers; a part is a tool_result if any of its "type"
-// members says so. Escaped keys ("\u006dessages") are decoded first.
+// honours); for "model" the last string occurrence is the Model, as with
+// most JSON parsers, and the others are OtherModels; of output caps given
+// twice the larger counts; a part is a tool_result if any of its "type"
+// members says so. Escaped keys ("\u006dessages") are decoded first, and a
+// top-level key in another letter case ("MODEL", as Go's encoding/json
+// reads it) counts as the key. A body that parsers read differently (these,
+// a byte order mark, NaN, comments, trailing commas: see ambiguous.go) is
+// read the way that costs most and marked Ambiguous.
 //
-// A body that is empty, larger than Options.MaxBodyBytes, not valid JSON,
-// valid JSON but not an object, or nested deeper than MaxDepth objects and
-// arrays is not parsed: its prompt estimate is its size divided by
-// BytesPerToken, rounded up. Valid means what gjson.ValidBytes accepts
+// A body that is empty, larger than Options.MaxBodyBytes, not valid JSON
+// even as lenient parsers read it, valid JSON but not an object, or nested
+// deeper than MaxDepth objects and arrays is not parsed: its prompt
+// estimate is its size divided by BytesPerToken, rounded up; if it starts
+// as an object, its model is unknown (UnknownModel). Valid means what gjson.ValidBytes accepts
 // (RFC 8259 JSON, strings not checked for valid UTF-8); the check is made by
 // the same single pass that extracts the text, which never recurses more
 // than a few levels, so hostile bodies cost time linear in their size and a
@@ -110,6 +116,20 @@ type Estimate struct {
 	Completion int64  // the output cap the request names, else the default; at most MaxTokens
 	Model      string // the model the request names ("" when none)
 	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep): Prompt is then len(body)/BytesPerToken, rounded up
+
+	// Ambiguous says what makes JSON parsers read the body otherwise than
+	// Request did ("" when they read it alike): see ambiguous.go. The
+	// estimate is then the reading that costs most: the larger of two
+	// output caps, and every model the body may name.
+	Ambiguous string
+	// OtherModels are the other models an ambiguous body may name, to
+	// parsers that keep another occurrence of "model" (the first ones
+	// filled, distinct, none equal to Model).
+	OtherModels [MaxOtherModels]string
+	// UnknownModel says the body may name a model Request cannot tell: it
+	// starts as a JSON object but cannot be read even as lenient parsers
+	// read it, or names more than MaxOtherModels others.
+	UnknownModel bool
 }
 
 // Options tune Request.
@@ -131,25 +151,61 @@ type Options struct {
 // string "model" member. Request does not retain body, which must not change
 // while Request runs.
 func Request(body []byte, path string, o Options) Estimate {
+	bom := len(body) >= len(byteOrderMark) && string(body[:len(byteOrderMark)]) == byteOrderMark
+	if bom {
+		body = body[len(byteOrderMark):] // read as the parsers that accept it read it (see ambiguous.go)
+	}
+	e := request(body, path, o)
+	if bom && e.Ambiguous == "" {
+		e.Ambiguous = AmbiguousBOM
+	}
+	return e
+}
+
+// request is Request on a body without a byte order mark.
+func request(body []byte, path string, o Options) Estimate {
 	// Unparsed (empty, too large, not JSON), a body is estimated by its size.
 	e := Size(int64(len(body)), path, o)
 	if len(body) == 0 {
 		return e
 	}
+	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		if o.ModelOfLargeBodies && e.Model == "" {
-			w := walker{s: unsafe.String(unsafe.SliceData(body), len(body))}
-			if tok := w.lastModel(); tok != "" {
-				if m := decodeString(tok); m != "" {
-					e.Model = strings.Clone(m) // a copy: the body may be reused
+			w := walker{s: s}
+			if w.lastModel() {
+				w.models(&e)
+			} else if looksLikeObject(s) {
+				// Not strict JSON: read as lenient parsers read it, if they do.
+				relaxedBody, ok := relaxed(s)
+				if w = (walker{s: string(relaxedBody)}); ok && w.lastModel() {
+					w.ambiguous = AmbiguousLenient
+					w.models(&e)
+				} else {
+					e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
 				}
 			}
 		}
 		return e
 	}
-	w := walker{s: unsafe.String(unsafe.SliceData(body), len(body))}
+	w := walker{s: s}
 	if !w.walk() {
-		return e
+		// Not strict JSON: read as lenient parsers read it, if they do.
+		relaxedBody, ok := relaxed(s)
+		if !ok {
+			if looksLikeObject(s) && e.Model == "" {
+				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
+			}
+			return e
+		}
+		w = walker{s: string(relaxedBody)}
+		if !w.walk() {
+			if looksLikeObject(s) && e.Model == "" {
+				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
+			}
+			return e
+		}
+		w.ambiguous = AmbiguousLenient
 	}
 	e.Parsed = true
 	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1)), MaxTokens)
@@ -159,12 +215,7 @@ func Request(body []byte, path string, o Options) Estimate {
 			break
 		}
 	}
-	if e.Model == "" && w.model != "" {
-		// A copy: the body may be reused once Request returns.
-		if m := decodeString(w.model); m != "" {
-			e.Model = strings.Clone(m)
-		}
-	}
+	w.models(&e)
 	return e
 }
 
@@ -278,18 +329,16 @@ func isHex(c byte) bool {
 }
 
 // lastModel reads the top-level members of the body, skipping their values,
-// and returns the last one called "model" (after decoding) that holds a
-// string, quotes included: the model of a body too large to be walked, as
-// an upstream that lets the last of duplicate keys win reads it. It returns
-// "" when there is none, or when the body is not a JSON object (valid and
-// nested at most MaxDepth deep), as the walk does. It allocates only to
-// decode a five-byte key written with escapes.
-func (w *walker) lastModel() string {
+// and notes its "model" members that hold a string as the walk does
+// (noteModel; keys decoded, case variants included): the model of a body
+// too large to be walked. It reports false when the body is not a JSON
+// object (valid and nested at most MaxDepth deep), as the walk does. It
+// allocates only to decode a key written with escapes.
+func (w *walker) lastModel() bool {
 	w.ws()
 	if w.peek() != '{' || !w.enter() {
-		return ""
+		return false
 	}
-	var model string
 	for first := true; w.next(first, '}'); first = false {
 		if w.peek() != '"' {
 			w.bad = true
@@ -297,7 +346,14 @@ func (w *walker) lastModel() string {
 		}
 		k := w.i
 		raw, n := w.str()
-		isModel := raw == "model" || n == int64(len("model")) && !w.bad && decodeString(w.s[k:w.i]) == "model"
+		isModel := raw == "model"
+		if !isModel && n <= 3*int64(len("model")) && !w.bad {
+			key := raw
+			if n != int64(len(raw)) {
+				key = decodeString(w.s[k:w.i])
+			}
+			isModel = w.topKey(key) == "model"
+		}
 		w.ws()
 		if w.peek() != ':' {
 			w.bad = true
@@ -308,16 +364,13 @@ func (w *walker) lastModel() string {
 		v := w.i
 		if isModel && w.peek() == '"' {
 			w.str()
-			model = w.s[v:w.i]
+			w.noteModel(w.s[v:w.i])
 		} else {
 			w.skip()
 		}
 	}
 	w.ws()
-	if w.bad || w.i != len(w.s) {
-		return ""
-	}
-	return model
+	return !w.bad && w.i == len(w.s)
 }
 
 // ceilDiv returns n/d rounded up, for n ≥ 0 and d > 0, without overflow.

@@ -1,7 +1,9 @@
 package estimate
 
 import (
+	"bytes"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -14,6 +16,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	if bpt <= 0 {
 		bpt = 1
 	}
+	body, _ = bytes.CutPrefix(body, []byte(byteOrderMark))
 	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: ModelFromPath(path)}
 	if len(body) == 0 {
 		return e
@@ -26,9 +29,13 @@ func reference(body []byte, path string, o Options) Estimate {
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		e.Prompt = bySize
 		// The last top-level string "model" of a valid object, as when parsed.
-		if o.ModelOfLargeBodies && e.Model == "" && gjson.ValidBytes(body) && nestingDepth(body) <= MaxDepth {
-			gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-				if k.Str == "model" && v.Type == gjson.String {
+		read := body
+		if r, ok := relaxed(string(body)); !gjson.ValidBytes(read) && ok {
+			read = r // as lenient parsers read it
+		}
+		if o.ModelOfLargeBodies && e.Model == "" && gjson.ValidBytes(read) && nestingDepth(read) <= MaxDepth && gjson.ParseBytes(read).IsObject() {
+			gjson.ParseBytes(read).ForEach(func(k, v gjson.Result) bool {
+				if foldTopKey(k.Str) == "model" && v.Type == gjson.String {
 					e.Model = v.Str
 				}
 				return true
@@ -36,11 +43,18 @@ func reference(body []byte, path string, o Options) Estimate {
 		}
 		return e
 	}
-	if !gjson.ValidBytes(body) || nestingDepth(body) > MaxDepth {
+	read := body
+	if !gjson.ValidBytes(read) {
+		// As lenient parsers read it, if they do.
+		if r, ok := relaxed(string(body)); ok {
+			read = r
+		}
+	}
+	if !gjson.ValidBytes(read) || nestingDepth(read) > MaxDepth {
 		e.Prompt = bySize
 		return e
 	}
-	root := gjson.ParseBytes(body)
+	root := gjson.ParseBytes(read)
 	if !root.IsObject() {
 		e.Prompt = bySize
 		return e
@@ -56,7 +70,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	}
 	positive := func(slot int, v gjson.Result) {
 		if v.Type == gjson.Number && v.Num > 0 { // gjson reads a number too large for a float64 as +Inf
-			caps[slot] = int64(math.Ceil(min(v.Num, float64(MaxTokens))))
+			caps[slot] = max(caps[slot], int64(math.Ceil(min(v.Num, float64(MaxTokens)))))
 		}
 	}
 	var content func(v gjson.Result, nested bool)
@@ -105,7 +119,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		})
 	}
 	root.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
+		switch foldTopKey(k.Str) {
 		case "model":
 			if v.Type == gjson.String {
 				model = v.Str
@@ -168,6 +182,24 @@ func reference(body []byte, path string, o Options) Estimate {
 	return e
 }
 
+// foldTopKey is the top-level key the walk reads that k equals without
+// regard to case, as Go's encoding/json matches keys, else k.
+func foldTopKey(k string) string {
+	for _, known := range topKeys {
+		if strings.EqualFold(k, known) {
+			return known
+		}
+	}
+	return k
+}
+
+// readings is an estimate without what says it is ambiguous, which the
+// reference does not tell.
+func readings(e Estimate) Estimate {
+	e.Ambiguous, e.OtherModels, e.UnknownModel = "", [MaxOtherModels]string{}, false
+	return e
+}
+
 // nestingDepth returns how deeply the objects and arrays of a valid JSON
 // text nest.
 func nestingDepth(body []byte) int {
@@ -224,7 +256,7 @@ func FuzzRequest(f *testing.F) {
 		if m := ModelFromPath(path); m != "" && got.Model != m {
 			t.Fatalf("Model %q, path names %q", got.Model, m)
 		}
-		if want := reference(body, path, o); got != want {
+		if want := reference(body, path, o); readings(got) != want {
 			t.Fatalf("Request = %+v, reference = %+v", got, want)
 		}
 	})

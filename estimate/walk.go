@@ -39,6 +39,15 @@ type walker struct {
 	text  int64
 	caps  [numCaps]int64
 	model string // the last string "model" member, quotes included
+	// others are the other string values of "model" members (a duplicate,
+	// or a case variant), quotes included, distinct from model and from
+	// each other as written: what a parser that keeps another occurrence
+	// reads. tooMany says there were more than fit.
+	others  [MaxOtherModels]string
+	tooMany bool
+	// ambiguous names what makes parsers read the body otherwise than the
+	// walk does ("": nothing found).
+	ambiguous string
 	// objects has bit d set when the container skipNested opened at depth d
 	// is an object.
 	objects [MaxDepth/64 + 1]uint64
@@ -66,11 +75,11 @@ func (w *walker) top() {
 			return
 		}
 		v := w.i
-		switch k {
+		switch k = w.topKey(k); k {
 		case "model":
 			if w.peek() == '"' {
 				w.str()
-				w.model = w.s[v:w.i]
+				w.noteModel(w.s[v:w.i])
 			}
 		case "messages", "contents", "input", "instructions", "prompt":
 			w.turns()
@@ -220,7 +229,9 @@ func (w *walker) generationConfig() {
 	}
 }
 
-// cap reads an output cap, keeping it if it is a positive number.
+// cap reads an output cap, keeping it if it is a positive number. A cap
+// given twice (a duplicate or a case variant of its key) keeps the larger:
+// parsers differ on which occurrence counts.
 func (w *walker) cap(slot int) {
 	v := w.i
 	if c := w.peek(); c < '0' || c > '9' {
@@ -228,7 +239,10 @@ func (w *walker) cap(slot int) {
 	}
 	w.skip()
 	if n := capValue(w.s[v:w.i]); n > 0 {
-		w.caps[slot] = n
+		if old := w.caps[slot]; old > 0 && old != n {
+			w.ambiguous = AmbiguousCap
+		}
+		w.caps[slot] = max(w.caps[slot], n)
 	}
 }
 

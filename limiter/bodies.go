@@ -19,9 +19,11 @@ import (
 // ask a stream for its usage (streams.go), whatever its Content-Type says:
 // a client chooses that header, and the upstream reads JSON all the same.
 // Two kinds of body are not read, and the request is estimated by its
-// declared size instead: a compressed one (a Content-Encoding other than
-// identity), which could not be parsed, and the stream a WebSocket
-// handshake opens (a GET or CONNECT asking to upgrade), which never ends.
+// declared size, and at the end by the bytes that passed (a body without a
+// Content-Length is not free): one compressed in a coding the limiter does
+// not decompress (it reads gzip and deflate decompressed: ambiguity.go),
+// whose model is then unknown, and the stream a WebSocket handshake opens
+// (a GET or CONNECT asking to upgrade), which never ends.
 // A body ends with the end of the stream or with trailers.
 //
 // A response body is read when its request was admitted (its usage is
@@ -30,10 +32,20 @@ import (
 // upstream switched protocols (101): every other answer to a request that
 // asked to upgrade is a plain response, read and charged like any other.
 
-// readableRequestBody says whether the request body, if any, can be read:
-// not compressed, and not the stream of a WebSocket handshake.
-func readableRequestBody(ctx wrapper.HttpContext) bool {
-	return !compressed(requestHeader("content-encoding")) && !opensWebSocket(ctx)
+// bodyCoding returns the request body's content coding when the limiter
+// decompresses it to read it ("": none), and whether the body, if any, can
+// be read: not compressed in another coding (see ambiguity.go), and not the
+// stream of a WebSocket handshake.
+func bodyCoding(ctx wrapper.HttpContext) (coding string, readable bool) {
+	if !ctx.HasRequestBody() || opensWebSocket(ctx) {
+		return "", false
+	}
+	encoding := requestHeader("content-encoding")
+	if !compressed(encoding) {
+		return "", true
+	}
+	coding = decompressible(encoding)
+	return coding, coding != ""
 }
 
 // compressed says whether a Content-Encoding makes a body unreadable: any
@@ -70,6 +82,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 		if r.mayAsk {
 			// Read after all: the prompt is estimated by the body's size.
 			r.promptEstimate = estimate.Size(int64(len(body)), r.path, r.estimateOptions()).Prompt
+			r.promptBySize = false
 			r.askForUsage(body)
 		}
 		if r.pending > 0 || r.queue != nil {
@@ -77,7 +90,13 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 		}
 		return types.ActionContinue
 	}
-	return r.admitWithBody(body, r.cost(estimate.Request(body, r.path, r.estimateOptions())))
+	e := r.readBody(body, r.path, r.estimateOptions())
+	if e.Ambiguous != "" {
+		if action, rejected := r.ambiguous(ctx, e); rejected {
+			return action
+		}
+	}
+	return r.admitWithBody(body, r.cost(e))
 }
 
 // admitWithBody admits a request whose body was read before admission,
@@ -100,14 +119,19 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	r.matchAtBody = false
 	opts := r.estimateOptions()
 	opts.ModelOfLargeBodies = true
-	e := estimate.Request(body, "", opts) // "": the path is a source of its own
-	model := r.pc.modelAfterBody(ctx, e.Model)
-	matches := r.pc.matchRequest(ctx, model)
+	e := r.readBody(body, "", opts) // "": the path is a source of its own
+	model, others := r.pc.modelAfterBody(ctx, e)
+	matches := r.pc.matchRequest(ctx, model, others)
 	if len(matches) == 0 {
 		ctx.SetContext(stateKey, nil)
 		return types.ActionContinue
 	}
-	r.limitBy(ctx, matches, model)
+	if e.Ambiguous != "" {
+		if action, rejected := r.ambiguous(ctx, e); rejected {
+			return action
+		}
+	}
+	r.limitBy(ctx, matches, model, others)
 	var cost int64
 	if r.pc.rules.Reservation.Enabled {
 		cost = r.cost(e)

@@ -204,7 +204,7 @@ func (e *endpoint) serveQuota(ctx wrapper.HttpContext) types.Action {
 	if model == "" && e.pc.modelLimits {
 		model, _ = e.pc.modelAtHeaders(ctx, false)
 	}
-	e.matches = e.pc.matchRequest(ctx, model)
+	e.matches = e.pc.matchRequest(ctx, model, nil)
 	return e.readStatus()
 }
 

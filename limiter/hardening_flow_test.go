@@ -247,12 +247,19 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 			})
 		}
 
-		t.Run("a compressed body is estimated by its size", func(t *testing.T) {
+		t.Run("a body in a coding it does not read is estimated by its size, at the dearest weights", func(t *testing.T) {
 			redis.Do("FLUSHALL")
 			p := plugintest.Start(t, redis, config)
-			x := p.Send(key, [2]string{"content-encoding", "gzip"}, [2]string{"content-length", "400"}).Answer()
+			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "400"}).Answer()
 			require.True(t, x.Passed(), "not held for a body it cannot read")
-			assert.Equal(t, int64(100+1024), p.DayCounter(plugintest.APIKeySubject))
+			assert.Equal(t, int64(100+1024*10), p.DayCounter(plugintest.APIKeySubject), "its model cannot be told: gpt-4o's output weight")
+		})
+		t.Run("a gzip body is read decompressed", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(gzipped(t, body), key, [2]string{"content-encoding", "gzip"}).Answer()
+			require.True(t, x.Passed())
+			assert.Equal(t, int64(1+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
 		})
 	})
 }

@@ -100,7 +100,11 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 		return types.ActionPause
 	}
 	if r == nil || !r.readsBody {
-		return h.HttpContext.OnHttpRequestBody(size, end)
+		action := h.HttpContext.OnHttpRequestBody(size, end)
+		if r != nil && action == types.ActionContinue {
+			r.bodyBytes += int64(size) // what passed on (a paused chunk stays buffered, and comes again)
+		}
+		return action
 	}
 	if !end {
 		return types.ActionPause

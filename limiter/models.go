@@ -1,6 +1,8 @@
 package limiter
 
 import (
+	"slices"
+
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
@@ -19,39 +21,49 @@ import (
 // modelAtHeaders resolves the model from the sources before the first body
 // source. needBody says the body must be read first: the sources before it
 // gave nothing and the request has a body that can be read.
+//
+// A body that cannot be read (compressed in a coding the limiter does not
+// decompress) may name a model all the same: when no source names one,
+// the model is config.UnknownModel.
 func (pc PluginConfig) modelAtHeaders(ctx wrapper.HttpContext, readable bool) (model string, needBody bool) {
+	unread := false
 	for _, s := range pc.rules.ModelSources {
 		if s.Kind == config.ModelFromBody {
 			if readable {
 				return "", true
 			}
+			unread = ctx.HasRequestBody() && !opensWebSocket(ctx)
 			continue
 		}
 		if m := modelFrom(ctx, s); m != "" {
 			return m, false
 		}
 	}
+	if unread {
+		return config.UnknownModel, false
+	}
 	return "", false
 }
 
-// modelAfterBody resolves the model once the body has been read: bodyModel
-// is the body's (""), then the sources after the body's.
-func (pc PluginConfig) modelAfterBody(ctx wrapper.HttpContext, bodyModel string) string {
+// modelAfterBody resolves the model once the body has been read: the
+// body's (with the other models an ambiguous body may name), then the
+// sources after the body's.
+func (pc PluginConfig) modelAfterBody(ctx wrapper.HttpContext, body estimate.Estimate) (model string, others []string) {
 	afterBody := false
 	for _, s := range pc.rules.ModelSources {
 		switch {
 		case s.Kind == config.ModelFromBody:
-			if bodyModel != "" {
-				return bodyModel
+			if m, others := modelsOf(body); m != "" {
+				return m, others
 			}
 			afterBody = true
 		case afterBody:
 			if m := modelFrom(ctx, s); m != "" {
-				return m
+				return m, nil
 			}
 		}
 	}
-	return ""
+	return "", nil
 }
 
 // modelFrom reads the model from a header or path source.
@@ -75,10 +87,19 @@ type modelRequest struct {
 func (m modelRequest) Model() string { return m.model }
 
 // matchRequest matches the request against the rules, with its model when
-// the configuration has model limits.
-func (pc PluginConfig) matchRequest(ctx wrapper.HttpContext, model string) []config.Match {
+// the configuration has model limits: as each model it may name (the
+// others of an ambiguous body), every limit that any of them matches.
+func (pc PluginConfig) matchRequest(ctx wrapper.HttpContext, model string, others []string) []config.Match {
 	if !pc.modelLimits {
 		return pc.rules.MatchAll(hostRequest{ctx}, nil)
 	}
-	return pc.rules.MatchAll(modelRequest{hostRequest{ctx}, model}, nil)
+	matches := pc.rules.MatchAll(modelRequest{hostRequest{ctx}, model}, nil)
+	for _, other := range others {
+		for _, m := range pc.rules.MatchAll(modelRequest{hostRequest{ctx}, other}, nil) {
+			if !slices.Contains(matches, m) {
+				matches = append(matches, m)
+			}
+		}
+	}
+	return matches
 }

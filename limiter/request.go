@@ -42,8 +42,12 @@ type request struct {
 	groups []group // the matched subjects, by Redis Cluster slot: one call each
 	model  string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
+	otherModels    []string         // the other models an ambiguous body may name: it counts as each (ambiguity.go)
 	reserved       int64            // tokens reserved in every window at admission (0: none)
 	promptEstimate int64            // the prompt's estimated tokens, for a response without usage
+	promptBySize   bool             // promptEstimate is the body's declared size: the bytes that pass count at the end
+	bodyBytes      int64            // the body's bytes that passed on unread (see promptBySize)
+	coding         string           // the body's content coding, decompressed to be read ("": none)
 	leaseID        string           // the concurrency lease it takes ("": no subject limits concurrency)
 	renewed        time.Time        // when its leases were last taken or renewed
 	pending        int              // admission calls not answered yet
@@ -105,41 +109,54 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		}
 	}
 	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
-	readable := ctx.HasRequestBody() && readableRequestBody(ctx)
+	coding, readable := bodyCoding(ctx)
 	var model string
 	if pc.modelLimits {
 		var needBody bool
 		if model, needBody = pc.modelAtHeaders(ctx, readable); needBody {
 			// The model is in the body, and decides which limits apply:
 			// the request is matched once its body has come (bodyEnded).
-			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true}
+			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true, coding: coding}
 			ctx.SetContext(stateKey, r)
 			r.prepare(ctx, readable, size)
 			r.readsBody = true
 			return types.HeaderStopIteration
 		}
+		if model == config.UnknownModel && pc.rules.AmbiguousBody == config.AmbiguousReject {
+			pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), "")
+			return rejectAmbiguous(pc, unreadableCoding)
+		}
 	}
-	matches := pc.matchRequest(ctx, model)
+	matches := pc.matchRequest(ctx, model, nil)
 	if len(matches) == 0 {
 		return types.ActionContinue
 	}
-	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID()}
+	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), coding: coding}
 	ctx.SetContext(stateKey, r)
-	r.limitBy(ctx, matches, model)
+	r.limitBy(ctx, matches, model, nil)
 	r.prepare(ctx, readable, size)
 
 	if !pc.needsBody() {
-		// Unread, the prompt is estimated by the body's declared size (read
-		// to ask for the usage, by its size: see bodyEnded).
+		// Unread, the prompt is estimated by the body's declared size, and
+		// by the bytes that pass once they have (read to ask for the
+		// usage, by its size: see bodyEnded).
 		r.readsBody = r.mayAsk
 		r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
+		r.promptBySize = true
 		return r.admit(0)
 	}
 	if !ctx.HasRequestBody() {
 		return r.admit(r.cost(estimate.Request(nil, r.path, r.estimateOptions())))
 	}
 	if !readable {
-		return r.admit(r.cost(estimate.Size(size, r.path, r.estimateOptions())))
+		e := r.unreadBody(size)
+		if e.Ambiguous != "" {
+			if action, rejected := r.ambiguous(ctx, e); rejected {
+				return action
+			}
+		}
+		r.promptBySize = true
+		return r.admit(r.cost(e))
 	}
 	// Wait for the whole body (bodyEnded) before asking Redis.
 	r.readsBody = true
@@ -148,11 +165,11 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 
 // limitBy makes the request one that the matched limits apply to: its
 // subjects grouped by slot, its lease id, its model (with model limits).
-func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string) {
+func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string, others []string) {
 	pc := r.pc
 	r.groups = groupBySlot(pc.rules, matches)
 	if pc.modelLimits {
-		r.model = model
+		r.model, r.otherModels = model, others
 	}
 	if slices.ContainsFunc(r.groups, func(g group) bool { return g.leases }) {
 		r.leaseID = newLeaseID()
@@ -175,7 +192,7 @@ func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize i
 	// The usage is read from the response body: ask the upstream for an
 	// uncompressed one, or a compressed answer would never be charged.
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
-	r.mayAsk = readable && r.mayAskForUsage(ctx, declaredSize)
+	r.mayAsk = readable && r.coding == "" && r.mayAskForUsage(ctx, declaredSize)
 }
 
 // needsBody says whether requests are read before admission: to estimate
@@ -200,12 +217,12 @@ func (r *request) estimateOptions() estimate.Options {
 func (r *request) cost(e estimate.Estimate) int64 {
 	r.promptEstimate = e.Prompt
 	if !r.pc.modelLimits { // with model limits, the model was resolved by model_source
-		r.model = e.Model
+		r.model, r.otherModels = modelsOf(e)
 	}
 	if !r.pc.rules.Reservation.Enabled {
 		return 0
 	}
-	cost := r.pc.rules.Cost.Tokens(e.Prompt, e.Completion, 0, 0, r.model)
+	cost := r.tokens(e.Prompt, e.Completion, 0, 0)
 	if debugEnabled() {
 		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d", e.Prompt, e.Completion, r.model, cost)
 	}

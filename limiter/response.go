@@ -7,6 +7,8 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
 // onResponseHeaders notes the status and adds the quota headers when asked
@@ -70,7 +72,7 @@ func (r *request) settle(complete bool) {
 	var cost int64
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if u, ok := r.usage.Usage(); ok {
-		cost = r.pc.rules.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, r.model)
+		cost = r.tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation)
 		if !complete && !failed {
 			cost = max(cost, r.reserved)
 		}
@@ -112,7 +114,10 @@ func (r *request) estimated() int64 {
 	bytesPerToken := max(r.pc.rules.Reservation.BytesPerToken, 1)
 	text := r.usage.TextBytes()
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
-	cost := r.pc.rules.Cost.Tokens(r.promptEstimate, output, 0, 0, r.model)
+	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
+		r.promptEstimate = max(r.promptEstimate, estimate.Size(r.bodyBytes, "", r.estimateOptions()).Prompt)
+	}
+	cost := r.tokens(r.promptEstimate, output, 0, 0)
 	if debugEnabled() {
 		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d",
 			r.promptEstimate, output, text, cost)

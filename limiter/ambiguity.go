@@ -1,0 +1,175 @@
+package limiter
+
+import (
+	"bytes"
+	"compress/flate"
+	"compress/gzip"
+	"compress/zlib"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+)
+
+// One request, one reading. The limiter reads a request body (for its
+// model, its cost) the way its upstream will, and where common parsers
+// read it differently (package estimate says which bodies), the body is
+// ambiguous: under ambiguous_body: strictest (the default) the request is
+// limited and priced at its most expensive reading, counting as every
+// model it may name (matchRequest, tokens), or as config.UnknownModel when
+// that cannot be told; under ambiguous_body: reject it is answered 400.
+//
+// A compressed body is read decompressed (gzip, x-gzip and deflate, at
+// most maxDecodedBody bytes): an upstream, or a decompressor after this
+// filter, reads it so. A body in another coding (br, zstd, several), or
+// one that does not decompress, cannot be read: its model is unknown.
+
+// maxDecodedBody bounds what a compressed body is decompressed to, as every
+// body the limiter reads is bounded: a larger one is read up to it, and its
+// model is unknown.
+const maxDecodedBody = 16 << 20
+
+// metricAmbiguous counts requests whose body parsers read differently:
+// limited at their most expensive reading, or rejected.
+const metricAmbiguous = "token_ratelimit_ambiguous_body_count"
+
+// unreadableCoding is why a body in a coding the limiter does not read is
+// ambiguous.
+const unreadableCoding = "the body is compressed in a content coding the limiter does not read (it reads gzip and deflate)"
+
+// decompressible returns the coding a Content-Encoding names when the
+// limiter decompresses it: gzip (or x-gzip) or deflate, alone; "" for any
+// other, and for several codings.
+func decompressible(contentEncoding string) string {
+	switch c := strings.ToLower(strings.TrimSpace(contentEncoding)); c {
+	case "gzip", "x-gzip":
+		return "gzip"
+	case "deflate":
+		return c
+	}
+	return ""
+}
+
+// errTooLarge says a compressed body decompresses to more than
+// maxDecodedBody bytes.
+var errTooLarge = errors.New("it decompresses to more than 16 MiB")
+
+// decompress returns a body decompressed: a gzip stream (members read one
+// after another), or a deflate one (zlib-wrapped as HTTP says, or raw as
+// some clients send it), at most maxDecodedBody bytes.
+func decompress(coding string, body []byte) ([]byte, error) {
+	var src io.Reader
+	switch coding {
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		src = zr
+	case "deflate":
+		zr, err := zlib.NewReader(bytes.NewReader(body))
+		if err != nil {
+			src = flate.NewReader(bytes.NewReader(body)) // raw deflate
+		} else {
+			src = zr
+		}
+	default:
+		return nil, errors.New("unknown coding " + coding)
+	}
+	out, err := io.ReadAll(io.LimitReader(src, maxDecodedBody+1))
+	if err != nil {
+		return out, err
+	}
+	if len(out) > maxDecodedBody {
+		return out, errTooLarge
+	}
+	return out, nil
+}
+
+// readBody estimates the body the request read, decompressed first when
+// it is compressed. A body that does not decompress is estimated by the
+// larger of its size and what did decompress, with an unknown model.
+func (r *request) readBody(body []byte, path string, opts estimate.Options) estimate.Estimate {
+	if r.coding == "" || len(body) == 0 {
+		return estimate.Request(body, path, opts)
+	}
+	plain, err := decompress(r.coding, body)
+	if err != nil {
+		e := estimate.Size(int64(max(len(body), len(plain))), path, opts)
+		e.UnknownModel = e.Model == ""
+		e.Ambiguous = "the body's " + r.coding + " coding cannot be read: " + err.Error()
+		return e
+	}
+	return estimate.Request(plain, path, opts)
+}
+
+// unreadBody estimates a body that is not read by its declared size: a
+// compressed one may name a model, which cannot be told.
+func (r *request) unreadBody(size int64) estimate.Estimate {
+	e := estimate.Size(size, r.path, r.estimateOptions())
+	if compressed(requestHeader("content-encoding")) && e.Model == "" {
+		e.UnknownModel, e.Ambiguous = true, unreadableCoding
+	}
+	return e
+}
+
+// modelsOf is the model an estimate names, and the others it may name (nil
+// when the body is not ambiguous): config.UnknownModel when it cannot be
+// told.
+func modelsOf(e estimate.Estimate) (model string, others []string) {
+	if e.UnknownModel {
+		return config.UnknownModel, nil
+	}
+	for _, m := range e.OtherModels {
+		if m != "" {
+			others = append(others, m)
+		}
+	}
+	return e.Model, others
+}
+
+// tokens is what a request with these counts costs: as its model, or as
+// the most expensive of the models an ambiguous body may name.
+func (r *request) tokens(input, output, cacheRead, cacheCreation int64) int64 {
+	cost := &r.pc.rules.Cost
+	n := cost.Tokens(input, output, cacheRead, cacheCreation, r.model)
+	for _, m := range r.otherModels {
+		n = max(n, cost.Tokens(input, output, cacheRead, cacheCreation, m))
+	}
+	return n
+}
+
+// ambiguous takes a request whose body parsers read differently: counts
+// it, and under ambiguous_body: reject answers 400 (rejected true: the
+// hook returns action).
+func (r *request) ambiguous(ctx wrapper.HttpContext, e estimate.Estimate) (action types.Action, rejected bool) {
+	r.pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), r.model)
+	if r.pc.rules.AmbiguousBody != config.AmbiguousReject {
+		if debugEnabled() {
+			log.Debugf("ambiguous request body (%s): limited at its most expensive reading", e.Ambiguous)
+		}
+		return 0, false
+	}
+	ctx.SetContext(stateKey, nil)
+	return rejectAmbiguous(r.pc, e.Ambiguous), true
+}
+
+// rejectAmbiguous answers 400 to a request whose body parsers read
+// differently, saying why, in the error shape of OpenAI's API (which the
+// other SDKs show as text).
+func rejectAmbiguous(pc PluginConfig, why string) types.Action {
+	log.Infof("request rejected with 400: ambiguous request body: %s", why)
+	msg, _ := json.Marshal("ambiguous request body: " + why + "; send strict JSON (RFC 8259) with each key once")
+	body := []byte(`{"error":{"message":` + string(msg) + `,"type":"invalid_request_error","code":"ambiguous_body"}}`)
+	_ = proxywasm.SendHttpResponseWithDetail(400, "ai-token-ratelimit.ambiguous_body",
+		[][2]string{{"content-type", contentTypeJSON}}, body, -1)
+	return types.ActionPause
+}
