@@ -130,6 +130,9 @@ type Config struct {
 	Reservation Reservation
 	// Cost is token_count_strategy with token_weights.
 	Cost Cost
+	// Pricing is pricing: what each model's tokens cost, which usd_per_*
+	// windows count.
+	Pricing Pricing
 	// WindowType is window_type, for every window.
 	WindowType WindowType
 	// LeaseSeconds is concurrency_lease_seconds: how long a concurrency lease
@@ -482,6 +485,7 @@ type Unit uint8
 const (
 	UnitTokens   Unit = iota // token_per_*: tokens the responses used
 	UnitRequests             // query_per_*: requests admitted
+	UnitUSD                  // usd_per_*: what the responses cost by pricing, in nanodollars
 )
 
 func (u Unit) String() string {
@@ -490,11 +494,14 @@ func (u Unit) String() string {
 		return "tokens"
 	case UnitRequests:
 		return "requests"
+	case UnitUSD:
+		return "usd"
 	}
 	return "Unit(" + strconv.Itoa(int(u)) + ")"
 }
 
-// Window is one limit: at most Limit units per Seconds.
+// Window is one limit: at most Limit units per Seconds (for UnitUSD,
+// nanodollars).
 type Window struct {
 	Field   string // configuration field, e.g. "token_per_minute"
 	Unit    Unit
@@ -519,4 +526,6 @@ var windowKinds = [...]windowKind{
 	{"query_per_minute", UnitRequests, 60},
 	{"query_per_hour", UnitRequests, 3600},
 	{"query_per_day", UnitRequests, 86400},
+	{"usd_per_hour", UnitUSD, 3600},
+	{"usd_per_day", UnitUSD, 86400},
 }

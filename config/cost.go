@@ -76,9 +76,8 @@ type Cost struct {
 	ModelWeights []ModelRule
 
 	// Built from ModelWeights by indexModels, for weightsFor.
-	exactModels   map[string]Weights // the exact names
-	modelPatterns []*ModelRule       // the prefixes, longest first, then the regexps in configuration order
-	strictest     Weights            // the largest weight of each kind, of UnknownModel
+	models    modelIndex[Weights]
+	strictest Weights // the largest weight of each kind, of UnknownModel
 }
 
 // Tokens is what a response with these counts costs; input includes the
@@ -119,18 +118,11 @@ func bound(n int64) int64 { return min(max(n, 0), estimate.MaxTokens) }
 // largest weight of each kind, of any model. It runs on every charge: an
 // exact name costs one map lookup.
 func (c *Cost) weightsFor(model string) Weights {
-	if w, ok := c.exactModels[model]; ok {
-		return w
-	}
 	if model == UnknownModel && len(c.ModelWeights) > 0 {
 		return c.strictest
 	}
-	if model != "" {
-		for _, p := range c.modelPatterns {
-			if p.matches(model) {
-				return p.Weights
-			}
-		}
+	if w, ok := c.models.lookup(model); ok {
+		return w
 	}
 	return c.Weights
 }

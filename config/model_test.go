@@ -101,7 +101,7 @@ func TestParsePerModelEntries(t *testing.T) {
 
 	// Every limit field is accepted in an entry.
 	for _, f := range limitFields() {
-		mustParse(t, withItems(`{"limit_by_header":"h","limit_keys":[{"key":"k","token_per_minute":1,"per_model":[{"model":"m","`+f+`":1}]}]}`))
+		mustParse(t, withItems(`{"limit_by_header":"h","limit_keys":[{"key":"k","token_per_minute":1,"per_model":[{"model":"m","`+f+`":1}]}]}`, anyPrice))
 	}
 }
 

@@ -71,6 +71,7 @@ var topFields = fields[Config]{
 	enumField("stream_usage", []string{"inject", "off"}, func(c *Config, i int) { c.StreamUsage = StreamUsage(i) }),
 	enumField("ambiguous_body", []string{"strictest", "reject"}, func(c *Config, i int) { c.AmbiguousBody = AmbiguousBody(i) }),
 	customField("model_source", readModelSources),
+	customField("pricing", readPricing),
 	customField("quota_path", readQuotaPath),
 	customField("admin", readAdmin),
 	boolField("limit_overrides", func(c *Config, b bool) { c.LimitOverrides = b }),
@@ -149,9 +150,14 @@ func modelKeyTable(t LimitType) fields[LimitKey] {
 func limitTable() fields[LimitKey] {
 	fs := make(fields[LimitKey], 0, len(windowKinds)+1)
 	for _, w := range windowKinds {
-		fs = append(fs, limitField(w.field, func(k *LimitKey, n int64) {
+		add := func(k *LimitKey, n int64) {
 			k.Windows = append(k.Windows, Window{Field: w.field, Unit: w.unit, Seconds: w.seconds, Limit: n})
-		}))
+		}
+		if w.unit == UnitUSD {
+			fs = append(fs, usdLimitField(w.field, add))
+		} else {
+			fs = append(fs, limitField(w.field, add))
+		}
 	}
 	return append(fs, limitField(MaxConcurrentField, func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
 }
@@ -165,6 +171,18 @@ func limitField(name string, set func(*LimitKey, int64)) field[LimitKey] {
 				" (2^53, the largest count Redis's Lua scripts hold exactly), got ", describe(v))
 		}
 		return n, err
+	}, set)
+}
+
+// usdLimitField is a money limit: a positive number of US dollars, at most
+// MaxUSDLimit, held in nanodollars (rounded to the nanodollar, at least 1).
+func usdLimitField(name string, set func(*LimitKey, int64)) field[LimitKey] {
+	return valueField(name, func(path string, v gjson.Result) (int64, error) {
+		f, err := readNumber(path, v, 0, MaxUSDLimit)
+		if err == nil && f == 0 {
+			err = fieldErr(path, "must be more than 0 US dollars, got ", describe(v))
+		}
+		return max(int64(math.Round(f*NanoPerDollar)), 1), err
 	}, set)
 }
 
@@ -277,6 +295,9 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 		}
 	}
 	if err := c.checkQuotaEndpoints(); err != nil {
+		return err
+	}
+	if err := c.checkPricing(); err != nil {
 		return err
 	}
 	if c.Redis.ServicePort == 0 { // unset: service_port refuses 0

@@ -13,9 +13,13 @@ import (
 const redisOK = `"redis":{"service_name":"redis.static"}`
 
 // withItems returns a valid configuration around the given rule_items entries.
-func withItems(items string) string {
-	return `{"rule_name":"r","rule_items":[` + items + `],` + redisOK + `}`
+func withItems(items string, extra ...string) string {
+	return `{"rule_name":"r","rule_items":[` + items + `],` + strings.Join(extra, "") + redisOK + `}`
 }
+
+// anyPrice prices every model (a top-level member and its comma), for the
+// usd_per_* windows.
+const anyPrice = `"pricing":{"*":{"input":1,"output":2}},`
 
 // withGlobal returns a valid global configuration with extra top-level members
 // (extra, if not empty, starts with a comma).
@@ -33,7 +37,7 @@ func item(limitBy, key string) string {
 	return `{` + limitBy + `,"limit_keys":[{"key":` + key + `,"token_per_minute":10}]}`
 }
 
-const allWindowsMsg = "at least one of token_per_second, token_per_minute, token_per_hour, token_per_day, query_per_second, query_per_minute, query_per_hour, query_per_day or max_concurrent_requests is required"
+const allWindowsMsg = "at least one of token_per_second, token_per_minute, token_per_hour, token_per_day, query_per_second, query_per_minute, query_per_hour, query_per_day, usd_per_hour, usd_per_day or max_concurrent_requests is required"
 
 func TestParseInvalid(t *testing.T) {
 	hdr := `"limit_by_header":"x-api-key"`
@@ -456,8 +460,8 @@ func TestParseKeyKinds(t *testing.T) {
 func TestKnownFieldsAreAccepted(t *testing.T) {
 	// Every field listed for suggestions must be known to its parser.
 	for _, f := range limitFields() {
-		mustParse(t, `{"rule_name":"r","global_threshold":{"`+f+`":1},`+redisOK+`}`)
-		mustParse(t, withItems(`{"limit_by_header":"h","limit_keys":[{"key":"k","`+f+`":1}]}`))
+		mustParse(t, `{"rule_name":"r","global_threshold":{"`+f+`":1},`+anyPrice+redisOK+`}`)
+		mustParse(t, withItems(`{"limit_by_header":"h","limit_keys":[{"key":"k","`+f+`":1}]}`, anyPrice))
 	}
 	for _, f := range ruleItemFields() {
 		if f == "limit_keys" {
@@ -472,7 +476,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 8)
-	require.Len(t, topFields, 27)
+	require.Len(t, topFields, 28)
 }
 
 func TestStrings(t *testing.T) {

@@ -220,27 +220,15 @@ func (r *ModelRule) parseKey(path string) error {
 	return nil
 }
 
-// matches reports whether a prefix or regexp rule matches model.
-func (r *ModelRule) matches(model string) bool {
-	switch r.Kind {
-	case ModelPrefix:
-		return strings.HasPrefix(model, r.Name)
-	case ModelRegexp:
-		return r.Regexp.MatchString(model)
-	}
-	return model == r.Name
-}
-
-// indexModels builds what weightsFor looks models up in from ModelWeights:
-// a map of the exact names, then the prefixes, longest first (two prefixes
-// of one length cannot both match a name), then the regexps, in
-// configuration order.
+// indexModels builds what weightsFor looks models up in from ModelWeights,
+// and the largest weight of each kind, for UnknownModel.
 func (c *Cost) indexModels() {
-	c.exactModels = make(map[string]Weights, len(c.ModelWeights))
-	c.modelPatterns = nil
+	c.models = modelIndex[Weights]{}
 	c.strictest = c.Weights
 	for i := range c.ModelWeights {
-		w := c.ModelWeights[i].Weights
+		r := &c.ModelWeights[i]
+		c.models.add(r.Kind, r.Name, r.Regexp, r.Weights)
+		w := r.Weights
 		c.strictest = Weights{
 			Input:         max(c.strictest.Input, w.Input),
 			Output:        max(c.strictest.Output, w.Output),
@@ -248,20 +236,7 @@ func (c *Cost) indexModels() {
 			CacheCreation: max(c.strictest.CacheCreation, w.CacheCreation),
 		}
 	}
-	for i := range c.ModelWeights {
-		switch r := &c.ModelWeights[i]; r.Kind {
-		case ModelExact:
-			c.exactModels[r.Name] = r.Weights
-		case ModelPrefix:
-			c.modelPatterns = append(c.modelPatterns, r)
-		}
-	}
-	slices.SortStableFunc(c.modelPatterns, func(a, b *ModelRule) int { return len(b.Name) - len(a.Name) })
-	for i := range c.ModelWeights {
-		if r := &c.ModelWeights[i]; r.Kind == ModelRegexp {
-			c.modelPatterns = append(c.modelPatterns, r)
-		}
-	}
+	c.models.build()
 }
 
 // checkLimits requires at least one limit, and sorts the windows.

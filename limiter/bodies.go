@@ -102,7 +102,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 // admitWithBody admits a request whose body was read before admission,
 // asking a stream for its usage on the way; the body waits with the request
 // while Redis decides.
-func (r *request) admitWithBody(body []byte, cost int64) types.Action {
+func (r *request) admitWithBody(body []byte, cost reservation) types.Action {
 	if r.mayAsk {
 		r.askForUsage(body)
 	}
@@ -132,7 +132,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 		}
 	}
 	r.limitBy(ctx, matches, model, others)
-	var cost int64
+	var cost reservation
 	if r.pc.rules.Reservation.Enabled {
 		cost = r.cost(e)
 	} else {

@@ -30,26 +30,26 @@ const maxOutbox = 10000
 
 // pendingCharge is one charge call of a request and how it is going.
 type pendingCharge struct {
-	r                    *request
-	subjects             []scripts.Subject
-	tokens, requests, at int64
-	id                   string // marks it applied in Redis (see charge.lua)
-	cancel               string // the marker of an admission it cancels instead (see cancelAdmission)
-	retried              bool   // this is its second try
+	r        *request
+	subjects []scripts.Subject
+	amounts  scripts.Amounts
+	at       int64
+	id       string // marks it applied in Redis (see charge.lua)
+	cancel   string // the marker of an admission it cancels instead (see cancelAdmission)
+	retried  bool   // this is its second try
 }
 
-// charge adds tokens (negative: gives back) to every token window of
-// subjects and requests to every request window, and releases the request's
-// lease, if any: what is added goes to the buckets current now, what is
+// charge adds the amounts (negative: gives back) to every window of their
+// kind of subjects, and releases the request's lease, if any: what is added goes to the buckets current now, what is
 // given back to the buckets of time at (the admission's; 0: now). From the
 // hook of the response's last chunk it goes out at once and holds that chunk
 // until answered; otherwise it goes out from the next tick.
-func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64) {
+func (r *request) charge(subjects []scripts.Subject, a scripts.Amounts, at int64) {
 	if r.local { // admitted by the local windows: charged there, and caught up later
-		r.pc.local.Charge(subjects, tokens, requests, at, time.Now().Unix(), true)
+		r.pc.local.Charge(subjects, a, at, time.Now().Unix(), true)
 		return
 	}
-	c := &pendingCharge{r: r, subjects: subjects, tokens: tokens, requests: requests, at: at, id: newLeaseID()}
+	c := &pendingCharge{r: r, subjects: subjects, amounts: a, at: at, id: newLeaseID()}
 	if !r.lastChunk {
 		c.postpone()
 		return
@@ -73,9 +73,9 @@ func (r *request) charge(subjects []scripts.Subject, tokens, requests, at int64)
 func (c *pendingCharge) send(done func(error)) error {
 	r := c.r
 	if c.cancel != "" {
-		return r.pc.redis.Cancel(c.subjects, c.tokens, c.requests, r.leaseID, c.cancel, done)
+		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, done)
 	}
-	return r.pc.redis.Charge(c.subjects, c.tokens, c.requests, c.at, r.leaseID, c.id, done)
+	return r.pc.redis.Charge(c.subjects, c.amounts, c.at, r.leaseID, c.id, done)
 }
 
 // answered takes the answer to one try: a first failure is tried again
@@ -84,15 +84,15 @@ func (c *pendingCharge) answered(err error) {
 	switch {
 	case err == nil:
 	case !c.retried:
-		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.tokens, c.subjects[0].Key, err)
+		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.amounts.Tokens, c.subjects[0].Key, err)
 		c.retried = true
 		c.postpone()
 	case c.r.pc.local != nil && c.cancel == "":
 		// failure_mode local: kept in the local windows, for the catch-up.
-		log.Debugf("charging %d tokens to %s failed twice, kept for the catch-up: %v", c.tokens, c.subjects[0].Key, err)
-		c.r.pc.local.Charge(c.subjects, c.tokens, c.requests, c.at, time.Now().Unix(), false)
+		log.Debugf("charging %d tokens to %s failed twice, kept for the catch-up: %v", c.amounts.Tokens, c.subjects[0].Key, err)
+		c.r.pc.local.Charge(c.subjects, c.amounts, c.at, time.Now().Unix(), false)
 	default:
-		log.Warnf("charging %d tokens to %s failed twice: %v", c.tokens, c.subjects[0].Key, err)
+		log.Warnf("charging %d tokens to %s failed twice: %v", c.amounts.Tokens, c.subjects[0].Key, err)
 		c.r.pc.metrics.count(metricChargeFailure, "", c.r.model)
 	}
 }

@@ -66,10 +66,10 @@ func (r *request) decideLocally() {
 	now := time.Now().Unix()
 	for i := range r.groups {
 		g := &r.groups[i]
-		v := r.pc.local.Admit(g.subjects, r.reserved, now)
+		v := r.pc.local.Admit(g.subjects, scripts.Amounts(r.reserved), now)
 		if !v.Allowed {
 			for j := range i { // give back what the groups before it took
-				r.pc.local.Charge(r.groups[j].subjects, -r.reserved, -1, now, now, true)
+				r.pc.local.Charge(r.groups[j].subjects, r.reserved.givenBack(), now, now, true)
 			}
 			g.verdict = v
 			r.rejected, r.rejectedBy = &g.verdict, g
@@ -101,11 +101,7 @@ func (s *startState) catchUp() {
 		}
 		for _, d := range ls.limiter.TakeDebts(catchUpPerTick, now) {
 			subject := []scripts.Subject{{Key: []byte(d.Key), Windows: []config.Window{d.Window}}}
-			tokens, requests := d.Amount, int64(0)
-			if d.Window.Unit == config.UnitRequests {
-				tokens, requests = 0, d.Amount
-			}
-			err := ls.client.Charge(subject, tokens, requests, 0, "", d.ID, func(err error) { ls.caughtUpOrNot(d, err) })
+			err := ls.client.Charge(subject, locallimit.AmountsOf(d.Window.Unit, d.Amount), 0, "", d.ID, func(err error) { ls.caughtUpOrNot(d, err) })
 			if err != nil {
 				ls.caughtUpOrNot(d, err)
 			}

@@ -42,8 +42,9 @@ type PluginConfig struct {
 	queues  *waitingRoom        // where over-limit requests wait (nil: they are rejected)
 	local   *locallimit.Limiter // the worker's own windows (failure_mode local; nil otherwise)
 
-	rejectedType string // the Content-Type of rejected_msg (rejection.go)
-	modelLimits  bool   // some limit depends on the request's model (models.go)
+	rejectedType  string // the Content-Type of rejected_msg (rejection.go)
+	modelLimits   bool   // some limit depends on the request's model (models.go)
+	pricesByModel bool   // what a request costs in money depends on its model (money.go)
 }
 
 // parseConfig parses and validates a configuration; any error refuses it, so
@@ -56,6 +57,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	pc.rules = rules
 	pc.rejectedType = rejectedContentType(rules.RejectedMsg)
 	pc.modelLimits = rules.HasModelLimits()
+	pc.pricesByModel = rules.PricesByModel()
 	pc.redis = scripts.NewClient(scripts.Endpoint{
 		ServiceName: rules.Redis.ServiceName,
 		ServicePort: rules.Redis.ServicePort,

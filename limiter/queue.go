@@ -9,7 +9,6 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
-	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -117,7 +116,7 @@ func (r *request) join(line *waitLine) *waitLine {
 // reservation larger than a token window). scope names the limit that
 // closed, for those who give up.
 func (r *request) wait(v scripts.Verdict, scope string) bool {
-	if r.httpCtx == nil || !r.fits() || v.Kind == scripts.KindTokens && r.reserved > v.Limit {
+	if r.httpCtx == nil || !r.fits() || r.reserved.exceeds(v.Kind, v.Limit) {
 		return false
 	}
 	room := r.pc.queues
@@ -138,8 +137,8 @@ func (r *request) wait(v scripts.Verdict, scope string) bool {
 	return true
 }
 
-// fits says whether the request's reservation fits every token window at
-// all: one larger than a window's limit would wait in vain. With
+// fits says whether the request's reservation fits every token and money
+// window at all: one larger than a window's limit would wait in vain. With
 // limit_overrides, a subject's limit may be another than configured: only
 // the limit Redis reported (wait) says.
 func (r *request) fits() bool {
@@ -149,7 +148,7 @@ func (r *request) fits() bool {
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
 			for _, w := range s.Windows {
-				if w.Unit == config.UnitTokens && r.reserved > w.Limit {
+				if r.reserved.exceeds(kindOf(w.Unit), w.Limit) {
 					return false
 				}
 			}

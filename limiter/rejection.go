@@ -52,7 +52,7 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 		headers = append(headers, [2]string{HeaderScope, scope})
 	}
 	if rules.ShowLimitQuotaHeader {
-		headers = append(headers, [2]string{HeaderLimit, strconv.FormatInt(v.Limit, 10)}, [2]string{HeaderRemaining, "0"})
+		headers = append(headers, [2]string{HeaderLimit, quotaValue(v.Kind, v.Limit)}, [2]string{HeaderRemaining, "0"})
 	}
 	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, detail, headers, []byte(body), -1)
 }

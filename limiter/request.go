@@ -43,7 +43,7 @@ type request struct {
 	model  string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
 	otherModels    []string         // the other models an ambiguous body may name: it counts as each (ambiguity.go)
-	reserved       int64            // tokens reserved in every window at admission (0: none)
+	reserved       reservation      // tokens and nanodollars reserved in every window at admission (0: none)
 	promptEstimate int64            // the prompt's estimated tokens, for a response without usage
 	promptBySize   bool             // promptEstimate is the body's declared size: the bytes that pass count at the end
 	bodyBytes      int64            // the body's bytes that passed on unread (see promptBySize)
@@ -92,6 +92,7 @@ type group struct {
 	marker   string          // names its admission call in Redis, to cancel it ("": it takes nothing)
 	canceled bool            // its admission was cancelled: a late answer is ignored
 	tokens   bool            // some subject has a token window: usage is charged to it
+	usd      bool            // some subject has a money window: what the usage costs is charged to it
 	requests bool            // some subject has a request window: admission counts in it
 	leases   bool            // some subject limits concurrency: admission takes a lease
 }
@@ -143,7 +144,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		r.readsBody = r.mayAsk
 		r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
 		r.promptBySize = true
-		return r.admit(0)
+		return r.admit(reservation{})
 	}
 	if !ctx.HasRequestBody() {
 		return r.admit(r.cost(estimate.Request(nil, r.path, r.estimateOptions())))
@@ -196,9 +197,9 @@ func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize i
 }
 
 // needsBody says whether requests are read before admission: to estimate
-// their cost, or to know their model for per-model weights.
+// their cost, or to know their model for per-model weights or prices.
 func (pc PluginConfig) needsBody() bool {
-	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0
+	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel
 }
 
 func (r *request) estimateOptions() estimate.Options {
@@ -207,24 +208,25 @@ func (r *request) estimateOptions() estimate.Options {
 		BytesPerToken:           res.BytesPerToken,
 		DefaultCompletionTokens: res.DefaultCompletionTokens,
 		MaxBodyBytes:            res.MaxBodyBytes,
-		ModelOfLargeBodies:      len(r.pc.rules.Cost.ModelWeights) > 0,
+		ModelOfLargeBodies:      len(r.pc.rules.Cost.ModelWeights) > 0 || r.pc.pricesByModel,
 	}
 }
 
 // cost is what to reserve for a request so estimated, in the configured
 // cost (0 without token_reservation); it also notes the model the request
 // names, for per-model weights.
-func (r *request) cost(e estimate.Estimate) int64 {
+func (r *request) cost(e estimate.Estimate) reservation {
 	r.promptEstimate = e.Prompt
 	if !r.pc.modelLimits { // with model limits, the model was resolved by model_source
 		r.model, r.otherModels = modelsOf(e)
 	}
 	if !r.pc.rules.Reservation.Enabled {
-		return 0
+		return reservation{}
 	}
-	cost := r.tokens(e.Prompt, e.Completion, 0, 0)
+	cost := r.spent(e.Prompt, e.Completion, 0, 0)
 	if debugEnabled() {
-		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d", e.Prompt, e.Completion, r.model, cost)
+		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d tokens, %d nanodollars",
+			e.Prompt, e.Completion, r.model, cost.Tokens, cost.USD)
 	}
 	return cost
 }
@@ -250,6 +252,7 @@ func groupBySlot(rules *config.Config, matches []config.Match) []group {
 		for _, w := range s.Windows {
 			g.requests = g.requests || w.Unit == config.UnitRequests
 			g.tokens = g.tokens || w.Unit == config.UnitTokens
+			g.usd = g.usd || w.Unit == config.UnitUSD
 		}
 	}
 	return groups
@@ -270,7 +273,7 @@ func describeItem(m config.Match) string {
 // admit sends one admission call per slot group, reserving cost tokens in
 // every window (0: check only). It returns what the calling hook returns:
 // pause until every group answers, or go on when it was decided at once.
-func (r *request) admit(cost int64) types.Action {
+func (r *request) admit(cost reservation) types.Action {
 	r.reserved = cost
 	if line := r.lineAhead(); line != nil && r.join(line) != nil {
 		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
@@ -287,7 +290,7 @@ func (r *request) admit(cost int64) types.Action {
 		if r.fromStream && g.takes(cost) {
 			g.marker = newLeaseID() // its answer may be lost with the stream: see cancelAdmission
 		}
-		err := r.pc.redis.Admit(g.subjects, cost, r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+		err := r.pc.redis.Admit(g.subjects, scripts.Amounts(cost), r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
 		if err != nil { // the call never left: that group fails now
 			r.answer(g, scripts.Verdict{}, err)
 		}
@@ -386,14 +389,14 @@ func (r *request) rollBack() {
 // admitted the request and took anything.
 func (r *request) rollBackGroup(g *group) {
 	if g.verdict.Allowed && g.takes(r.reserved) {
-		r.charge(g.subjects, -r.reserved, -1, g.verdict.At)
+		r.charge(g.subjects, r.reserved.givenBack(), g.verdict.At)
 	}
 }
 
 // takes says whether the group's admission takes anything that must be given
 // back should the request not go on: a reservation, a request count, a lease.
-func (g *group) takes(reserved int64) bool {
-	return reserved != 0 || g.requests || g.leases
+func (g *group) takes(reserved reservation) bool {
+	return reserved != reservation{} || g.requests || g.leases
 }
 
 // cancelAdmission undoes the admission of a request whose stream ended
@@ -417,7 +420,7 @@ func (r *request) cancelAdmission() {
 			r.rollBackGroup(g)
 		case g.marker != "":
 			g.canceled = true
-			c := &pendingCharge{r: r, subjects: g.subjects, tokens: -r.reserved, requests: -1, cancel: g.marker}
+			c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.givenBack(), cancel: g.marker}
 			c.postpone()
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // onResponseHeaders notes the status and adds the quota headers when asked
@@ -28,8 +29,8 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r.filterResponse()
 	r.readResponse()
 	if r.admitted && pc.rules.ShowLimitQuotaHeader {
-		_ = proxywasm.AddHttpResponseHeader(HeaderLimit, strconv.FormatInt(r.verdict.Limit, 10))
-		_ = proxywasm.AddHttpResponseHeader(HeaderRemaining, strconv.FormatInt(r.verdict.Remaining, 10))
+		_ = proxywasm.AddHttpResponseHeader(HeaderLimit, quotaValue(r.verdict.Kind, r.verdict.Limit))
+		_ = proxywasm.AddHttpResponseHeader(HeaderRemaining, quotaValue(r.verdict.Kind, r.verdict.Remaining))
 		_ = proxywasm.AddHttpResponseHeader(HeaderReset, strconv.FormatInt(r.verdict.Reset, 10))
 	}
 	return types.ActionContinue
@@ -69,28 +70,28 @@ func (r *request) settle(complete bool) {
 	}
 	r.settled = true
 	r.usage.Finish()
-	var cost int64
+	var cost reservation
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if u, ok := r.usage.Usage(); ok {
-		cost = r.tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation)
+		cost = r.spent(u.Input, u.Output, u.CacheRead, u.CacheCreation)
 		if !complete && !failed {
-			cost = max(cost, r.reserved)
+			cost = cost.atLeast(r.reserved)
 		}
 	} else if failed {
 		if debugEnabled() {
-			log.Debugf("upstream answered %d without usage: giving back %d reserved tokens", r.status, r.reserved)
+			log.Debugf("upstream answered %d without usage: giving back %d reserved tokens, %d nanodollars", r.status, r.reserved.Tokens, r.reserved.USD)
 		}
 	} else {
 		cost = r.estimated()
 		if !complete {
-			cost = max(cost, r.reserved)
+			cost = cost.atLeast(r.reserved)
 		}
 		r.pc.metrics.count(metricEstimated, requestHeader(consumerHeader), r.model)
 	}
-	delta := cost - r.reserved
+	delta := scripts.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
 	for i := range r.groups {
 		g := &r.groups[i]
-		if (delta == 0 || !g.tokens) && !g.leases {
+		if (delta == scripts.Amounts{} || !g.tokens && !g.usd) && !g.leases {
 			continue // nothing to charge, nothing to release
 		}
 		// What the response used beyond its reservation goes to the windows
@@ -98,10 +99,10 @@ func (r *request) settle(complete bool) {
 		// stream lasted; a refund goes back to the buckets the reservation
 		// went into, those of the admission (charge.lua).
 		at := int64(0) // nothing reserved: everything goes to the windows current now, which the script reads itself
-		if r.reserved > 0 {
+		if r.reserved != (reservation{}) {
 			at = g.verdict.At
 		}
-		r.charge(g.subjects, delta, 0, at)
+		r.charge(g.subjects, delta, at)
 	}
 }
 
@@ -110,17 +111,17 @@ func (r *request) settle(complete bool) {
 // from its declared size) and the bytes of output text the client received
 // (the content, text and delta fields of the APIs tokenusage reads), both
 // at bytes_per_token.
-func (r *request) estimated() int64 {
+func (r *request) estimated() reservation {
 	bytesPerToken := max(r.pc.rules.Reservation.BytesPerToken, 1)
 	text := r.usage.TextBytes()
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
 		r.promptEstimate = max(r.promptEstimate, estimate.Size(r.bodyBytes, "", r.estimateOptions()).Prompt)
 	}
-	cost := r.tokens(r.promptEstimate, output, 0, 0)
+	cost := r.spent(r.promptEstimate, output, 0, 0)
 	if debugEnabled() {
-		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d",
-			r.promptEstimate, output, text, cost)
+		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d tokens, %d nanodollars",
+			r.promptEstimate, output, text, cost.Tokens, cost.USD)
 	}
 	return cost
 }

@@ -34,8 +34,8 @@ type Limiter struct {
 	owing       list.List // of *window: those with a debt to send (phase owing or resending), the longest waiting first
 
 	// Lost counts what was counted locally in windows that ended (or whose
-	// subject was evicted) before Redis was told: tokens and requests.
-	LostTokens, LostRequests int64
+	// subject was evicted) before Redis was told: tokens, requests and nanodollars.
+	LostTokens, LostRequests, LostNanoUSD int64
 }
 
 // subject is one subject's local state.
@@ -95,11 +95,13 @@ func (l *Limiter) Len() int { return len(l.subjects) }
 func (l *Limiter) limit(configured int64) int64 { return max(configured/l.share, 1) }
 
 // Admit decides one request of the subjects at unix second now, all or
-// nothing as the admission script does: each token window must have room
-// (with cost > 0: for cost tokens, which it then reserves), each request
-// window room for one more, each concurrency limit room for one more in
-// progress. The verdict names the first limit that has no room.
-func (l *Limiter) Admit(subjects []scripts.Subject, cost, now int64) scripts.Verdict {
+// nothing as the admission script does: each token (money) window must
+// have room (with cost.Tokens (cost.USD) > 0: for that much, which it then
+// reserves), each request window room for one more, each concurrency limit
+// room for one more in progress. The verdict names the first limit that
+// has no room.
+func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now int64) scripts.Verdict {
+	cost.Requests = 1
 	held := make([]*subject, len(subjects))
 	for i, s := range subjects {
 		held[i] = l.subject(s, now)
@@ -108,12 +110,9 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost, now int64) scripts.Ver
 	for i, h := range held {
 		for j := range h.windows {
 			w := &h.windows[j]
-			limit, take := l.limit(w.Limit), int64(1)
-			if w.Unit == config.UnitTokens {
-				take = max(cost, 0)
-			}
+			limit, take := l.limit(w.Limit), max(amountOf(cost, w.Unit), 0)
 			kind, reset := kindOf(w.Unit), w.Seconds-now%w.Seconds
-			fits := w.used+take <= limit && (w.Unit != config.UnitTokens || w.used < limit)
+			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
 			if !fits {
 				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i}
 			}
@@ -128,11 +127,7 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost, now int64) scripts.Ver
 	for i, h := range held {
 		for j := range h.windows {
 			w := &h.windows[j]
-			if w.Unit == config.UnitTokens {
-				l.count(w, max(cost, 0))
-			} else {
-				l.count(w, 1)
-			}
+			l.count(w, max(amountOf(cost, w.Unit), 0))
 		}
 		if subjects[i].Concurrent > 0 {
 			h.inProgress++
@@ -143,15 +138,15 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost, now int64) scripts.Ver
 	return best
 }
 
-// Charge adds tokens to the subjects' token windows and requests to their
-// request windows, and ends a request in progress when release is set.
+// Charge adds the amounts to the subjects' windows of their kind, and ends
+// a request in progress when release is set.
 // As charge.lua does, what is added goes to the buckets current at now,
 // what is given back (a negative amount) to the buckets of second at (the
 // admission's, where its reservation went; 0: now): a window whose bucket
 // of at ended has nothing to give back to. A give-back takes from a
 // bucket no more than it holds; of it, what Redis was told already
 // becomes a refund owed to Redis.
-func (l *Limiter) Charge(subjects []scripts.Subject, tokens, requests, at, now int64, release bool) {
+func (l *Limiter) Charge(subjects []scripts.Subject, a scripts.Amounts, at, now int64, release bool) {
 	if at == 0 {
 		at = now
 	}
@@ -159,10 +154,7 @@ func (l *Limiter) Charge(subjects []scripts.Subject, tokens, requests, at, now i
 		h := l.subject(s, now)
 		for j := range h.windows {
 			w := &h.windows[j]
-			n := requests
-			if w.Unit == config.UnitTokens {
-				n = tokens
-			}
+			n := amountOf(a, w.Unit)
 			if n > 0 || n < 0 && at/w.Seconds == w.bucket {
 				l.count(w, n)
 			}
@@ -338,11 +330,15 @@ func (l *Limiter) lose(w *window) {
 	l.lost(w.Unit, max(unsent, 0))
 }
 
-// lost counts n tokens or requests, by the window's unit, as lost.
+// lost counts n tokens, requests or nanodollars, by the window's unit, as
+// lost.
 func (l *Limiter) lost(u config.Unit, n int64) {
-	if u == config.UnitTokens {
+	switch u {
+	case config.UnitTokens:
 		l.LostTokens += n
-	} else {
+	case config.UnitUSD:
+		l.LostNanoUSD += n
+	default:
 		l.LostRequests += n
 	}
 }
@@ -359,8 +355,34 @@ func (l *Limiter) dequeue(w *window) {
 }
 
 func kindOf(u config.Unit) scripts.Kind {
-	if u == config.UnitTokens {
+	switch u {
+	case config.UnitTokens:
 		return scripts.KindTokens
+	case config.UnitUSD:
+		return scripts.KindUSD
 	}
 	return scripts.KindRequests
+}
+
+// amountOf is what amounts add to a window of unit u.
+func amountOf(a scripts.Amounts, u config.Unit) int64 {
+	switch u {
+	case config.UnitTokens:
+		return a.Tokens
+	case config.UnitUSD:
+		return a.USD
+	}
+	return a.Requests
+}
+
+// AmountsOf are amounts that add n to the windows of unit u alone: what a
+// debt sends.
+func AmountsOf(u config.Unit, n int64) scripts.Amounts {
+	switch u {
+	case config.UnitTokens:
+		return scripts.Amounts{Tokens: n}
+	case config.UnitUSD:
+		return scripts.Amounts{USD: n}
+	}
+	return scripts.Amounts{Requests: n}
 }

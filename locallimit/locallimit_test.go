@@ -39,46 +39,46 @@ func TestLocalWindowsHoldTheShareOfALimit(t *testing.T) {
 	s := []scripts.Subject{subjectOf("a", 0, minute1000)}
 	used := int64(0)
 	for i := 0; ; i++ {
-		v := l.Admit(s, 0, t0+int64(i%50))
+		v := l.Admit(s, scripts.Amounts{Tokens: 0}, t0+int64(i%50))
 		if !v.Allowed {
 			assert.Equal(t, scripts.KindTokens, v.Kind)
 			assert.Equal(t, int64(500), v.Limit)
 			assert.Equal(t, int64(60-i%50), v.Reset)
 			break
 		}
-		l.Charge(s, 120, 0, 0, t0+int64(i%50), false)
+		l.Charge(s, scripts.Amounts{Tokens: 120, Requests: 0}, 0, t0+int64(i%50), false)
 		used += 120
 		require.Less(t, i, 100)
 	}
 	assert.Equal(t, int64(600), used, "the last request admitted under the limit uses more: ± one request's usage")
-	assert.True(t, l.Admit(s, 0, t0+60).Allowed, "the next minute is a new window")
+	assert.True(t, l.Admit(s, scripts.Amounts{Tokens: 0}, t0+60).Allowed, "the next minute is a new window")
 	assert.Equal(t, int64(600), l.LostTokens, "the first minute's usage was never told to Redis")
 }
 
 func TestReservationRequestsAndConcurrencyAllOrNothing(t *testing.T) {
 	l := newLimiter(1, 10)
 	s := []scripts.Subject{subjectOf("a", 2, minute1000, hour3), subjectOf("b", 0, minute1000)}
-	require.True(t, l.Admit(s, 600, t0).Allowed)
-	v := l.Admit(s, 600, t0)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 600}, t0).Allowed)
+	v := l.Admit(s, scripts.Amounts{Tokens: 600}, t0)
 	require.False(t, v.Allowed, "1,200 reserved would pass 1,000")
 	assert.Equal(t, 0, v.Subject)
-	require.True(t, l.Admit(s, 400, t0).Allowed)
-	v = l.Admit(s, 0, t0)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 400}, t0).Allowed)
+	v = l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
 	assert.False(t, v.Allowed)
 	assert.Equal(t, scripts.KindTokens, v.Kind, "the token window, full, decides first")
 
 	l = newLimiter(1, 10)
 	for range 2 {
-		require.True(t, l.Admit(s, 0, t0).Allowed)
+		require.True(t, l.Admit(s, scripts.Amounts{Tokens: 0}, t0).Allowed)
 	}
-	v = l.Admit(s, 0, t0)
+	v = l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
 	assert.Equal(t, scripts.KindConcurrent, v.Kind)
 	assert.Equal(t, int64(2), v.Limit)
-	l.Charge(s, 10, 0, 0, t0, true)
-	require.True(t, l.Admit(s, 0, t0).Allowed, "one ended: room for one")
-	l.Charge(s, 0, 0, 0, t0, true)
-	l.Charge(s, 0, 0, 0, t0, true)
-	v = l.Admit(s, 0, t0)
+	l.Charge(s, scripts.Amounts{Tokens: 10, Requests: 0}, 0, t0, true)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 0}, t0).Allowed, "one ended: room for one")
+	l.Charge(s, scripts.Amounts{Tokens: 0, Requests: 0}, 0, t0, true)
+	l.Charge(s, scripts.Amounts{Tokens: 0, Requests: 0}, 0, t0, true)
+	v = l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
 	assert.Equal(t, scripts.KindRequests, v.Kind, "three requests this hour")
 	assert.False(t, v.Allowed)
 	assert.Equal(t, int64(3), v.Limit)
@@ -91,10 +91,10 @@ func TestDebtsAreTakenOnceAndOnlyForCurrentWindows(t *testing.T) {
 	a := []scripts.Subject{subjectOf("a", 0, minute1000, hour3)}
 	b := []scripts.Subject{subjectOf("b", 0, minute1000)}
 	assert.False(t, l.Owes())
-	l.Admit(a, 0, t0)
-	l.Charge(a, 70, 0, 0, t0, false)
-	l.Admit(b, 0, t0)
-	l.Charge(b, 30, 0, 0, t0, false)
+	l.Admit(a, scripts.Amounts{Tokens: 0}, t0)
+	l.Charge(a, scripts.Amounts{Tokens: 70, Requests: 0}, 0, t0, false)
+	l.Admit(b, scripts.Amounts{Tokens: 0}, t0)
+	l.Charge(b, scripts.Amounts{Tokens: 30, Requests: 0}, 0, t0, false)
 	require.True(t, l.Owes())
 	debts := l.TakeDebts(2, t0+61) // a's minute ended; two windows visited
 	assert.Equal(t, []Debt{{ID: "1", Key: "a", Window: hour3, Amount: 1}}, debts)
@@ -105,18 +105,18 @@ func TestDebtsAreTakenOnceAndOnlyForCurrentWindows(t *testing.T) {
 	assert.False(t, l.Owes())
 	l.Paid(debts[0])
 
-	l.Admit(b, 0, t0+62)
-	l.Charge(b, 30, 0, 0, t0+62, false)
-	l.Admit(a, 0, t0+62)
+	l.Admit(b, scripts.Amounts{Tokens: 0}, t0+62)
+	l.Charge(b, scripts.Amounts{Tokens: 30, Requests: 0}, 0, t0+62, false)
+	l.Admit(a, scripts.Amounts{Tokens: 0}, t0+62)
 	debts = l.TakeDebts(1, t0+62)
 	assert.Equal(t, []Debt{{ID: "2", Key: "b", Window: minute1000, Amount: 30}}, debts, "at most n")
 	assert.True(t, l.Owes())
 	assert.Equal(t, []Debt{{ID: "3", Key: "a", Window: hour3, Amount: 1}}, l.TakeDebts(10, t0+62))
 	// Taken, but still counted for the local limit should Redis fail again.
-	l.Charge(b, 460, 0, 0, t0+62, false)
-	assert.True(t, l.Admit(b, 0, t0+63).Allowed)
-	l.Charge(b, 600, 0, 0, t0+63, false)
-	assert.False(t, l.Admit(b, 0, t0+63).Allowed)
+	l.Charge(b, scripts.Amounts{Tokens: 460, Requests: 0}, 0, t0+62, false)
+	assert.True(t, l.Admit(b, scripts.Amounts{Tokens: 0}, t0+63).Allowed)
+	l.Charge(b, scripts.Amounts{Tokens: 600, Requests: 0}, 0, t0+63, false)
+	assert.False(t, l.Admit(b, scripts.Amounts{Tokens: 0}, t0+63).Allowed)
 	assert.Empty(t, l.TakeDebts(10, t0+63), "b's debt of 30 is out: what came since waits for its answer")
 	l.Paid(debts[0])
 	assert.Equal(t, []Debt{{ID: "4", Key: "b", Window: minute1000, Amount: 1060}}, l.TakeDebts(10, t0+63),
@@ -130,7 +130,7 @@ func TestDebtsAreTakenOnceAndOnlyForCurrentWindows(t *testing.T) {
 func TestARefundAfterTheDebtWasTakenIsOwedToRedis(t *testing.T) {
 	l := newLimiter(1, 10)
 	s := []scripts.Subject{subjectOf("a", 1, minute1000, hour3)}
-	require.True(t, l.Admit(s, 1000, t0+5).Allowed)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 1000}, t0+5).Allowed)
 	debts := l.TakeDebts(10, t0+6)
 	require.Equal(t, []Debt{
 		{ID: "1", Key: "a", Window: minute1000, Amount: 1000},
@@ -141,37 +141,37 @@ func TestARefundAfterTheDebtWasTakenIsOwedToRedis(t *testing.T) {
 	}
 	assert.False(t, l.Owes())
 
-	l.Charge(s, 30-1000, 0, t0+5, t0+20, true) // used 30 of the 1,000 reserved at t0+5
+	l.Charge(s, scripts.Amounts{Tokens: 30 - 1000, Requests: 0}, t0+5, t0+20, true) // used 30 of the 1,000 reserved at t0+5
 	assert.Equal(t, []Debt{{ID: "3", Key: "a", Window: minute1000, Amount: -970}}, l.TakeDebts(10, t0+21))
-	assert.True(t, l.Admit(s, 970, t0+22).Allowed, "the local window holds 30: room for 970")
-	assert.False(t, l.Admit(s, 1, t0+22).Allowed)
+	assert.True(t, l.Admit(s, scripts.Amounts{Tokens: 970}, t0+22).Allowed, "the local window holds 30: room for 970")
+	assert.False(t, l.Admit(s, scripts.Amounts{Tokens: 1}, t0+22).Allowed)
 
 	// A give-back takes no more than the bucket holds: Redis is never owed
 	// back more than it was told.
 	l = newLimiter(1, 10)
-	require.True(t, l.Admit(s, 600, t0).Allowed)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 600}, t0).Allowed)
 	for _, d := range l.TakeDebts(10, t0) {
 		l.Paid(d)
 	}
-	l.Charge(s, 100, 0, 0, t0, false)
-	l.Charge(s, -5000, -1, t0, t0, true)
+	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: -5000, Requests: -1}, t0, t0, true)
 	debts = l.TakeDebts(10, t0)
 	assert.ElementsMatch(t, []Debt{
 		{ID: "3", Key: "a", Window: minute1000, Amount: -600},
 		{ID: "4", Key: "a", Window: hour3, Amount: -1},
 	}, debts, "the 100 owed and the 600 told, given back: 600 owed back")
-	assert.True(t, l.Admit(s, 1000, t0).Allowed, "the local window is empty, not below")
+	assert.True(t, l.Admit(s, scripts.Amounts{Tokens: 1000}, t0).Allowed, "the local window is empty, not below")
 
 	// A give-back to a bucket that ended has nothing to give back to, in
 	// the new bucket nor in Redis.
 	l = newLimiter(1, 10)
 	s = []scripts.Subject{subjectOf("a", 0, minute1000, hour3)}
-	require.True(t, l.Admit(s, 600, t0+50).Allowed)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 600}, t0+50).Allowed)
 	for _, d := range l.TakeDebts(10, t0+50) {
 		l.Paid(d)
 	}
-	require.True(t, l.Admit(s, 100, t0+61).Allowed)
-	l.Charge(s, -580, 0, t0+50, t0+62, true)
+	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 100}, t0+61).Allowed)
+	l.Charge(s, scripts.Amounts{Tokens: -580, Requests: 0}, t0+50, t0+62, true)
 	debts = l.TakeDebts(10, t0+62)
 	assert.Equal(t, []Debt{{ID: "3", Key: "a", Window: minute1000, Amount: 100}, {ID: "4", Key: "a", Window: hour3, Amount: 1}}, debts)
 }
@@ -183,11 +183,11 @@ func TestARefundAfterTheDebtWasTakenIsOwedToRedis(t *testing.T) {
 func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 	l := newLimiter(1, 10)
 	s := []scripts.Subject{subjectOf("a", 0, minute1000)}
-	l.Charge(s, 100, 0, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts := l.TakeDebts(10, t0)
 	require.Equal(t, []Debt{{ID: "1", Key: "a", Window: minute1000, Amount: 100}}, debts)
-	l.Charge(s, 50, 0, 0, t0+1, false)
-	l.Charge(s, -20, 0, t0, t0+1, false)
+	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0+1, false)
+	l.Charge(s, scripts.Amounts{Tokens: -20, Requests: 0}, t0, t0+1, false)
 	assert.False(t, l.Owes(), "its debt is out: the window waits for the answer")
 	l.Owe(debts[0], t0+2)
 	require.True(t, l.Owes())
@@ -202,28 +202,28 @@ func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 
 	// Given back after its bucket ended: lost, with what waited behind it.
 	l = newLimiter(1, 10)
-	l.Charge(s, 100, 0, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts = l.TakeDebts(10, t0)
-	l.Charge(s, 50, 0, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0, false)
 	l.Owe(debts[0], t0+60)
 	assert.Equal(t, int64(150), l.LostTokens)
 	assert.False(t, l.Owes())
 
 	// Given back, then its bucket ended before it went again: lost too.
 	l = newLimiter(1, 10)
-	l.Charge(s, 100, 0, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	l.Owe(l.TakeDebts(10, t0)[0], t0+1)
-	l.Charge(s, 50, 0, 0, t0+2, false)
+	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0+2, false)
 	assert.Empty(t, l.TakeDebts(10, t0+60))
 	assert.Equal(t, int64(150), l.LostTokens)
 
 	// Paid after its bucket ended: nothing more of it to send, nothing lost
 	// but what waited behind it.
 	l = newLimiter(1, 10)
-	l.Charge(s, 100, 0, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts = l.TakeDebts(10, t0)
-	l.Charge(s, 50, 0, 0, t0, false)
-	l.Charge(s, 7, 0, 0, t0+60, false)
+	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 7, Requests: 0}, 0, t0+60, false)
 	l.Paid(debts[0])
 	assert.Equal(t, []Debt{{ID: "2", Key: "a", Window: minute1000, Amount: 7}}, l.TakeDebts(10, t0+60))
 	assert.Equal(t, int64(50), l.LostTokens)
@@ -231,10 +231,10 @@ func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 	// A refund given back and never delivered loses nothing; what it
 	// would have given back of a lost debt is taken from the loss.
 	l = newLimiter(1, 10)
-	l.Charge(s, 100, 0, 0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts = l.TakeDebts(10, t0)
 	l.Owe(debts[0], t0)
-	l.Charge(s, -70, 0, t0, t0, false)
+	l.Charge(s, scripts.Amounts{Tokens: -70, Requests: 0}, t0, t0, false)
 	assert.Empty(t, l.TakeDebts(10, t0+60))
 	assert.Equal(t, int64(30), l.LostTokens, "the 100 never delivered, less the 70 given back")
 }
@@ -244,11 +244,11 @@ func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 func TestTakingDebtsVisitsOnlyTheWindowsThatOwe(t *testing.T) {
 	l := newLimiter(1, 200_000)
 	for i := range 100_000 {
-		require.True(t, l.Admit([]scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, 0, t0).Allowed)
+		require.True(t, l.Admit([]scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, scripts.Amounts{}, t0).Allowed)
 	}
 	assert.False(t, l.Owes(), "admitted without a reservation: nothing counted yet")
 	for _, i := range []int{5, 50_000, 99_999} {
-		l.Charge([]scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, 10, 0, 0, t0+1, false)
+		l.Charge([]scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, scripts.Amounts{Tokens: 10}, 0, t0+1, false)
 	}
 	assert.Equal(t, 3, l.owing.Len(), "what TakeDebts walks: the 3 windows that owe")
 	debts := l.TakeDebts(100, t0+2)
@@ -267,12 +267,12 @@ func BenchmarkTakeDebts(b *testing.B) {
 			subjects := make([][]scripts.Subject, held)
 			for i := range subjects {
 				subjects[i] = []scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}
-				l.Admit(subjects[i], 0, t0)
+				l.Admit(subjects[i], scripts.Amounts{}, t0)
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				for k := range 3 {
-					l.Charge(subjects[(i+k*held/3)%held], 1, 0, 0, t0, false)
+					l.Charge(subjects[(i+k*held/3)%held], scripts.Amounts{Tokens: 1}, 0, t0, false)
 				}
 				debts := l.TakeDebts(100, t0)
 				if len(debts) != 3 {
@@ -292,8 +292,8 @@ func TestSubjectsAreBounded(t *testing.T) {
 	l := newLimiter(1, 100)
 	for i := range 100_000 {
 		s := []scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}
-		l.Admit(s, 0, t0)
-		l.Charge(s, 1, 0, 0, t0, false)
+		l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
+		l.Charge(s, scripts.Amounts{Tokens: 1, Requests: 0}, 0, t0, false)
 		require.LessOrEqual(t, l.Len(), 100)
 	}
 	assert.Equal(t, 100, l.Len())
@@ -314,8 +314,8 @@ func heapHeld(maxSubjects, subjects int) (held uint64, l *Limiter) {
 	for i := range subjects {
 		key := "atrl:{chat|limit_by_per_ip|from-remote-addr|10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255) + "}"
 		s := []scripts.Subject{subjectOf(key, 0, minute1000, day)}
-		l.Admit(s, 0, t0)
-		l.Charge(s, 10, 0, 0, t0, false)
+		l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
+		l.Charge(s, scripts.Amounts{Tokens: 10, Requests: 0}, 0, t0, false)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m)

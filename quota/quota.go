@@ -7,8 +7,10 @@
 package quota
 
 import (
+	"encoding/json"
 	"errors"
 	"strconv"
+	"strings"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
@@ -39,9 +41,11 @@ type Subject struct {
 	Limits   []Limit `json:"limits"`
 }
 
-// Limit is one limit of a subject.
+// Limit is one limit of a subject. Limit, Used and Remaining count tokens,
+// requests, or for a money limit (KindUSD) nanodollars, which the JSON
+// document writes in US dollars (see MarshalJSON).
 type Limit struct {
-	// Kind is "tokens", "requests" or "concurrent".
+	// Kind is "tokens", "requests", "usd" or "concurrent".
 	Kind string `json:"kind"`
 	// Window is "second", "minute", "hour" or "day"; absent for concurrent.
 	Window string `json:"window,omitempty"`
@@ -62,9 +66,97 @@ const (
 	KindTokens     = "tokens"
 	KindRequests   = "requests"
 	KindConcurrent = "concurrent"
+	KindUSD        = "usd" // a money window (usd_per_*)
 )
 
-var kindNames = [...]string{scripts.KindTokens: KindTokens, scripts.KindRequests: KindRequests, scripts.KindConcurrent: KindConcurrent}
+// kindNames names every scripts.Kind.
+var kindNames = [...]string{scripts.KindTokens: KindTokens, scripts.KindRequests: KindRequests, scripts.KindConcurrent: KindConcurrent,
+	scripts.KindUSD: KindUSD}
+
+// Amount writes an amount of a limit of kind as the document does: a
+// count, or for KindUSD nanodollars as US dollars, exactly ("20",
+// "0.00987").
+func Amount(kind string, n int64) json.Number {
+	if kind == KindUSD {
+		return json.Number(config.FormatUSD(n))
+	}
+	return json.Number(strconv.FormatInt(n, 10))
+}
+
+// limitJSON is a Limit as the document writes it: the same fields, the
+// amounts written by Amount. For every kind but KindUSD its encoding is
+// byte for byte the one of a Limit without methods.
+type limitJSON struct {
+	Kind         string      `json:"kind"`
+	Window       string      `json:"window,omitempty"`
+	Limit        json.Number `json:"limit"`
+	Used         json.Number `json:"used"`
+	Remaining    json.Number `json:"remaining"`
+	ResetSeconds int64       `json:"reset_seconds,omitempty"`
+	Overridden   bool        `json:"overridden,omitempty"`
+}
+
+// MarshalJSON writes a money limit's limit, used and remaining in US
+// dollars, as JSON numbers with no float rounding (20, 0.00987); other
+// limits as their counts.
+func (l Limit) MarshalJSON() ([]byte, error) {
+	return json.Marshal(limitJSON{Kind: l.Kind, Window: l.Window, Limit: Amount(l.Kind, l.Limit), Used: Amount(l.Kind, l.Used),
+		Remaining: Amount(l.Kind, l.Remaining), ResetSeconds: l.ResetSeconds, Overridden: l.Overridden})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: a money limit's dollars
+// back into nanodollars, exactly.
+func (l *Limit) UnmarshalJSON(b []byte) error {
+	var j limitJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Limit{Kind: j.Kind, Window: j.Window, ResetSeconds: j.ResetSeconds, Overridden: j.Overridden}
+	for _, a := range [...]struct {
+		name string
+		in   json.Number
+		out  *int64
+	}{{"limit", j.Limit, &out.Limit}, {"used", j.Used, &out.Used}, {"remaining", j.Remaining, &out.Remaining}} {
+		if a.in == "" { // absent or null, as for an int64 field
+			continue
+		}
+		var err error
+		if j.Kind == KindUSD {
+			*a.out, err = parseUSD(string(a.in))
+		} else {
+			*a.out, err = strconv.ParseInt(string(a.in), 10, 64)
+		}
+		if err != nil {
+			return errors.New("quota: limit " + a.name + ": " + err.Error())
+		}
+	}
+	*l = out
+	return nil
+}
+
+// parseUSD reads US dollars as config.FormatUSD writes them (a decimal
+// number with at most nine decimals) into nanodollars, exactly.
+func parseUSD(s string) (int64, error) {
+	bad := errors.New(strconv.Quote(s) + " is not US dollars to the nanodollar")
+	digits := strings.TrimPrefix(s, "-")
+	whole, frac, point := strings.Cut(digits, ".")
+	if whole == "" || point && frac == "" || len(frac) > 9 || strings.Trim(whole+frac, "0123456789") != "" {
+		return 0, bad
+	}
+	w, err := strconv.ParseInt(whole, 10, 64)
+	if err != nil || w > (1<<63-1)/config.NanoPerDollar-1 {
+		return 0, bad
+	}
+	n := w * config.NanoPerDollar
+	if frac != "" {
+		f, _ := strconv.ParseInt((frac + "000000000")[:9], 10, 64)
+		n += f
+	}
+	if len(digits) < len(s) {
+		n = -n
+	}
+	return n, nil
+}
 
 // Describe is the document of matches (as Config.MatchAll or
 // Config.Resolve return them) whose limits status.lua read: statuses[i]
@@ -123,23 +215,68 @@ const (
 type Request struct {
 	Op  Op
 	Ref config.SubjectRef
-	// Window (seconds) and Kind (KindTokens, KindRequests) narrow a reset
-	// or a grant to the windows of that length, of that kind; 0 and "" for
-	// all.
+	// Window (seconds) and Kind (KindTokens, KindRequests, KindUSD)
+	// narrow a reset to the windows of that length, of that kind, and a
+	// grant (of token windows only) to the windows of that length; 0 and ""
+	// for all.
 	Window int64
 	Kind   string
 	// Tokens is what a grant gives back, in [1, config.MaxLimit].
 	Tokens int64
 	// Limits are the overrides to set: configuration field names
-	// (token_per_day, query_per_minute, max_concurrent_requests) and
-	// limits in [1, config.MaxLimit], in the order given.
+	// (token_per_day, query_per_minute, usd_per_day,
+	// max_concurrent_requests) and limits, in the order given.
 	Limits []FieldLimit
 }
 
-// FieldLimit is an override as an operator writes it.
+// FieldLimit is an override as an operator writes it: a limit in [1,
+// config.MaxLimit], or for a money window (usd_per_*) nanodollars in [1,
+// config.MaxUSDLimit dollars].
 type FieldLimit struct {
 	Field string
 	Limit int64
+}
+
+// isUSD says whether the limit is a money window's, in nanodollars.
+func (l FieldLimit) isUSD() bool {
+	unit, _, ok := config.WindowOf(l.Field)
+	return ok && unit == config.UnitUSD
+}
+
+// Value is the limit as the admin API and atrl write it: a count, or for
+// a money window US dollars ("50", "0.25").
+func (l FieldLimit) Value() json.Number {
+	if l.isUSD() {
+		return Amount(KindUSD, l.Limit)
+	}
+	return Amount(KindTokens, l.Limit)
+}
+
+// maxNanoUSD is the largest money override, config.MaxUSDLimit dollars.
+const maxNanoUSD = config.MaxUSDLimit * config.NanoPerDollar
+
+// check refuses a limit out of its range.
+func (l FieldLimit) check() error {
+	if l.isUSD() {
+		if l.Limit < 1 || l.Limit > maxNanoUSD {
+			return badUSD(l.Field, config.FormatUSD(l.Limit))
+		}
+		return nil
+	}
+	if l.Limit < 1 || l.Limit > config.MaxLimit {
+		return badLimit(l.Field, strconv.FormatInt(l.Limit, 10))
+	}
+	return nil
+}
+
+// badLimit and badUSD refuse an override's limit, as given (got).
+func badLimit(field, got string) error {
+	return badRequest("limits.", truncate(field), ": must be an integer between 1 and ", strconv.FormatInt(config.MaxLimit, 10), ", got ", truncate(got))
+}
+
+func badUSD(field, got string) error {
+	return badRequest("limits.", truncate(field), ": must be a number of US dollars, more than 0 and at most ",
+		strconv.Itoa(config.MaxUSDLimit), ", got ", truncate(got))
 }
 
 // BadRequest is an operation that cannot be done as asked: the message
@@ -213,8 +350,8 @@ func (r Request) Plan(rules *config.Config) (Plan, error) {
 			if err != nil {
 				return Plan{}, err
 			}
-			if l.Limit < 1 || l.Limit > config.MaxLimit {
-				return Plan{}, badRequest("limits.", l.Field, ": must be an integer between 1 and ", strconv.FormatInt(config.MaxLimit, 10), ", got ", strconv.FormatInt(l.Limit, 10))
+			if err := l.check(); err != nil {
+				return Plan{}, err
 			}
 			p.Overrides = append(p.Overrides, scripts.Override{Name: name, Limit: l.Limit})
 		}
@@ -233,6 +370,8 @@ func (r Request) actsOn(w config.Window) bool {
 		return w.Unit == config.UnitTokens
 	case r.Kind == KindRequests:
 		return w.Unit == config.UnitRequests
+	case r.Kind == KindUSD:
+		return w.Unit == config.UnitUSD
 	}
 	return true
 }
@@ -247,6 +386,8 @@ func describeWindows(r Request) string {
 		s = "token window"
 	case r.Kind == KindRequests:
 		s = "request window"
+	case r.Kind == KindUSD:
+		s = "money window"
 	}
 	if r.Window != 0 {
 		return config.WindowName(r.Window) + " " + s
@@ -265,7 +406,7 @@ func overrideName(k *config.LimitKey, field string) (string, error) {
 	}
 	unit, seconds, ok := config.WindowOf(field)
 	if !ok {
-		return "", badRequest("limits.", field, ": unknown limit; overrides take token_per_*, query_per_* and ", config.MaxConcurrentField)
+		return "", badRequest("limits.", field, ": unknown limit; overrides take token_per_*, query_per_*, usd_per_* and ", config.MaxConcurrentField)
 	}
 	for _, w := range k.Windows {
 		if w.Unit == unit && w.Seconds == seconds {
@@ -285,11 +426,8 @@ func Fields(overrides []scripts.Override) []FieldLimit {
 		if o.Name == scripts.ConcurrencyOverride {
 			field = config.MaxConcurrentField
 		} else if len(o.Name) > 1 {
-			unit := config.UnitTokens
-			if o.Name[0] == 'q' {
-				unit = config.UnitRequests
-			}
-			if n, err := strconv.ParseInt(o.Name[1:], 10, 64); err == nil && config.LimitField(unit, n) != "" && scripts.OverrideName(unit, n) == o.Name {
+			unit, ok := specUnits[o.Name[0]]
+			if n, err := strconv.ParseInt(o.Name[1:], 10, 64); ok && err == nil && config.LimitField(unit, n) != "" && scripts.OverrideName(unit, n) == o.Name {
 				field = config.LimitField(unit, n)
 			}
 		}
@@ -297,6 +435,10 @@ func Fields(overrides []scripts.Override) []FieldLimit {
 	}
 	return out
 }
+
+// specUnits are the units of windows by the letter the scripts name them
+// with ("t60", "q3600", "u86400").
+var specUnits = map[byte]config.Unit{'t': config.UnitTokens, 'q': config.UnitRequests, 'u': config.UnitUSD}
 
 // IsBadRequest says whether err is the operator's mistake (400), not
 // Redis's trouble.

@@ -169,7 +169,7 @@ func TestParseRequest(t *testing.T) {
 		{OpStatus, `{"threshold":"global"}`, "", `threshold: must be global_threshold or unmatched_threshold, got "global"`},
 		{OpStatus, `{"threshold":"global_threshold","value":"v"}`, "", `value: a threshold has no value`},
 		{OpReset, `{"rule_item":0,"value":"v","window":"week"}`, "", `window: must be second, minute, hour or day, got "week"`},
-		{OpReset, `{"rule_item":0,"value":"v","kind":"concurrent"}`, "", `kind: must be tokens or requests`},
+		{OpReset, `{"rule_item":0,"value":"v","kind":"concurrent"}`, "", `kind: must be tokens, requests or usd, got "concurrent"`},
 		{OpGrant, `{"rule_item":0,"value":"v"}`, "", `tokens: required`},
 		{OpGrant, `{"rule_item":0,"value":"v","tokens":0}`, "", `tokens: must be an integer between 1 and 9007199254740992, got 0`},
 		{OpGrant, `{"rule_item":0,"value":"v","tokens":1e300}`, "", `tokens: must be an integer between 1 and`},

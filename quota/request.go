@@ -27,6 +27,7 @@ var requestFields = []struct {
 	{"window", []Op{OpReset, OpGrant}},
 	{"kind", []Op{OpReset}},
 	{"tokens", []Op{OpGrant}},
+	{"usd", []Op{OpGrant}}, // refused, saying why
 	{"limits", []Op{OpSetOverrides}},
 }
 
@@ -155,8 +156,15 @@ func readRequest(op Op, fields map[string]gjson.Result) (Request, error) {
 			return r, badRequest("window: must be second, minute, hour or day, got ", strconv.Quote(truncate(window)))
 		}
 	}
-	if r.Kind != "" && r.Kind != KindTokens && r.Kind != KindRequests {
-		return r, badRequest("kind: must be ", KindTokens, " or ", KindRequests, ", got ", strconv.Quote(truncate(r.Kind)))
+	if r.Kind != "" && r.Kind != KindTokens && r.Kind != KindRequests && r.Kind != KindUSD {
+		return r, badRequest("kind: must be ", KindTokens, ", ", KindRequests, " or ", KindUSD, ", got ", strconv.Quote(truncate(r.Kind)))
+	}
+	if _, ok := fields["usd"]; ok {
+		// Giving money back would need its amount beside the tokens in the
+		// grant's call; a reset of the money windows or an override of
+		// usd_per_* does what an operator needs.
+		return r, badRequest("usd: a grant gives back tokens only; to give a subject money back, reset its money windows ",
+			`("kind":"usd") or raise its usd_per_* limit with an override`)
 	}
 	if op == OpGrant && r.Tokens == 0 {
 		return r, badRequest("tokens: required (how many tokens to give back)")
@@ -168,7 +176,9 @@ func readRequest(op Op, fields map[string]gjson.Result) (Request, error) {
 }
 
 // readLimits reads the limits of an override set: an object from limit
-// fields to integers (their checks against the subject are Plan's).
+// fields to integers, or for money windows (usd_per_*) to numbers of US
+// dollars, held in nanodollars (their checks against the subject are
+// Plan's).
 func (r *Request) readLimits(v gjson.Result) (err error) {
 	if !v.Exists() {
 		return badRequest(`limits: required, e.g. {"token_per_day": 5000}`)
@@ -183,15 +193,28 @@ func (r *Request) readLimits(v gjson.Result) (err error) {
 				return false
 			}
 		}
-		n, ok := intValue(l)
-		if !ok || n < 1 || n > config.MaxLimit {
-			err = badRequest("limits.", truncate(k.Str), ": must be an integer between 1 and ", strconv.FormatInt(config.MaxLimit, 10), ", got ", truncate(l.Raw))
-			return false
+		limit := FieldLimit{Field: k.Str}
+		if limit.isUSD() {
+			limit.Limit, err = readUSD(k.Str, l)
+		} else if n, ok := intValue(l); !ok || n < 1 || n > config.MaxLimit {
+			err = badLimit(k.Str, l.Raw)
+		} else {
+			limit.Limit = n
 		}
-		r.Limits = append(r.Limits, FieldLimit{Field: k.Str, Limit: n})
-		return true
+		r.Limits = append(r.Limits, limit)
+		return err == nil
 	})
 	return err
+}
+
+// readUSD reads a money limit: US dollars, a number in (0,
+// config.MaxUSDLimit], rounded to the nanodollar (at least one, as the
+// configuration's usd_per_* are).
+func readUSD(field string, v gjson.Result) (int64, error) {
+	if v.Type != gjson.Number || !(v.Num > 0 && v.Num <= config.MaxUSDLimit) {
+		return 0, badUSD(field, v.Raw)
+	}
+	return max(int64(math.Round(v.Num*config.NanoPerDollar)), 1), nil
 }
 
 func hasOp(ops []Op, op Op) bool {
@@ -238,22 +261,22 @@ func (r Request) String() string {
 	if r.Window != 0 {
 		window = config.WindowName(r.Window)
 	}
-	var limits map[string]int64
+	var limits map[string]json.Number
 	if len(r.Limits) > 0 {
-		limits = make(map[string]int64, len(r.Limits))
+		limits = make(map[string]json.Number, len(r.Limits))
 		for _, l := range r.Limits {
-			limits[l.Field] = l.Limit
+			limits[l.Field] = l.Value()
 		}
 	}
 	b, _ := json.Marshal(struct {
-		RuleItem  *int             `json:"rule_item,omitempty"`
-		Threshold string           `json:"threshold,omitempty"`
-		Value     string           `json:"value,omitempty"`
-		Model     string           `json:"model,omitempty"`
-		Window    string           `json:"window,omitempty"`
-		Kind      string           `json:"kind,omitempty"`
-		Tokens    int64            `json:"tokens,omitempty"`
-		Limits    map[string]int64 `json:"limits,omitempty"`
+		RuleItem  *int                   `json:"rule_item,omitempty"`
+		Threshold string                 `json:"threshold,omitempty"`
+		Value     string                 `json:"value,omitempty"`
+		Model     string                 `json:"model,omitempty"`
+		Window    string                 `json:"window,omitempty"`
+		Kind      string                 `json:"kind,omitempty"`
+		Tokens    int64                  `json:"tokens,omitempty"`
+		Limits    map[string]json.Number `json:"limits,omitempty"`
 	}{item, r.Ref.Threshold, r.Ref.Value, r.Ref.Model, window, r.Kind, r.Tokens, limits})
 	return string(b)
 }

@@ -8,9 +8,11 @@
 -- ARGV[1]    the time in seconds (may have a fraction); empty in production,
 --            where Redis's own clock is used (tests pass one); the prelude
 --            (scripts.go) reads it into sec + frac = now
--- ARGV[2]    tokens to reserve: 0 checks token windows only ("used < limit");
---            more admits only when "used + cost <= limit" in every token window
---            (at most estimate.MaxTokens, and limits at most 2^53: exact here)
+-- ARGV[2]    tokens to reserve, then ':' and nanodollars when money windows
+--            reserve some ("1200" or "1200:3250000"): 0 checks those windows
+--            only ("used < limit"); more admits only when "used + cost <=
+--            limit" in every token (money) window (at most estimate.MaxTokens
+--            tokens, 2^53 nanodollars, and limits at most 2^53: exact here)
 -- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then 'o' when
 --            the subjects' overrides (overrides.lua) replace their configured
 --            limits, then, when the
@@ -23,8 +25,8 @@
 --            a key suffix (':m:<model>') when its key is the last KEYS one
 --            with that suffix (a per_model limit after its parent; otherwise
 --            its key is the next of KEYS); then n pairs
---            (window, limit), window being 't' (tokens) or 'q' (requests)
---            and its length in seconds, e.g. 't60'
+--            (window, limit), window being 't' (tokens), 'q' (requests) or
+--            'u' (money, in nanodollars) and its length in seconds, e.g. 't60'
 -- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms,
 --   subject}, {0, 1, 0, 0, now, 0, 0, 1} when cancelled before it ran,
 --   where limit, remaining, reset, kind, wait and subject describe the limit that
@@ -33,11 +35,12 @@
 --   fewest requests left), remaining counts this request, now is the second
 --   the buckets were taken at (a refund goes back into them later), kind
 --   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
---   progress, and wait is how long until it has room, in milliseconds (0 when
+--   progress, 3 nanodollars, and wait is how long until it has room, in milliseconds (0 when
 --   allowed, and for requests in progress, which can end any time), and
 --   subject is the index (from 1, in ARGV order) of the subject it belongs to.
 
-local cost = tonumber(ARGV[2])
+local cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')       -- tokens, and nanodollars ('' when none)
+cost, usd = tonumber(cost), tonumber(usd) or 0
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local read_overrides = string.sub(ARGV[3], 2, 2) == 'o'          -- limit_overrides
 local lease, id = string.match(ARGV[3], '^.o?(%d+):([^!]+)')    -- nil when no lease is taken
@@ -52,7 +55,7 @@ if marker then
     return {0, 1, 0, 0, math.floor(now), 0, 0, 1}               -- take nothing; no one reads the answer
   end
 end
-local kinds = {t = 0, q = 1}
+local kinds = {t = 0, q = 1, u = 3}                             -- 2 is a concurrency limit
 local eps = 1e-6                                                -- sliding weights are fractions: compare with a margin
                                                                 -- (a millionth of a token: counts up to 10^9 stay exact)
 local verdict                                                   -- {allowed, limit, remaining, reset, kind, wait ms}
@@ -105,7 +108,7 @@ while a <= #ARGV do
       prev = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. (bucket - 1))) or 0
     end
     local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
-    local need = kind == 1 and 1 or cost                        -- a request counts 1 in request windows
+    local need = kind == 1 and 1 or (kind == 3 and usd or cost) -- a request counts 1 in request windows
     local left = limit - used - need                            -- what this request would leave
     local open = (left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
     local secs = open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit) -- to the window's end, or to room

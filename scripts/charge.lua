@@ -22,7 +22,9 @@
 --            the charge undoes it in the buckets it took from if it ran and
 --            admitted, and marks it cancelled for that long, so that it takes
 --            nothing if it runs later (ARGV[2] is then not read)
--- ARGV[4]    tokens to add to token windows (negative: give back)
+-- ARGV[4]    tokens to add to token windows (negative: give back), then ':'
+--            and nanodollars to add to money windows when there are any
+--            ("-300" or "-300:-975000")
 -- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
 -- ARGV[6..]  per subject, in order: its window count n, followed by 'c'
 --            when it holds a lease and by a key suffix as in admit.lua; then
@@ -58,7 +60,8 @@ local most = 2^53                                               -- what a bucket
                                                                 -- limit): Lua's doubles hold every count up to it exactly
 local at = tonumber(ARGV[2]) or sec                             -- the admission's second (its buckets), else now's
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local amounts = {t = tonumber(ARGV[4]), q = tonumber(ARGV[5])}
+local tokens, usd = string.match(ARGV[4], '^(%-?%d+):?(%-?%d*)$') -- tokens, and nanodollars ('' when none)
+local amounts = {t = tonumber(tokens), q = tonumber(ARGV[5]), u = tonumber(usd) or 0}
 local totals = {}
 local a = 6
 local b, subject = 0, nil                                       -- KEYS used, the subject's key

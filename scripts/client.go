@@ -83,13 +83,22 @@ const (
 	KindTokens     Kind = iota // a token window
 	KindRequests               // a request window (query_per_*)
 	KindConcurrent             // max_concurrent_requests
+	KindUSD                    // a money window (usd_per_*), in nanodollars
 )
+
+// Amounts are what a call adds to each kind of window: tokens to token
+// windows, requests to request windows, nanodollars to money windows
+// (negative: gives back). An admission reserves Tokens and USD (Requests
+// is always one there).
+type Amounts struct {
+	Tokens, Requests, USD int64
+}
 
 // Verdict is Admit's answer, about the limit that decided (see admit.lua).
 type Verdict struct {
 	Allowed   bool
 	Kind      Kind
-	Limit     int64 // tokens or requests per window, or requests in progress
+	Limit     int64 // tokens, requests or nanodollars per window, or requests in progress
 	Remaining int64 // what is left in it after this request, never negative
 	Reset     int64 // seconds until it has room again (rejected) or starts anew (allowed)
 	At        int64 // Redis's time of the admission: the buckets it counted in
@@ -123,14 +132,15 @@ type Options struct {
 }
 
 // Admit asks whether one more request of the subjects (all in one Redis
-// Cluster slot) may go, reserving cost tokens in every token window when it
-// may (cost 0: check only; more than estimate.MaxTokens reserves that),
+// Cluster slot) may go, reserving cost.Tokens in every token window and
+// cost.USD in every money window when it may (0: check only; more than
+// estimate.MaxTokens tokens or MaxLimit nanodollars reserves that),
 // counting it in every request window, and taking a lease named leaseID in
 // every subject with a concurrency limit. markerID ("": none) names the
 // admission so that Cancel can undo it. done gets the verdict, or an error
 // when Redis could not give one; when Admit itself returns an error, done is
 // never called.
-func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string, done func(Verdict, error)) error {
+func (c *Client) Admit(subjects []Subject, cost Amounts, leaseID, markerID string, done func(Verdict, error)) error {
 	encode := func(bySource bool) []byte { return c.encodeAdmit(subjects, cost, leaseID, markerID, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err != nil {
@@ -142,10 +152,10 @@ func (c *Client) Admit(subjects []Subject, cost int64, leaseID, markerID string,
 }
 
 // encodeAdmit encodes one call of admit.lua.
-func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID, markerID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)), bySource, opAdmit, subjects, true, 3+windowArgs(subjects, 2))
+func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)+20), bySource, opAdmit, subjects, true, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
-	q = appendBulkInt(q, tokenAmount(max(cost, 0)))
+	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
 	q = c.appendOptions(q, true, leaseID, true, markerID)
 	for i, s := range subjects {
 		q = appendSubjectHead(q, subjects, i, true)
@@ -157,33 +167,33 @@ func (c *Client) encodeAdmit(subjects []Subject, cost int64, leaseID, markerID s
 	return q
 }
 
-// Charge settles a request in the subjects (all in one slot): it adds tokens
-// to every token window and requests to every request window, and releases
-// the lease leaseID ("": none) where the subjects have a concurrency limit.
+// Charge settles a request in the subjects (all in one slot): it adds the
+// amounts to every window of their kind, and releases the lease leaseID
+// ("": none) where the subjects have a concurrency limit.
 // What is added goes to the buckets current now, by Redis's clock; what is
 // given back (negative amounts: a refund, a rollback) to the buckets of time
 // at (a Verdict's At, where the reservation went; 0: now). Amounts are
-// taken within ±estimate.MaxTokens. chargeID ("": none) names the charge so
+// taken within ±estimate.MaxTokens (nanodollars ±MaxLimit). chargeID ("": none) names the charge so
 // that sending it again applies it once (see ChargeMarkerSeconds). done, if
 // not nil, gets nil or the error; when Charge itself returns an error, done
 // is never called.
-func (c *Client) Charge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID string, done func(error)) error {
+func (c *Client) Charge(subjects []Subject, a Amounts, at int64, leaseID, chargeID string, done func(error)) error {
 	encode := func(bySource bool) []byte {
-		return c.encodeCharge(subjects, tokens, requests, at, leaseID, chargeID, "", bySource)
+		return c.encodeCharge(subjects, a, at, leaseID, chargeID, "", bySource)
 	}
 	return c.dispatchCharge(subjects, chargeID != "", encode, done)
 }
 
 // Cancel undoes the admission markerID of the subjects (all in one slot)
-// whose answer was lost: when it ran and admitted, it adds tokens (the
-// reservation given back, negative) and requests (-1) in the buckets it
+// whose answer was lost: when it ran and admitted, it adds the amounts (the
+// reservation given back, negative, and -1 request) in the buckets it
 // took from and releases the lease leaseID ("": none); when it did not, or
 // has not run yet, it makes sure it never takes anything. Sent twice, it
 // applies once. done, if not nil, gets nil or the error; when Cancel itself
 // returns an error, done is never called.
-func (c *Client) Cancel(subjects []Subject, tokens, requests int64, leaseID, markerID string, done func(error)) error {
+func (c *Client) Cancel(subjects []Subject, a Amounts, leaseID, markerID string, done func(error)) error {
 	encode := func(bySource bool) []byte {
-		return c.encodeCharge(subjects, tokens, requests, 0, leaseID, "", markerID, bySource)
+		return c.encodeCharge(subjects, a, 0, leaseID, "", markerID, bySource)
 	}
 	return c.dispatchCharge(subjects, true, encode, done)
 }
@@ -203,8 +213,8 @@ func (c *Client) dispatchCharge(subjects []Subject, maybeEmpty bool, encode func
 }
 
 // encodeCharge encodes one call of charge.lua.
-func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, leaseID, chargeID, cancelID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+len(cancelID)+12), bySource, opCharge, subjects, true, 5+windowArgs(subjects, 1))
+func (c *Client) encodeCharge(subjects []Subject, a Amounts, at int64, leaseID, chargeID, cancelID string, bySource bool) []byte {
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+len(cancelID)+32), bySource, opCharge, subjects, true, 5+windowArgs(subjects, 1))
 	q = appendBulkString(q, "") // now, by Redis's clock
 	if at > 0 {
 		q = appendBulkInt(q, at)
@@ -212,8 +222,8 @@ func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, le
 		q = appendBulkString(q, "") // the buckets of now
 	}
 	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID)
-	q = appendBulkInt(q, tokenAmount(tokens))
-	q = appendBulkInt(q, tokenAmount(requests))
+	q = appendAmounts(q, a.Tokens, a.USD)
+	q = appendBulkInt(q, tokenAmount(a.Requests))
 	for i, s := range subjects {
 		q = appendSubjectHead(q, subjects, i, false)
 		for _, w := range s.Windows {
@@ -227,6 +237,19 @@ func (c *Client) encodeCharge(subjects []Subject, tokens, requests, at int64, le
 // they read it as a double, exact only up to 2^53.
 func tokenAmount(n int64) int64 {
 	return min(max(n, -estimate.MaxTokens), estimate.MaxTokens)
+}
+
+// appendAmounts appends the argument of tokens and nanodollars: the tokens
+// alone when there is no money ("1200"), else both ("1200:3250000"), each
+// bounded so that the scripts hold it exactly.
+func appendAmounts(dst []byte, tokens, usd int64) []byte {
+	if usd == 0 {
+		return appendBulkInt(dst, tokenAmount(tokens))
+	}
+	var buf [48]byte
+	arg := strconv.AppendInt(buf[:0], tokenAmount(tokens), 10)
+	arg = strconv.AppendInt(append(arg, ':'), min(max(usd, -config.MaxLimit), config.MaxLimit), 10)
+	return appendBulk(dst, arg)
 }
 
 // Renew extends the lease leaseID in every subject with a concurrency limit
@@ -358,8 +381,11 @@ func appendWindow(dst []byte, w config.Window) []byte {
 // appendSpec appends a window's name in the scripts: "t60", "q3600".
 func appendSpec(dst []byte, unit config.Unit, seconds int64) []byte {
 	c := byte('t')
-	if unit == config.UnitRequests {
+	switch unit {
+	case config.UnitRequests:
 		c = 'q'
+	case config.UnitUSD:
+		c = 'u'
 	}
 	return strconv.AppendInt(append(dst, c), seconds, 10)
 }
@@ -503,7 +529,7 @@ func parseVerdict(v resp.Value, n int) (Verdict, error) {
 		}
 	}
 	allowed, limit, remaining, reset, at, kind, wait, subject := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer()), a[7].Integer()
-	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindConcurrent) || wait < 0 ||
+	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindUSD) || wait < 0 ||
 		subject < 1 || subject > n {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}

@@ -9,9 +9,11 @@
 -- ARGV[2]    options: 'f' (fixed windows) or 's' (sliding)
 -- ARGV[3]    grant: the tokens to give back; reset: ''
 -- ARGV[4..]  per subject: its head (window count, a key suffix, as in
---            charge.lua), then its windows to act on, e.g. 't60'
+--            charge.lua), then its windows to act on, e.g. 't60', 'q3600',
+--            'u86400' (a money window)
 -- Reply: reset, the number of buckets deleted; grant, the new count of each
---   window's current bucket, in order (request windows are left alone: 0).
+--   window's current bucket, in order (request and money windows are left
+--   alone: 0).
 -- A reset deletes each window's bucket current now (and, sliding, the one
 -- before, which it still reads). A grant takes the tokens off each token
 -- window's current bucket (sliding: what that one does not hold, off the
@@ -61,7 +63,7 @@ while a <= #ARGV do
     if op == 'reset' then
       deleted = deleted + redis.call('DEL', key)
       if sliding then deleted = deleted + redis.call('DEL', subject .. ':' .. spec .. ':' .. (bucket - 1)) end
-    elseif string.sub(spec, 1, 1) ~= 't' then                   -- a grant gives tokens, not requests
+    elseif string.sub(spec, 1, 1) ~= 't' then                   -- a grant gives tokens, not requests or money
       reply[#reply + 1] = 0
     else
       local rest, total = give_back(key, tokens)                -- the current bucket first

@@ -24,7 +24,7 @@ func (c *Client) Run(call Call, done func(resp.Value, error)) error {
 
 // LimitStatus is one limit of a subject, as status.lua reads it.
 type LimitStatus struct {
-	Kind    Kind  // KindTokens, KindRequests or KindConcurrent
+	Kind    Kind  // KindTokens, KindRequests, KindUSD (counting nanodollars) or KindConcurrent
 	Seconds int64 // the window's length; 0 for KindConcurrent
 	// Limit is what admissions apply: the subject's override when it has
 	// one (with Options.Overrides), else the configured limit.
@@ -97,8 +97,11 @@ func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
 		}
 		for _, w := range s.Windows {
 			kind := KindTokens
-			if w.Unit == config.UnitRequests {
+			switch w.Unit {
+			case config.UnitRequests:
 				kind = KindRequests
+			case config.UnitUSD:
+				kind = KindUSD
 			}
 			if err := next(kind, w.Seconds); err != nil {
 				return nil, err
@@ -122,7 +125,8 @@ func (o Options) ResetCall(subjects []Subject) Call {
 }
 
 // GrantCall gives tokens back to subjects (one slot) in each of their
-// token windows: what they used, down to zero (see manage.lua). tokens is
+// token windows (request and money windows are left alone): what they
+// used, down to zero (see manage.lua). tokens is
 // taken within [1, config.MaxLimit]. Its reply is the new count of each
 // window's current bucket.
 func (o Options) GrantCall(subjects []Subject, tokens int64) Call {
@@ -167,7 +171,8 @@ func ParseGrant(v resp.Value, subjects []Subject) error {
 const ConcurrencyOverride = "c"
 
 // OverrideName is the name of a window among a subject's overrides, as the
-// scripts name windows: "t60", "q3600".
+// scripts name windows: "t60", "q3600", "u86400" (a money window, whose
+// override is in nanodollars).
 func OverrideName(unit config.Unit, seconds int64) string {
 	return string(appendSpec(nil, unit, seconds))
 }

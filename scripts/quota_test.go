@@ -50,12 +50,12 @@ func TestStatusReadsWhatAdmissionsCounted(t *testing.T) {
 	child := Subject{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"), Windows: []config.Window{tokens(60, 100)}}
 	subjects := []Subject{parent, child}
 	c := &Client{options: Options{LeaseSeconds: 60}}
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 80, "lease-1", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 80}, "lease-1", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, 2)
 	require.NoError(t, err)
 	require.True(t, verdict.Allowed)
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, 5, 0, verdict.At, "", "", "", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 5, Requests: 0}, verdict.At, "", "", "", true)), nil)
 	require.NoError(t, err)
 
 	before := snapshot(r)
@@ -188,7 +188,7 @@ func TestQuotaCallsRunEncoded(t *testing.T) {
 	require.ErrorContains(t, err, "NOSCRIPT")
 
 	c := &Client{options: o}
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, 100, 0, 0, "", "", "", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 100, Requests: 0}, 0, "", "", "", true)), nil)
 	require.NoError(t, err)
 	require.NoError(t, ParseGrant(run(t, r, o.GrantCall(subjects, 30)), subjects))
 	st, err := ParseStatus(run(t, r, o.StatusCall(subjects)), subjects)
@@ -204,7 +204,7 @@ func TestQuotaCallsRunEncoded(t *testing.T) {
 	_, err = ParseOverrides(run(t, r, OverrideCall([]byte(subject), []Override{{"t60", 5}})))
 	require.NoError(t, err)
 	verdict := func(c *Client) Verdict {
-		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", true)), nil)
+		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", true)), nil)
 		require.NoError(t, err)
 		verdict, err := parseVerdict(v, 1)
 		require.NoError(t, err)
@@ -212,7 +212,7 @@ func TestQuotaCallsRunEncoded(t *testing.T) {
 	}
 	assert.Equal(t, int64(5), verdict(c).Limit)
 	assert.Equal(t, int64(1000), verdict(&Client{}).Limit)
-	assert.NotContains(t, string((&Client{}).encodeAdmit(subjects, 0, "", "", false)), "fo")
+	assert.NotContains(t, string((&Client{}).encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", false)), "fo")
 
 	// Malformed replies are errors, not panics.
 	for _, raw := range []string{"*1\r\n:1\r\n", ":3\r\n", "*4\r\n:0\r\n:1\r\n:1\r\n:0\r\n", "*4\r\n$1\r\na\r\n:1\r\n:1\r\n:0\r\n"} {
@@ -229,4 +229,66 @@ func TestQuotaCallsRunEncoded(t *testing.T) {
 	v, _ := ParseReply([]byte(":-1\r\n"), nil)
 	_, err = ParseReset(v)
 	assert.ErrorIs(t, err, ErrMalformed)
+}
+
+// Money windows ('u' specs, in nanodollars) are read, overridden, reset
+// and left alone by a grant as the scripts name them, with nothing of
+// their own: the status shows what charges counted, an override applies
+// in admissions, a reset of the money windows keeps the token window.
+func TestQuotaCallsOfMoneyWindows(t *testing.T) {
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	tokenMinute := tokens(60, 1000)
+	usdDay := config.Window{Unit: config.UnitUSD, Seconds: 86400, Limit: 20 * config.NanoPerDollar}
+	usdHour := config.Window{Unit: config.UnitUSD, Seconds: 3600, Limit: config.NanoPerDollar}
+	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{tokenMinute, usdDay, usdHour}}}
+	o := Options{Overrides: true}
+	c := &Client{options: o}
+	_, err := ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 100, USD: 9_870_000}, 0, "", "", "", true)), nil)
+	require.NoError(t, err)
+	status := func() []LimitStatus {
+		st, err := ParseStatus(run(t, r, o.StatusCall(subjects)), subjects)
+		require.NoError(t, err)
+		for i := range st[0] {
+			st[0][i].Reset = 0
+		}
+		return st[0]
+	}
+	assert.Equal(t, []LimitStatus{
+		{Kind: KindTokens, Seconds: 60, Limit: 1000, Used: 100},
+		{Kind: KindUSD, Seconds: 86400, Limit: 20_000_000_000, Used: 9_870_000},
+		{Kind: KindUSD, Seconds: 3600, Limit: 1_000_000_000, Used: 9_870_000},
+	}, status())
+
+	// An override of the day's dollars, stored under its spec: the status
+	// shows it, and the admission applies it.
+	assert.Equal(t, "u86400", OverrideName(config.UnitUSD, 86400))
+	_, err = ParseOverrides(run(t, r, OverrideCall([]byte(subject), []Override{{"u86400", 10_000_000}})))
+	require.NoError(t, err)
+	assert.Equal(t, LimitStatus{Kind: KindUSD, Seconds: 86400, Limit: 10_000_000, Used: 9_870_000, Overridden: true}, status()[1])
+	admit := func(usd int64) Verdict {
+		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 1, USD: usd}, "", "", true)), nil)
+		require.NoError(t, err)
+		verdict, err := parseVerdict(v, 1)
+		require.NoError(t, err)
+		return verdict
+	}
+	assert.False(t, admit(130_001).Allowed, "over the override's $0.01")
+	verdict := admit(130_000)
+	require.True(t, verdict.Allowed, "exactly the override's $0.01")
+	assert.Equal(t, int64(10_000_000), status()[1].Used)
+
+	// A grant gives tokens only: the money windows' counts stay (0 in its
+	// reply).
+	money := []Subject{{Key: []byte(subject), Windows: []config.Window{tokenMinute, usdDay}}}
+	assert.Equal(t, []int64{51, 0}, ints(run(t, r, o.GrantCall(money, 50))))
+	assert.Equal(t, int64(10_000_000), status()[1].Used)
+
+	// A reset of the money windows alone.
+	n, err := ParseReset(run(t, r, o.ResetCall([]Subject{{Key: []byte(subject), Windows: []config.Window{usdDay, usdHour}}})))
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), n)
+	st := status()
+	assert.Equal(t, []int64{51, 0, 0}, []int64{st[0].Used, st[1].Used, st[2].Used})
+	assert.Empty(t, r.Keys(subject+":u*"))
 }

@@ -130,22 +130,22 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}}}
 	c := &Client{}
 
-	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", false)), nil)
+	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", false)), nil)
 	require.Error(t, err, "a fresh Redis does not know the script")
 	assert.Contains(t, err.Error(), "NOSCRIPT")
 
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
 	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 1200, 0, 0, "", "", "", false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 1200, Requests: 0}, 0, "", "", "", false)), nil)
 	require.NoError(t, err, "loading the script for the admission loaded the charge too")
 	assert.Len(t, v.Array(), 2)
 
-	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, 0, "", "", false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", false)), nil)
 	require.NoError(t, err, "EVAL cached the script: EVALSHA works now")
 	verdict, err = parseVerdict(v, len(subjects))
 	require.NoError(t, err)
@@ -162,15 +162,15 @@ func TestChargeIDAppliesARetriedChargeOnce(t *testing.T) {
 	c := &Client{endpoint: Endpoint{TimeoutMs: 1000}}
 	day := func() int64 { return r.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, r.Now()/86400)) }
 
-	v, err := ParseReply(r.Forward(c.encodeCharge(subjects, 300, 0, 0, "", "req-1", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 300, Requests: 0}, 0, "", "req-1", "", true)), nil)
 	require.NoError(t, err)
 	assert.Len(t, v.Array(), 1, "the first try reports the window's total")
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 300, 0, 0, "", "req-1", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 300, Requests: 0}, 0, "", "req-1", "", true)), nil)
 	require.NoError(t, err)
 	assert.Empty(t, v.Array(), "the retry finds the marker: nothing added")
 	assert.Equal(t, int64(300), day())
 
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, 5, 0, 0, "", "req-2", "", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 5, Requests: 0}, 0, "", "req-2", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(305), day(), "another charge id is another charge")
 
@@ -181,7 +181,7 @@ func TestChargeIDAppliesARetriedChargeOnce(t *testing.T) {
 func TestCallsAreSmall(t *testing.T) {
 	one := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 10000}}}}
 	c := &Client{}
-	admit, charge := c.encodeAdmit(one, 0, "", "", false), c.encodeCharge(one, 1234, 0, 0, "", "", "", false)
+	admit, charge := c.encodeAdmit(one, Amounts{Tokens: 0}, "", "", false), c.encodeCharge(one, Amounts{Tokens: 1234, Requests: 0}, 0, "", "", "", false)
 	t.Logf("admit %d bytes, charge %d bytes", len(admit), len(charge))
 	assert.LessOrEqual(t, len(admit)+len(charge), 450, "bytes sent to Redis per request")
 }
@@ -209,7 +209,7 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 		"negative reset":   "*8\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
 		"negative remains": "*8\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
 		"no time":          "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n:0\r\n:1\r\n",
-		"unknown kind":     "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:3\r\n:0\r\n:1\r\n",
+		"unknown kind":     "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:4\r\n:0\r\n:1\r\n",
 		"negative wait":    "*8\r\n:0\r\n:100\r\n:0\r\n:3\r\n:9\r\n:0\r\n:-1\r\n:1\r\n",
 		"subject 0":        "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:0\r\n",
 		"subject past n":   "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:2\r\n",
@@ -365,17 +365,17 @@ func TestClientBoundsWhatItSends(t *testing.T) {
 	r.AvoidWindowEdge(60, 5)
 	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: config.MaxLimit}}}}
 	c := &Client{}
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, math.MaxInt64, "", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: math.MaxInt64}, "", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
 	assert.True(t, verdict.Allowed)
 	assert.Equal(t, config.MaxLimit-estimate.MaxTokens, verdict.Remaining, "MaxTokens reserved")
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, math.MinInt64, 0, verdict.At, "", "", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: math.MinInt64, Requests: 0}, verdict.At, "", "", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "[0]", fmt.Sprint(ints(v)), "MaxTokens given back")
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, math.MaxInt64, 0, 0, "", "", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: math.MaxInt64, Requests: 0}, 0, "", "", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{estimate.MaxTokens}, ints(v))
 }
@@ -411,7 +411,7 @@ func TestSubjectSentAsASuffixOfTheOneBefore(t *testing.T) {
 	subjects := []Subject{parent, child}
 	c := &Client{options: Options{LeaseSeconds: 60}}
 
-	admit := c.encodeAdmit(subjects, 80, "lease-1", "", true)
+	admit := c.encodeAdmit(subjects, Amounts{Tokens: 80}, "lease-1", "", true)
 	assert.Equal(t, 1, bytes.Count(admit, []byte(subject)), "the parent's key once, the child's as a suffix")
 	v, err := ParseReply(r.Forward(admit), nil)
 	require.NoError(t, err)
@@ -423,12 +423,12 @@ func TestSubjectSentAsASuffixOfTheOneBefore(t *testing.T) {
 	assert.Equal(t, int64(80), r.Int("GET", subject+":m:gpt-4o:t60:"+minute))
 	assert.Equal(t, int64(1), r.Int("ZCARD", subject+":m:gpt-4o:c"), "the child's lease")
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, 5, 0, verdict.At, "lease-1", "", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 5, Requests: 0}, verdict.At, "lease-1", "", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{85, 85}, ints(v))
 	assert.Equal(t, int64(0), r.Int("ZCARD", subject+":m:gpt-4o:c"), "released")
 
 	// Not after its parent (or not a suffix of it): a key of its own.
-	q := c.encodeAdmit([]Subject{child, parent}, 0, "", "", true)
+	q := c.encodeAdmit([]Subject{child, parent}, Amounts{Tokens: 0}, "", "", true)
 	assert.Equal(t, 2, bytes.Count(q, []byte(subject)))
 }

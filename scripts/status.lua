@@ -9,7 +9,8 @@
 --            for a concurrency limit, a key suffix), then n pairs (window, limit)
 -- Reply: per subject, for each window in order and then for its
 --   concurrency limit if any, four numbers: {limit, used, reset seconds,
---   overridden 0|1}. used is what the window counts now (sliding: with the
+--   overridden 0|1}, in the window's unit (a money window: nanodollars).
+--   used is what the window counts now (sliding: with the
 --   previous bucket's share, rounded up); for a concurrency limit, the
 --   requests in progress
 --   (reset 0). reset is when the window's bucket ends.

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -112,45 +114,67 @@ func (q *quotaCommand) printOverrides(overrides []scripts.Override) int {
 		fmt.Fprintln(q.s.stdout, "no overrides")
 	}
 	for _, l := range fields {
-		fmt.Fprintf(q.s.stdout, "%s=%d\n", l.Field, l.Limit)
+		fmt.Fprintf(q.s.stdout, "%s=%s\n", l.Field, l.Value())
 	}
 	return exitOK
 }
 
-// orderedLimits is a JSON object from field to limit that keeps the
-// fields' order (a map would sort them).
+// orderedLimits is a JSON object from field to limit (a money window's in
+// US dollars) that keeps the fields' order (a map would sort them).
 func orderedLimits(fields []quota.FieldLimit) json.RawMessage {
+	values := make([]json.Number, len(fields))
+	for i, l := range fields {
+		values[i] = l.Value()
+	}
+	return jsonObject(fields, values)
+}
+
+// jsonObject writes the object from each field's name to its value, in
+// order.
+func jsonObject(fields []quota.FieldLimit, values []json.Number) json.RawMessage {
 	b := []byte{'{'}
 	for i, l := range fields {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		name, _ := json.Marshal(l.Field)
-		b = strconv.AppendInt(append(append(b, name...), ':'), l.Limit, 10)
+		b = append(append(append(b, name...), ':'), values[i]...)
 	}
 	return append(b, '}')
 }
 
 // fieldLimits reads the FIELD=LIMIT arguments of an override set into the
 // limits object of the admin API's request (whose reading checks the
-// fields and the range of the limits).
+// fields and the range of the limits): integers, and for money windows
+// (usd_per_*) numbers of US dollars, passed on as written.
 func fieldLimits(args []string) (json.RawMessage, error) {
 	if len(args) == 0 {
 		return nil, fmt.Errorf("no limits: give FIELD=LIMIT arguments, e.g. token_per_day=5000 max_concurrent_requests=3")
 	}
 	fields := make([]quota.FieldLimit, 0, len(args))
+	values := make([]json.Number, 0, len(args))
 	for _, a := range args {
 		field, limit, ok := strings.Cut(a, "=")
 		if !ok || field == "" {
 			return nil, fmt.Errorf("%q: a limit is FIELD=LIMIT, e.g. token_per_day=5000", a)
 		}
-		n, err := strconv.ParseInt(limit, 10, 64)
-		if err != nil {
+		if strings.HasPrefix(field, "usd_per_") {
+			if !isJSONNumber(limit) {
+				return nil, fmt.Errorf("%q: the limit must be a number of US dollars, got %q", a, limit)
+			}
+		} else if _, err := strconv.ParseInt(limit, 10, 64); err != nil {
 			return nil, fmt.Errorf("%q: the limit must be an integer, got %q", a, limit)
 		}
-		fields = append(fields, quota.FieldLimit{Field: field, Limit: n})
+		fields = append(fields, quota.FieldLimit{Field: field})
+		values = append(values, json.Number(limit))
 	}
-	return orderedLimits(fields), nil
+	return jsonObject(fields, values), nil
+}
+
+// isJSONNumber says whether s is a JSON number, as JSON writes it (12,
+// 0.5, 1e3; not .5, +1, Inf or NaN).
+func isJSONNumber(s string) bool {
+	return strings.TrimSpace(s) == s && gjson.Valid(s) && gjson.Parse(s).Type == gjson.Number
 }
 
 func overrideHelp(w io.Writer) {
@@ -164,10 +188,12 @@ status').
 
 set replaces all the subject's limit overrides with the limits given: each
 FIELD is a limit the subject's key configures (token_per_second …
-token_per_day, query_per_second … query_per_day, max_concurrent_requests),
-and LIMIT its new value. An override replaces the configured limit in every
-admission from then on, on every gateway, and lasts until removed: it is
-kept in Redis (the hash <subject key>:o), not in the configuration. The
+token_per_day, query_per_second … query_per_day, usd_per_hour, usd_per_day,
+max_concurrent_requests), and LIMIT its new value: an integer, or for
+usd_per_* a number of US dollars (usd_per_day=50, usd_per_hour=0.25),
+rounded to the nanodollar. An override replaces the configured limit in
+every admission from then on, on every gateway, and lasts until removed: it
+is kept in Redis (the hash <subject key>:o), not in the configuration. The
 configuration must have limit_overrides: true, else the plugin does not read
 overrides and set refuses (exit status 2).
 
@@ -175,7 +201,7 @@ rm removes all the subject's overrides: the configured limits apply again.
 
 list prints the subject's overrides. set, rm and list print the overrides
 after, a FIELD=LIMIT a line ("no overrides" when there are none), or with
--json an object: {"token_per_day":5000,"max_concurrent_requests":3}.
+-json an object: {"token_per_day":5000,"usd_per_day":50,"max_concurrent_requests":3}.
 
   atrl override set -config plugin.yaml -rule-item 0 -value sk-1 token_per_day=50000
   atrl override list -config plugin.yaml -rule-item 0 -value sk-1

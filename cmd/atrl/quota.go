@@ -330,20 +330,21 @@ func (q *quotaCommand) writeJSON(v any) int {
 	return exitOK
 }
 
-// writeStatusTable prints a status document as a table, a limit a line;
-// overrides are marked, with a note saying so.
+// writeStatusTable prints a status document as a table, a limit a line,
+// money limits in US dollars; overrides are marked, with a note saying so.
 func writeStatusTable(w io.Writer, doc quota.Document) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tKIND\tWINDOW\tLIMIT\tUSED\tREMAINING\tRESET")
 	overridden := false
 	for _, s := range doc.Subjects {
 		for _, l := range s.Limits {
-			limit := strconv.FormatInt(l.Limit, 10)
+			limit := string(quota.Amount(l.Kind, l.Limit))
 			if l.Overridden {
 				limit += "*"
 				overridden = true
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\n", subjectLabel(s), l.Kind, orDash(l.Window), limit, l.Used, l.Remaining, resetText(l))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", subjectLabel(s), l.Kind, orDash(l.Window), limit,
+				quota.Amount(l.Kind, l.Used), quota.Amount(l.Kind, l.Remaining), resetText(l))
 		}
 	}
 	tw.Flush()
@@ -404,7 +405,7 @@ func runReset(args []string, s streams) int {
 	f := newFlagSet("atrl reset", s, resetHelp)
 	f.addSubjectFlags()
 	f.fs.String("window", "", "reset the windows of this length only: second, minute, hour or day")
-	f.fs.String("kind", "", "reset the windows of this kind only: tokens or requests")
+	f.fs.String("kind", "", "reset the windows of this kind only: tokens, requests or usd")
 	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpReset, nil)
 	if q == nil {
 		return status
@@ -449,8 +450,11 @@ func windowsText(ws []config.Window) string {
 	var names []string
 	for _, w := range ws {
 		unit := "token"
-		if w.Unit == config.UnitRequests {
+		switch w.Unit {
+		case config.UnitRequests:
 			unit = "request"
+		case config.UnitUSD:
+			unit = "money"
 		}
 		names = append(names, config.WindowName(w.Seconds)+" "+unit)
 	}
@@ -510,14 +514,15 @@ func statusHelp(w io.Writer) {
 Prints a subject's limits and what it has used, as the plugin counts them
 in Redis now: for each window its limit, what it used (a sliding window
 with the previous bucket's share), what remains and when the window starts
-anew, and requests in progress for max_concurrent_requests. A limit that
-an override replaces is marked "*" (see 'atrl help override'). Nothing is
-written.
+anew, and requests in progress for max_concurrent_requests. A money window
+(usd_per_*, kind usd) counts US dollars. A limit that an override replaces
+is marked "*" (see 'atrl help override'). Nothing is written.
 
   atrl status -config plugin.yaml -rule-item 0 -value sk-1
-  SUBJECT      KIND      WINDOW  LIMIT  USED  REMAINING  RESET
-  item 0 sk-1  tokens    minute  1000   300   700        42s
-  item 0 sk-1  requests  hour    50     12    38         17m3s
+  SUBJECT      KIND      WINDOW  LIMIT  USED     REMAINING  RESET
+  item 0 sk-1  tokens    minute  1000   300      700        42s
+  item 0 sk-1  requests  hour    50     12       38         17m3s
+  item 0 sk-1  usd       day     20     0.00987  19.99013   5h2m
 
 -json prints the document the plugin's quota endpoints answer:
 
@@ -525,14 +530,16 @@ written.
     "window":"minute","limit":1000,"used":300,"remaining":700,"reset_seconds":42}]}]}
 
 with "threshold" in place of "rule_item" for the thresholds, "model" and
-"model_key" for a per_model limit, and "overridden": true for an override.
+"model_key" for a per_model limit, "overridden": true for an override, and
+a money window's "limit", "used" and "remaining" in US dollars
+({"kind":"usd","window":"day","limit":20,"used":0.00987,...}).
 
 Flags:
 `+subjectFlagsHelp+connFlagsHelp)
 }
 
 func resetHelp(w io.Writer) {
-	fmt.Fprint(w, `usage: atrl reset -config FILE SUBJECT [-window W] [-kind tokens|requests] [flags]
+	fmt.Fprint(w, `usage: atrl reset -config FILE SUBJECT [-window W] [-kind tokens|requests|usd] [flags]
 
 Clears a subject's windows: what it used in them now counts as nothing
 (with a sliding window, the previous bucket it still reads is cleared too).
@@ -542,9 +549,9 @@ subject's status, as atrl status does. SUBJECT is as for atrl status; with
 
   -window second|minute|hour|day
 	only the windows of that length
-  -kind tokens|requests
-	only the token windows (token_per_*) or the request windows
-	(query_per_*)
+  -kind tokens|requests|usd
+	only the token windows (token_per_*), the request windows
+	(query_per_*) or the money windows (usd_per_*)
 
   atrl reset -config plugin.yaml -rule-item 0 -value sk-1 -window minute
 
@@ -557,10 +564,11 @@ func grantHelp(w io.Writer) {
 
 Gives tokens back to a subject in each of its token windows: N off what it
 used in the current bucket (a sliding window, what that does not hold off
-the previous one), down to zero: never more than it used. Request windows
-are left alone. Then prints the subject's status, as atrl status does.
-SUBJECT is as for atrl status; with -model, the subject's limits for that
-model alone.
+the previous one), down to zero: never more than it used. Request and
+money windows are left alone (for money: 'atrl reset -kind usd', or raise
+usd_per_* with 'atrl override set'). Then prints the subject's status, as
+atrl status does. SUBJECT is as for atrl status; with -model, the
+subject's limits for that model alone.
 
   -tokens N
 	the tokens to give back (required)

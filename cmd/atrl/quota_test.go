@@ -335,7 +335,7 @@ func TestBadSubjectsAndFlags(t *testing.T) {
 		{"status -config CFG -rule-item 0 -value sk-1 extra", `atrl status: unexpected argument "extra"`},
 		{"status -config CFG -rule-item 0 -value sk-1 -timeout 0s", "atrl status: -timeout must be positive"},
 		{"reset -config CFG -rule-item 0 -value sk-1 -window fortnight", `atrl reset: -window: must be second, minute, hour or day, got "fortnight"` + "\n"},
-		{"reset -config CFG -rule-item 0 -value sk-1 -kind bytes", `atrl reset: -kind: must be tokens or requests, got "bytes"` + "\n"},
+		{"reset -config CFG -rule-item 0 -value sk-1 -kind bytes", `atrl reset: -kind: must be tokens, requests or usd, got "bytes"` + "\n"},
 		{"reset -config CFG -rule-item 1 -value gold -kind requests", "atrl reset: the subject has no request window to reset\n"},
 		{"grant -config CFG -rule-item 1 -value gold -tokens 5 -window minute", "atrl grant: the subject has no minute token window to grant tokens in\n"},
 		{"override", "atrl override: set, rm or list?"},

@@ -8,6 +8,7 @@ package main
 // then read as `atrl status` reads them.
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -116,21 +117,23 @@ func parseBucketKey(key string) (k bucketKey, ok bool) {
 	}
 	k.subject = key[:len(key)-len(tail)]
 	f := strings.Split(tail, ":") // "", "t60", "29533012"
-	if len(f) != 3 || f[0] != "" || len(f[1]) < 2 || f[1][0] != 't' && f[1][0] != 'q' {
+	if len(f) != 3 || f[0] != "" || len(f[1]) < 2 {
 		return k, false
 	}
+	unit, ok := specUnits[f[1][0]]
 	seconds, err1 := strconv.ParseInt(f[1][1:], 10, 64)
 	bucket, err2 := strconv.ParseInt(f[2], 10, 64)
-	if err1 != nil || err2 != nil || seconds <= 0 || bucket < 0 {
+	if !ok || err1 != nil || err2 != nil || seconds <= 0 || bucket < 0 {
 		return k, false
 	}
-	k.window = config.Window{Unit: config.UnitTokens, Seconds: seconds, Limit: 1}
-	if f[1][0] == 'q' {
-		k.window.Unit = config.UnitRequests
-	}
+	k.window = config.Window{Unit: unit, Seconds: seconds, Limit: 1}
 	k.bucket = bucket
 	return k, true
 }
+
+// specUnits are the units of windows by the letter their keys name them
+// with ("t60", "q3600", "u86400": see scripts.OverrideName).
+var specUnits = map[byte]config.Unit{'t': config.UnitTokens, 'q': config.UnitRequests, 'u': config.UnitUSD}
 
 // foundSubject is a subject whose counters of the current windows a scan
 // found.
@@ -276,21 +279,35 @@ func (c *redisClient) scan(addr, pattern string, limit int, visit func(key strin
 
 // topRow is a subject in atrl top's list: the one of its limits it is
 // closest to, or for a subject whose limits are unknown (Limit nil), its
-// most used window and why (Note).
+// most used window and why (Note). Limit, Used and Remaining are written
+// as the status document writes them (quota.Amount: a money window's in US
+// dollars).
 type topRow struct {
-	RuleItem   *int     `json:"rule_item,omitempty"`
-	Threshold  string   `json:"threshold,omitempty"`
-	Value      string   `json:"value"`
-	Model      string   `json:"model,omitempty"`
-	Kind       string   `json:"kind"`
-	Window     string   `json:"window,omitempty"`
-	Limit      *int64   `json:"limit"`
-	Used       int64    `json:"used"`
-	Remaining  *int64   `json:"remaining"`
-	Fraction   *float64 `json:"fraction"`
-	Overridden bool     `json:"overridden,omitempty"`
-	RedisKey   string   `json:"redis_key"`
-	Note       string   `json:"note,omitempty"`
+	RuleItem   *int         `json:"rule_item,omitempty"`
+	Threshold  string       `json:"threshold,omitempty"`
+	Value      string       `json:"value"`
+	Model      string       `json:"model,omitempty"`
+	Kind       string       `json:"kind"`
+	Window     string       `json:"window,omitempty"`
+	Limit      *json.Number `json:"limit"`
+	Used       json.Number  `json:"used"`
+	Remaining  *json.Number `json:"remaining"`
+	Fraction   *float64     `json:"fraction"`
+	Overridden bool         `json:"overridden,omitempty"`
+	RedisKey   string       `json:"redis_key"`
+	Note       string       `json:"note,omitempty"`
+
+	used int64 // Used, in its window's unit (nanodollars for money)
+}
+
+// setAmounts sets the row's limit (nil: unknown), used and remaining, of
+// its Kind.
+func (r *topRow) setAmounts(limit *int64, used, remaining int64) {
+	r.used, r.Used = used, quota.Amount(r.Kind, used)
+	if limit != nil {
+		l, rem := quota.Amount(r.Kind, *limit), quota.Amount(r.Kind, remaining)
+		r.Limit, r.Remaining = &l, &rem
+	}
 }
 
 // rank reads the limits of the subjects found and returns those resolved,
@@ -317,10 +334,23 @@ func (q *quotaCommand) rank(c *redisClient, subjects []*foundSubject) (rows, unk
 		if *rows[i].Fraction != *rows[j].Fraction {
 			return *rows[i].Fraction > *rows[j].Fraction
 		}
-		return rows[i].Used > rows[j].Used
+		return rows[i].used > rows[j].used
 	})
-	sort.SliceStable(unknown, func(i, j int) bool { return unknown[i].Used > unknown[j].Used })
+	sort.SliceStable(unknown, func(i, j int) bool {
+		return moreUsed(unknown[i].Kind, unknown[i].used, unknown[j].Kind, unknown[j].used)
+	})
 	return rows, unknown, nil
+}
+
+// moreUsed says whether a window of kind a that used x comes before one of
+// kind b that used y among windows whose limits are unknown: counts of
+// tokens and requests by what they used, then money windows, whose
+// nanodollars are no count of the same scale.
+func moreUsed(a string, x int64, b string, y int64) bool {
+	if (a == quota.KindUSD) != (b == quota.KindUSD) {
+		return b == quota.KindUSD
+	}
+	return x > y
 }
 
 // limitRow reads the status of a resolved subject (the last of matches,
@@ -344,8 +374,8 @@ func (q *quotaCommand) limitRow(c *redisClient, matches []config.Match, key stri
 			best, fraction = l, f
 		}
 	}
-	row.Kind, row.Window, row.Used, row.Overridden = best.Kind, best.Window, best.Used, best.Overridden
-	row.Limit, row.Remaining, row.Fraction = &best.Limit, &best.Remaining, &fraction
+	row.Kind, row.Window, row.Overridden, row.Fraction = best.Kind, best.Window, best.Overridden, &fraction
+	row.setAmounts(&best.Limit, best.Used, best.Remaining)
 	return row, nil
 }
 
@@ -359,18 +389,28 @@ func (q *quotaCommand) unknownRow(c *redisClient, f *foundSubject, note string) 
 	if err != nil {
 		return topRow{}, err
 	}
-	row := topRow{Value: f.key.parts[3], Model: f.key.model, RedisKey: f.key.subject, Note: note, Used: -1}
+	row := topRow{Value: f.key.parts[3], Model: f.key.model, RedisKey: f.key.subject, Note: note}
 	row.RuleItem, row.Threshold = itemOf(q.rules, f.key)
-	for _, l := range st[0] {
-		if l.Used > row.Used {
-			row.Used = l.Used
-			row.Kind, row.Window = quota.KindTokens, config.WindowName(l.Seconds)
-			if l.Kind == scripts.KindRequests {
-				row.Kind = quota.KindRequests
-			}
+	var best *scripts.LimitStatus
+	for i, l := range st[0] {
+		if best == nil || moreUsed(kindOf(l.Kind), l.Used, kindOf(best.Kind), best.Used) {
+			best = &st[0][i]
 		}
 	}
+	row.Kind, row.Window = kindOf(best.Kind), config.WindowName(best.Seconds)
+	row.setAmounts(nil, best.Used, 0)
 	return row, nil
+}
+
+// kindOf names the kind of a window's status as the document does.
+func kindOf(k scripts.Kind) string {
+	switch k {
+	case scripts.KindRequests:
+		return quota.KindRequests
+	case scripts.KindUSD:
+		return quota.KindUSD
+	}
+	return quota.KindTokens
 }
 
 // resolveFound finds the configuration's limits of a subject found in
@@ -476,11 +516,11 @@ func writeTop(w io.Writer, rows, unknown []topRow) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SUBJECT\tKIND\tWINDOW\tLIMIT\tUSED\tREMAINING\tUSED%")
 		for _, r := range rows {
-			limit := strconv.FormatInt(*r.Limit, 10)
+			limit := string(*r.Limit)
 			if r.Overridden {
 				limit += "*"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%.1f%%\n", rowLabel(r), r.Kind, orDash(r.Window), limit, r.Used, *r.Remaining, 100**r.Fraction)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.1f%%\n", rowLabel(r), r.Kind, orDash(r.Window), limit, r.Used, *r.Remaining, 100**r.Fraction)
 		}
 		tw.Flush()
 	}
@@ -492,7 +532,7 @@ func writeTop(w io.Writer, rows, unknown []topRow) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SUBJECT\tKIND\tWINDOW\tUSED\tWHY")
 		for _, r := range unknown {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", rowLabel(r), r.Kind, r.Window, r.Used, r.Note)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", rowLabel(r), r.Kind, r.Window, r.Used, r.Note)
 		}
 		tw.Flush()
 	}
@@ -534,9 +574,10 @@ used in their most used window and why, at most -n of them.
     "used":900,"remaining":100,"fraction":0.9,"redis_key":"atrl:{chat|limit_by_per_header|x-api-key|sk-1}"}]
 
 with "threshold" in place of "rule_item" for the thresholds, "model" for a
-per_model subject, "overridden": true for an override, and for a subject
-whose limits are unknown "limit", "remaining" and "fraction" null and a
-"note".
+per_model subject, "overridden": true for an override, a money window's
+(kind "usd") "limit", "used" and "remaining" in US dollars, and for a
+subject whose limits are unknown "limit", "remaining" and "fraction" null
+and a "note".
 
 Flags:
 

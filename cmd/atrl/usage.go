@@ -35,8 +35,15 @@ one JSON object per file, one per line, in argument order:
 
 usage is what the body reports, as the plugin normalises it (input includes
 cache reads and writes; total is input + output); cost is what the plugin
-charges for it under the configuration. A body that reports no usage is
-charged an estimate from its output text, ceil(text_bytes / bytes_per_token):
+charges for it under the configuration, in tokens. With a configuration
+that has pricing, cost_usd is what it charges its money windows (usd_per_*),
+in US dollars, rounded up to the nanodollar as the plugin counts them
+(absent when pricing has no price for the model):
+
+  {"file":"r.sse","usage":{...},"cost":27,"cost_usd":0.00012}
+
+A body that reports no usage is charged an estimate from its output text,
+ceil(text_bytes / bytes_per_token) output tokens:
 
   {"file":"r.sse","usage":null,"estimated":true,"text_bytes":120,"cost":30}
 
@@ -48,16 +55,16 @@ Flags:
 
   -config FILE
 	the plugin's configuration, whose token_count_strategy, token_weights
-	and token_reservation.bytes_per_token set the cost: YAML, or JSON when
-	FILE ends in .json. Without it, the defaults: total_tokens, and 4 bytes
-	per token.
+	and token_reservation.bytes_per_token set the cost, and pricing the
+	cost in dollars: YAML, or JSON when FILE ends in .json. Without it, the
+	defaults: total_tokens, and 4 bytes per token.
   -model NAME
-	the model to price with token_weights.models. The plugin prices by the
-	model the request names; without -model, the body's own "model" is taken
-	(top level of a JSON body, or the first SSE event naming one, also as
-	message.model or response.model). A response may name a dated snapshot
-	(gpt-4o-2024-08-06 for gpt-4o) and Gemini's names none: pass the
-	request's model when weights differ by model.
+	the model to price with token_weights.models and pricing. The plugin
+	prices by the model the request names; without -model, the body's own
+	"model" is taken (top level of a JSON body, or the first SSE event
+	naming one, also as message.model or response.model). A response may
+	name a dated snapshot (gpt-4o-2024-08-06 for gpt-4o) and Gemini's names
+	none: pass the request's model when weights or prices differ by model.
 `)
 }
 
@@ -113,6 +120,9 @@ type usageLine struct {
 	Estimated bool       `json:"estimated,omitempty"`
 	TextBytes *int64     `json:"text_bytes,omitempty"` // with Estimated
 	Cost      int64      `json:"cost"`
+	// CostUSD is what pricing charges, in US dollars (config.FormatUSD);
+	// "" when the configuration has no price for the model.
+	CostUSD json.Number `json:"cost_usd,omitempty"`
 }
 
 type usageJSON struct {
@@ -173,26 +183,38 @@ func measure(name string, body []byte, cfg *config.Config, model string) usageLi
 	}
 	u, ok := p.Usage()
 	if !ok {
-		textBytes, cost := estimate(&p, cfg, model)
-		return usageLine{File: name, Estimated: true, TextBytes: &textBytes, Cost: cost}
+		textBytes, output := estimate(&p, cfg)
+		return usageLine{File: name, Estimated: true, TextBytes: &textBytes, Cost: cfg.Cost.Tokens(0, output, 0, 0, model),
+			CostUSD: costUSD(cfg, 0, output, 0, 0, model)}
 	}
 	return usageLine{
 		File: name,
 		Usage: &usageJSON{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead,
 			CacheCreation: u.CacheCreation, Total: u.Total()},
-		Cost: cfg.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, model),
+		Cost:    cfg.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, model),
+		CostUSD: costUSD(cfg, u.Input, u.Output, u.CacheRead, u.CacheCreation, model),
 	}
 }
 
 // estimate is what a response that reports no usage is charged for its
 // output, as the plugin charges it: its output text, in bytes as the parser
-// counts them, over bytes_per_token rounded up, priced as output tokens.
-// (The plugin adds the estimate of the request's prompt, which a saved
-// response does not have.)
-func estimate(p *tokenusage.Parser, cfg *config.Config, model string) (textBytes, cost int64) {
+// counts them, over bytes_per_token rounded up, as output tokens. (The
+// plugin adds the estimate of the request's prompt, which a saved response
+// does not have.)
+func estimate(p *tokenusage.Parser, cfg *config.Config) (textBytes, output int64) {
 	textBytes = p.TextBytes()
 	perToken := max(cfg.Reservation.BytesPerToken, 1)
-	return textBytes, cfg.Cost.Tokens(0, (textBytes+perToken-1)/perToken, 0, 0, model)
+	return textBytes, (textBytes + perToken - 1) / perToken
+}
+
+// costUSD is what pricing charges for these counts (input with the cache
+// reads and writes, as in Cost.Tokens), in US dollars; "" when pricing has
+// no price for the model.
+func costUSD(cfg *config.Config, input, output, cacheRead, cacheWrite int64, model string) json.Number {
+	if _, ok := cfg.Pricing.PriceOf(model); !ok {
+		return ""
+	}
+	return json.Number(config.FormatUSD(cfg.Pricing.NanoUSD(input, output, cacheRead, cacheWrite, model)))
 }
 
 // bodyModel returns the model a response body names, or "": the top-level

@@ -1,0 +1,108 @@
+package config
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
+)
+
+const pricedYAML = `
+rule_name: spend
+rule_items:
+  - limit_by_per_header: x-api-key
+    limit_keys:
+      - key: "*"
+        usd_per_day: 20
+        usd_per_hour: 2.5
+pricing:
+  gpt-4o:            {input: 2.5, output: 10, cache_read: 1.25}
+  "claude-sonnet-4*": {input: 3, output: 15, cache_read: 0.3, cache_write: 3.75}
+  "regexp:^o\\d":    {input: 15, output: 60}
+  "*":               {input: 0.075, output: 0.3}
+redis:
+  service_name: redis.static
+`
+
+func TestParsePricing(t *testing.T) {
+	c := mustParse(t, fromYAML(t, pricedYAML))
+	w := c.Items[0].Keys[0].Windows
+	require.Equal(t, []Window{
+		{Field: "usd_per_hour", Unit: UnitUSD, Seconds: 3600, Limit: 2_500_000_000},
+		{Field: "usd_per_day", Unit: UnitUSD, Seconds: 86400, Limit: 20_000_000_000},
+	}, w, "in nanodollars")
+	price := func(model string) Price {
+		p, ok := c.Pricing.PriceOf(model)
+		require.True(t, ok, model)
+		return p
+	}
+	// Picodollars per token: $2.50 per million tokens is 2,500,000.
+	require.Equal(t, Price{Input: 2_500_000, Output: 10_000_000, CacheRead: 1_250_000, CacheWrite: 2_500_000}, price("gpt-4o"), "cache_write defaults to input")
+	require.Equal(t, Price{Input: 3_000_000, Output: 15_000_000, CacheRead: 300_000, CacheWrite: 3_750_000}, price("claude-sonnet-4-20250514"))
+	require.Equal(t, Price{Input: 15_000_000, Output: 60_000_000, CacheRead: 15_000_000, CacheWrite: 15_000_000}, price("o3"))
+	require.Equal(t, Price{Input: 75_000, Output: 300_000, CacheRead: 75_000, CacheWrite: 75_000}, price("llama-3"), `"*"`)
+	require.Equal(t, price("llama-3"), price(""), `a request naming no model: "*"`)
+	require.Equal(t, Price{Input: 15_000_000, Output: 60_000_000, CacheRead: 15_000_000, CacheWrite: 15_000_000}, price(UnknownModel), "the dearest of each kind")
+}
+
+func TestNanoUSD(t *testing.T) {
+	c := mustParse(t, fromYAML(t, pricedYAML))
+	p := &c.Pricing
+	// 1,000 input (200 read from the cache) and 100 output tokens of gpt-4o:
+	// 800 × 2.5 + 200 × 1.25 + 100 × 10 = 3,250 µ$ per million... in
+	// nanodollars: 800×2,500 + 200×1,250 + 100×10,000 = 3,250,000.
+	require.Equal(t, int64(3_250_000), p.NanoUSD(1000, 100, 200, 0, "gpt-4o"))
+	// Cache writes at their own price.
+	require.Equal(t, int64(1000*3_750), p.NanoUSD(1000, 0, 0, 1000, "claude-sonnet-4-5"))
+	// One token at $0.075 per million is 75 nanodollars; at $0.0005, half
+	// a nanodollar, rounded up.
+	require.Equal(t, int64(75), p.NanoUSD(1, 0, 0, 0, "llama"))
+	tiny := Pricing{Any: &Price{Input: 500}}
+	require.Equal(t, int64(1), tiny.NanoUSD(1, 0, 0, 0, "x"))
+	require.Equal(t, int64(1), tiny.NanoUSD(2, 0, 0, 0, "x"))
+	require.Equal(t, int64(2), tiny.NanoUSD(3, 0, 0, 0, "x"))
+	require.Equal(t, int64(0), p.NanoUSD(0, 0, 0, 0, "llama"))
+	// Bounded: negative counts are 0, huge ones saturate at MaxLimit.
+	require.Equal(t, int64(0), p.NanoUSD(-5, -5, -1, -1, "gpt-4o"))
+	require.Equal(t, int64(MaxLimit), p.NanoUSD(1<<62, 1<<62, 0, 0, "o1"))
+	// Exact: a million requests add up to a million times one, in integers.
+	var sum int64
+	for range 1_000_000 {
+		sum += p.NanoUSD(1234, 567, 89, 0, "gpt-4o")
+	}
+	require.Equal(t, 1_000_000*p.NanoUSD(1234, 567, 89, 0, "gpt-4o"), sum)
+	require.Equal(t, "20", FormatUSD(20_000_000_000))
+	require.Equal(t, "0.5", FormatUSD(500_000_000))
+	require.Equal(t, "0.000003251", FormatUSD(3251))
+}
+
+func TestParsePricingInvalid(t *testing.T) {
+	items := `"rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"k","usd_per_day":5}]}],`
+	for _, tc := range []struct{ name, config, msg string }{
+		{"money without pricing", `{"rule_name":"r",` + items + redisOK + `}`,
+			"rule_items[0].limit_keys[0].usd_per_day: counts money: set pricing, the price of each model in US dollars per million tokens"},
+		{"no price for other models", `{"rule_name":"r",` + items + `"pricing":{"gpt-4o":{"input":1,"output":2}},` + redisOK + `}`,
+			`pricing: no price for the models no entry names: add a "*" entry, since rule_items[0].limit_keys[0].usd_per_day counts every model's requests in dollars`},
+		{"a per_model entry's exact model unpriced", `{"rule_name":"r","rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"k","token_per_day":5,"per_model":[{"model":"o3","usd_per_day":5}]}]}],"pricing":{"gpt-4o":{"input":1,"output":2}},` + redisOK + `}`,
+			`pricing: no price for model "o3", which rule_items[0].limit_keys[0].per_model[0].usd_per_day counts in dollars`},
+		{"negative price", `{"rule_name":"r",` + items + `"pricing":{"*":{"input":-1,"output":2}},` + redisOK + `}`,
+			`pricing."*".input: must be a number between 0 and 1000000, got number -1`},
+		{"price as a string", `{"rule_name":"r",` + items + `"pricing":{"*":{"input":"1","output":2}},` + redisOK + `}`,
+			`pricing."*".input: must be a number between 0 and 1000000, got string "1"`},
+		{"output missing", `{"rule_name":"r",` + items + `"pricing":{"*":{"input":1}},` + redisOK + `}`,
+			`pricing."*".output: required`},
+		{"unknown price field", `{"rule_name":"r",` + items + `"pricing":{"*":{"input":1,"output":1,"cache_creation":1}},` + redisOK + `}`,
+			`pricing."*".cache_creation: unknown field`},
+		{"zero dollars", `{"rule_name":"r","rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"k","usd_per_day":0}]}],"pricing":{"*":{"input":1,"output":1}},` + redisOK + `}`,
+			"rule_items[0].limit_keys[0].usd_per_day: must be more than 0 US dollars, got number 0"},
+		{"too many dollars", `{"rule_name":"r","rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"k","usd_per_day":1e9}]}],"pricing":{"*":{"input":1,"output":1}},` + redisOK + `}`,
+			"rule_items[0].limit_keys[0].usd_per_day: must be a number between 0 and 9000000, got number 1e9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(gjson.Parse(tc.config))
+			require.EqualError(t, err, tc.msg)
+		})
+	}
+	// Priced exactly, a per_model entry needs no "*".
+	mustParse(t, `{"rule_name":"r","rule_items":[{"limit_by_header":"h","limit_keys":[{"key":"k","token_per_day":5,"per_model":[{"model":"gpt-4o","usd_per_day":5}]}]}],"pricing":{"gpt-4o":{"input":1,"output":2}},`+redisOK+`}`)
+}

@@ -1,0 +1,67 @@
+package limiter
+
+import (
+	"strconv"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// Money. A request's usage is charged in tokens to token windows and, by
+// pricing, in nanodollars to money windows (usd_per_*), in the same calls:
+// reserved at admission from its estimate priced, reconciled with what its
+// usage costs at the end. See config.Pricing.
+
+// reservation is what an admission reserves, or a request costs: tokens in
+// token windows, nanodollars in money windows (Requests unused).
+type reservation scripts.Amounts
+
+// givenBack is what undoing an admission that reserved r adds: r taken
+// back, and one request less.
+func (r reservation) givenBack() scripts.Amounts {
+	return scripts.Amounts{Tokens: -r.Tokens, Requests: -1, USD: -r.USD}
+}
+
+// atLeast is r, each amount at least other's.
+func (r reservation) atLeast(other reservation) reservation {
+	return reservation{Tokens: max(r.Tokens, other.Tokens), USD: max(r.USD, other.USD)}
+}
+
+// exceeds says whether r is more than a window of kind k can ever hold.
+func (r reservation) exceeds(k scripts.Kind, limit int64) bool {
+	return k == scripts.KindTokens && r.Tokens > limit || k == scripts.KindUSD && r.USD > limit
+}
+
+// kindOf is the kind of limit a window of unit u is.
+func kindOf(u config.Unit) scripts.Kind {
+	switch u {
+	case config.UnitTokens:
+		return scripts.KindTokens
+	case config.UnitUSD:
+		return scripts.KindUSD
+	}
+	return scripts.KindRequests
+}
+
+// quotaValue writes a limit or what is left of it for the quota headers:
+// tokens and requests as integers, money in US dollars ("20", "0.5").
+func quotaValue(k scripts.Kind, n int64) string {
+	if k == scripts.KindUSD {
+		return config.FormatUSD(n)
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// spent is what a request with these counts costs: in tokens (see tokens)
+// and, when pricing is set, in nanodollars, as the most expensive of the
+// models it may name.
+func (r *request) spent(input, output, cacheRead, cacheWrite int64) reservation {
+	cost := reservation{Tokens: r.tokens(input, output, cacheRead, cacheWrite)}
+	if p := &r.pc.rules.Pricing; p.Configured() {
+		cost.USD = p.NanoUSD(input, output, cacheRead, cacheWrite, r.model)
+		for _, m := range r.otherModels {
+			cost.USD = max(cost.USD, p.NanoUSD(input, output, cacheRead, cacheWrite, m))
+		}
+	}
+	return cost
+}
