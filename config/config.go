@@ -133,6 +133,9 @@ type Config struct {
 	// Pricing is pricing: what each model's tokens cost, which usd_per_*
 	// windows count.
 	Pricing Pricing
+	// Calendar is calendar: the time zone and first day of the week of the
+	// day, week and month windows (see Calendar.Aligned).
+	Calendar Calendar
 	// WindowType is window_type, for every window.
 	WindowType WindowType
 	// LeaseSeconds is concurrency_lease_seconds: how long a concurrency lease
@@ -521,11 +524,17 @@ var windowKinds = [...]windowKind{
 	{"token_per_second", UnitTokens, 1},
 	{"token_per_minute", UnitTokens, 60},
 	{"token_per_hour", UnitTokens, 3600},
-	{"token_per_day", UnitTokens, 86400},
+	{"token_per_day", UnitTokens, DaySeconds},
+	{"token_per_week", UnitTokens, WeekSeconds},
+	{"token_per_month", UnitTokens, MonthSeconds},
 	{"query_per_second", UnitRequests, 1},
 	{"query_per_minute", UnitRequests, 60},
 	{"query_per_hour", UnitRequests, 3600},
-	{"query_per_day", UnitRequests, 86400},
+	{"query_per_day", UnitRequests, DaySeconds},
+	{"query_per_week", UnitRequests, WeekSeconds},
+	{"query_per_month", UnitRequests, MonthSeconds},
 	{"usd_per_hour", UnitUSD, 3600},
-	{"usd_per_day", UnitUSD, 86400},
+	{"usd_per_day", UnitUSD, DaySeconds},
+	{"usd_per_week", UnitUSD, WeekSeconds},
+	{"usd_per_month", UnitUSD, MonthSeconds},
 }

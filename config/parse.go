@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -72,6 +73,7 @@ var topFields = fields[Config]{
 	enumField("ambiguous_body", []string{"strictest", "reject"}, func(c *Config, i int) { c.AmbiguousBody = AmbiguousBody(i) }),
 	customField("model_source", readModelSources),
 	customField("pricing", readPricing),
+	objectField("calendar", calendarFields, func(c *Config) *Calendar { return &c.Calendar }),
 	customField("quota_path", readQuotaPath),
 	customField("admin", readAdmin),
 	boolField("limit_overrides", func(c *Config, b bool) { c.LimitOverrides = b }),
@@ -263,6 +265,7 @@ func newConfig() *Config {
 		LeaseSeconds:   DefaultLeaseSeconds,
 		MaxQueueWaitMs: DefaultMaxQueueWaitMs,
 		ModelSources:   []ModelSource{{Kind: ModelFromBody}, {Kind: ModelFromPath}},
+		Calendar:       Calendar{WeekStart: time.Monday},
 	}
 }
 

@@ -37,7 +37,7 @@ func item(limitBy, key string) string {
 	return `{` + limitBy + `,"limit_keys":[{"key":` + key + `,"token_per_minute":10}]}`
 }
 
-const allWindowsMsg = "at least one of token_per_second, token_per_minute, token_per_hour, token_per_day, query_per_second, query_per_minute, query_per_hour, query_per_day, usd_per_hour, usd_per_day or max_concurrent_requests is required"
+const allWindowsMsg = "at least one of token_per_second, token_per_minute, token_per_hour, token_per_day, token_per_week, token_per_month, query_per_second, query_per_minute, query_per_hour, query_per_day, query_per_week, query_per_month, usd_per_hour, usd_per_day, usd_per_week, usd_per_month or max_concurrent_requests is required"
 
 func TestParseInvalid(t *testing.T) {
 	hdr := `"limit_by_header":"x-api-key"`
@@ -476,7 +476,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 8)
-	require.Len(t, topFields, 28)
+	require.Len(t, topFields, 29)
 }
 
 func TestStrings(t *testing.T) {

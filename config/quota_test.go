@@ -137,11 +137,11 @@ func TestWindowNames(t *testing.T) {
 	for _, tc := range []struct {
 		seconds int64
 		name    string
-	}{{1, "second"}, {60, "minute"}, {3600, "hour"}, {86400, "day"}} {
+	}{{1, "second"}, {60, "minute"}, {3600, "hour"}, {86400, "day"}, {WeekSeconds, "week"}, {MonthSeconds, "month"}} {
 		require.Equal(t, tc.name, WindowName(tc.seconds))
 		require.Equal(t, tc.seconds, WindowSeconds(tc.name))
 	}
-	require.Equal(t, int64(0), WindowSeconds("week"))
+	require.Equal(t, int64(0), WindowSeconds("year"))
 	require.Equal(t, "token_per_hour", LimitField(UnitTokens, 3600))
 	require.Equal(t, "query_per_second", LimitField(UnitRequests, 1))
 	require.Equal(t, "", LimitField(UnitRequests, 7))

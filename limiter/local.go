@@ -49,7 +49,7 @@ type localState struct {
 func (s *startState) newLocal(rules *config.Config, client *scripts.Client) *locallimit.Limiter {
 	name := "redis." + rules.Redis.ServiceName + ".metric."
 	ls := &localState{
-		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects), newLeaseID),
+		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects), newLeaseID, &rules.Calendar),
 		client:   client,
 		caughtUp: proxywasm.DefineCounterMetric(name + metricCaughtUp),
 		lost:     proxywasm.DefineCounterMetric(name + metricLost),

@@ -18,6 +18,7 @@ package locallimit
 
 import (
 	"container/list"
+	"time"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
@@ -28,7 +29,8 @@ import (
 type Limiter struct {
 	share       int64
 	maxSubjects int
-	chargeID    func() string // a new charge id, unique among all workers' charges
+	chargeID    func() string    // a new charge id, unique among all workers' charges
+	calendar    *config.Calendar // the periods of calendar windows
 	subjects    map[string]*subject
 	recent      list.List // of *subject, the least recently used first
 	owing       list.List // of *window: those with a debt to send (phase owing or resending), the longest waiting first
@@ -56,7 +58,7 @@ type subject struct {
 type window struct {
 	config.Window
 	subject *subject
-	bucket  int64 // the bucket's number: seconds since the epoch / window length
+	bucket  int64 // the bucket: the unix second it starts at (see Limiter.bucket)
 	used    int64 // counted in the bucket: what the local limit checks
 	owed    int64 // of used, what no debt carries yet; negative: given back after Redis was told
 	debt    debt  // while resending or sending: the debt taken from the bucket Redis has not confirmed
@@ -84,8 +86,18 @@ const (
 // New returns a limiter dividing limits by share (at least 1) and holding
 // at most maxSubjects subjects (at least 1); chargeID names each new debt's
 // charge in Redis, and must not repeat among the workers sharing Redis.
-func New(share int64, maxSubjects int, chargeID func() string) *Limiter {
-	return &Limiter{share: max(share, 1), maxSubjects: max(maxSubjects, 1), chargeID: chargeID, subjects: map[string]*subject{}}
+func New(share int64, maxSubjects int, chargeID func() string, calendar *config.Calendar) *Limiter {
+	if calendar == nil {
+		calendar = &config.Calendar{WeekStart: time.Monday}
+	}
+	return &Limiter{share: max(share, 1), maxSubjects: max(maxSubjects, 1), chargeID: chargeID, calendar: calendar, subjects: map[string]*subject{}}
+}
+
+// bucket is the number of the bucket of a window that holds unix second t,
+// and when it ends: its start (a calendar window's period, see
+// config.Calendar, or a multiple of its length).
+func (l *Limiter) bucket(w config.Window, t int64) (number, end int64) {
+	return l.calendar.Period(w.Seconds, t)
 }
 
 // Len is the number of subjects held.
@@ -111,7 +123,8 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 		for j := range h.windows {
 			w := &h.windows[j]
 			limit, take := l.limit(w.Limit), max(amountOf(cost, w.Unit), 0)
-			kind, reset := kindOf(w.Unit), w.Seconds-now%w.Seconds
+			_, end := l.bucket(w.Window, now)
+			kind, reset := kindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
 			if !fits {
 				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i}
@@ -155,7 +168,7 @@ func (l *Limiter) Charge(subjects []scripts.Subject, a scripts.Amounts, at, now 
 		for j := range h.windows {
 			w := &h.windows[j]
 			n := amountOf(a, w.Unit)
-			if n > 0 || n < 0 && at/w.Seconds == w.bucket {
+			if atBucket, _ := l.bucket(w.Window, at); n > 0 || n < 0 && atBucket == w.bucket {
 				l.count(w, n)
 			}
 		}
@@ -281,7 +294,8 @@ func (l *Limiter) subject(s scripts.Subject, now int64) *subject {
 		}
 		h = &subject{key: string(s.Key), windows: make([]window, len(s.Windows))}
 		for j, w := range s.Windows {
-			h.windows[j] = window{Window: w, subject: h, bucket: now / w.Seconds}
+			b, _ := l.bucket(w, now)
+			h.windows[j] = window{Window: w, subject: h, bucket: b}
 		}
 		h.place = l.recent.PushBack(h)
 		l.subjects[h.key] = h
@@ -298,7 +312,7 @@ func (l *Limiter) subject(s scripts.Subject, now int64) *subject {
 // reports whether it did: what the old one had to send, Redis never sees.
 // The answer of a debt out of it finds no window (see sent).
 func (l *Limiter) roll(w *window, now int64) bool {
-	b := now / w.Seconds
+	b, _ := l.bucket(w.Window, now)
 	if b == w.bucket {
 		return false
 	}

@@ -29,7 +29,7 @@ func newLimiter(share int64, maxSubjects int) *Limiter {
 	return New(share, maxSubjects, func() string {
 		next++
 		return strconv.Itoa(next)
-	})
+	}, nil)
 }
 
 // The local share of a limit holds: checked before (used < limit), charged

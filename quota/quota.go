@@ -197,7 +197,8 @@ func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts
 // Options are the script options of a configuration: its window type, its
 // lease length, whether overrides are read.
 func Options(rules *config.Config) scripts.Options {
-	return scripts.Options{Sliding: rules.WindowType == config.Sliding, LeaseSeconds: rules.LeaseSeconds, Overrides: rules.LimitOverrides}
+	return scripts.Options{Sliding: rules.WindowType == config.Sliding, LeaseSeconds: rules.LeaseSeconds, Overrides: rules.LimitOverrides,
+		Calendar: &rules.Calendar}
 }
 
 // Op is an operation on a subject.

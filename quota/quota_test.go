@@ -92,8 +92,8 @@ func TestPlan(t *testing.T) {
 			`limits.token_per_day: the subject's key "regexp:^sk-" has no token_per_day to override`},
 		{Request{Op: OpSetOverrides, Ref: config.SubjectRef{Item: 1, Value: "gold"}, Limits: []FieldLimit{{"max_concurrent_requests", 5}}},
 			`has no max_concurrent_requests to override`},
-		{Request{Op: OpSetOverrides, Ref: config.SubjectRef{Item: 1, Value: "gold"}, Limits: []FieldLimit{{"token_per_week", 5}}},
-			`limits.token_per_week: unknown limit`},
+		{Request{Op: OpSetOverrides, Ref: config.SubjectRef{Item: 1, Value: "gold"}, Limits: []FieldLimit{{"token_per_year", 5}}},
+			`limits.token_per_year: unknown limit`},
 		{Request{Op: OpSetOverrides, Ref: config.SubjectRef{Item: 1, Value: "gold"}}, `limits: name at least one limit`},
 	} {
 		_, err := tc.r.Plan(c)
@@ -168,7 +168,7 @@ func TestParseRequest(t *testing.T) {
 		{OpStatus, `{"rule_item":0,"threshold":"global_threshold"}`, "", `name the subject by one of them`},
 		{OpStatus, `{"threshold":"global"}`, "", `threshold: must be global_threshold or unmatched_threshold, got "global"`},
 		{OpStatus, `{"threshold":"global_threshold","value":"v"}`, "", `value: a threshold has no value`},
-		{OpReset, `{"rule_item":0,"value":"v","window":"week"}`, "", `window: must be second, minute, hour or day, got "week"`},
+		{OpReset, `{"rule_item":0,"value":"v","window":"year"}`, "", `window: must be second, minute, hour, day, week or month, got "year"`},
 		{OpReset, `{"rule_item":0,"value":"v","kind":"concurrent"}`, "", `kind: must be tokens, requests or usd, got "concurrent"`},
 		{OpGrant, `{"rule_item":0,"value":"v"}`, "", `tokens: required`},
 		{OpGrant, `{"rule_item":0,"value":"v","tokens":0}`, "", `tokens: must be an integer between 1 and 9007199254740992, got 0`},

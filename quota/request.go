@@ -153,7 +153,7 @@ func readRequest(op Op, fields map[string]gjson.Result) (Request, error) {
 	}
 	if window != "" {
 		if r.Window = config.WindowSeconds(window); r.Window == 0 {
-			return r, badRequest("window: must be second, minute, hour or day, got ", strconv.Quote(truncate(window)))
+			return r, badRequest("window: must be second, minute, hour, day, week or month, got ", strconv.Quote(truncate(window)))
 		}
 	}
 	if r.Kind != "" && r.Kind != KindTokens && r.Kind != KindRequests && r.Kind != KindUSD {

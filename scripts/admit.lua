@@ -45,6 +45,7 @@ local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local read_overrides = string.sub(ARGV[3], 2, 2) == 'o'          -- limit_overrides
 local lease, id = string.match(ARGV[3], '^.o?(%d+):([^!]+)')    -- nil when no lease is taken
 local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when nothing would need undoing
+if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 redis.call('SET', KEYS[1], '', 'XX')                            -- writes nothing (no subject key exists itself), but a
                                                                 -- full Redis (maxmemory, noeviction) refuses it here, before
                                                                 -- anything is read or taken: failure_mode decides, rather
@@ -75,8 +76,8 @@ end
 -- leaves room for need, in seconds, for a window of length w, elapsed into
 -- its bucket: the end of the bucket when fixed; when sliding, the moment the
 -- previous bucket's share has shrunk enough, which may be in the next bucket.
-local function wait(w, elapsed, cur, prev, need, limit)
-  if not sliding then return w - elapsed end
+local function wait(w, elapsed, cur, prev, need, limit, slides)
+  if not slides then return w - elapsed end
   if cur + need <= limit then                                   -- fits once prev has shrunk, in this bucket
     if prev <= 0 then return 0 end
     return math.max(w * (prev - (limit - need - cur)) / prev - elapsed, 0)
@@ -96,22 +97,23 @@ while a <= #ARGV do
   if max and o.c then max = o.c end                             -- an override changes a limit, never adds one
   a = a + 1
   for _ = 1, tonumber(n) do
-    local spec, limit = ARGV[a], o[ARGV[a]] or tonumber(ARGV[a + 1])
+    local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
+    local spec, limit = name, o[name] or tonumber(ARGV[a + 1])
     a = a + 2
-    local kind, w = kinds[string.sub(spec, 1, 1)], tonumber(string.sub(spec, 2))
-    local bucket = math.floor(sec / w)                          -- windows are aligned to the epoch
-    local elapsed = sec - bucket * w + frac                     -- seconds into the bucket (exact: whole seconds apart)
+    local kind = kinds[string.sub(spec, 1, 1)]
+    local slides = sliding and not calendar                     -- a calendar window is always fixed
+    local elapsed = sec - start + frac                          -- seconds into the bucket (exact: whole seconds apart)
     local key = subject .. ':' .. spec .. ':' .. bucket
     local cur = tonumber(redis.call('GET', key)) or 0
     local prev = 0
-    if sliding then                                             -- the previous bucket, weighted by its part still in the window
+    if slides then                                              -- the previous bucket, weighted by its part still in the window
       prev = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. (bucket - 1))) or 0
     end
     local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
     local need = kind == 1 and 1 or (kind == 3 and usd or cost) -- a request counts 1 in request windows
     local left = limit - used - need                            -- what this request would leave
     local open = (left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
-    local secs = open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit) -- to the window's end, or to room
+    local secs = open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit, slides) -- to the window's end, or to room
     local reset = math.ceil(secs - eps)
     local ms = open == 1 and 0 or math.ceil(secs * 1000 - 1e-3) -- (less 1 µs: the float error of a time near 2^31 s)
     if better(open, left, reset, kind, ms) then
@@ -119,7 +121,7 @@ while a <= #ARGV do
     end
     if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
       local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
-      if sliding then ttl = ttl + w end                         -- the previous bucket
+      if slides then ttl = ttl + w end                          -- the previous bucket
       counters[#counters + 1] = {key, need, ttl}
     end
   end

@@ -34,6 +34,7 @@
 -- applied already, and when a cancelled admission had not admitted (or not
 -- run).
 
+if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
 if id then                                                      -- leases first: a full Redis (maxmemory) refuses the
   local a, b, subject = 6, 0, nil                               -- writes below but not ZREM, and a request that ended
@@ -70,11 +71,9 @@ while a <= #ARGV do
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
   a = a + 1
   for _ = 1, tonumber(n) do
-    local spec = ARGV[a]
-    a = a + 1
-    local amount = amounts[string.sub(spec, 1, 1)]
-    local w = tonumber(string.sub(spec, 2))
-    local bucket = math.floor((amount > 0 and sec or at) / w)   -- added: the bucket current now; given back: the admission's
+    local amount = amounts[string.sub(ARGV[a], 1, 1)]
+    local spec, bucket, start, w, calendar = period(ARGV[a], amount > 0 and sec or at) -- added: the bucket current now;
+    a = a + 1                                                   -- given back: the admission's (period.lua)
     local key = subject .. ':' .. spec .. ':' .. bucket         -- same slot as the subject: the hash tag is shared
     local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
     if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
@@ -89,8 +88,8 @@ while a <= #ARGV do
       else
         redis.call('INCRBY', key, total - held)                 -- exact: both at most 2^53; keeps the bucket's expiry
         if redis.call('TTL', key) < 0 then                      -- new bucket: it lives until its window ends,
-          local ttl = math.max(math.ceil((bucket + 1) * w - now), 0) + 1 -- and one more when sliding reads it
-          if sliding then ttl = ttl + w end
+          local ttl = math.max(math.ceil(start + w - now), 0) + 1 -- and one more when sliding reads it
+          if sliding and not calendar then ttl = ttl + w end
           redis.call('EXPIRE', key, ttl)
         end
       end

@@ -129,7 +129,62 @@ type Options struct {
 	Sliding      bool  // window_type sliding
 	LeaseSeconds int64 // how long a concurrency lease outlives its last renewal
 	Overrides    bool  // limit_overrides: admissions and status read the subjects' overrides
+	// Calendar aligns day, week and month windows (nil: UTC, weeks from
+	// Monday); their bounds are worked out from RedisClock (see period.lua).
+	Calendar *config.Calendar
 }
+
+// defaultCalendar is the calendar of Options without one.
+var defaultCalendar = &config.Calendar{WeekStart: time.Monday}
+
+// Clock is the caller's view of Redis's clock, which decides the period of
+// a calendar window: this machine's clock, corrected by the time Redis gave
+// when the bounds worked out from it missed Redis's period (the scripts
+// answer ATRL_TIME <Redis's second>, and the call is sent again).
+type Clock struct {
+	offset int64 // seconds: Redis's clock less this machine's
+}
+
+// RedisClock is the one Clock of this process (a plugin VM, the CLI): the
+// Redis servers a process talks to keep one time.
+var RedisClock = &Clock{}
+
+// Now is the caller's estimate of Redis's unix second.
+func (c *Clock) Now() int64 { return time.Now().Unix() + c.offset }
+
+// Learn corrects the clock by Redis's second when err is a script's
+// ATRL_TIME error, and reports whether it was: the call is to be sent
+// again, its bounds worked out anew.
+func (c *Clock) Learn(err error) bool {
+	redisSecond, ok := redisTime(err)
+	if ok {
+		c.offset = redisSecond - time.Now().Unix()
+	}
+	return ok
+}
+
+// redisTime returns Redis's second from a script's ATRL_TIME error: the
+// bounds of a calendar window the call carried were worked out from a
+// clock a period off Redis's (see period.lua).
+func redisTime(err error) (int64, bool) {
+	if err == nil {
+		return 0, false
+	}
+	msg := err.Error()
+	i := strings.Index(msg, timeErrorPrefix)
+	if i < 0 {
+		return 0, false
+	}
+	rest := msg[i+len(timeErrorPrefix):]
+	if j := strings.IndexFunc(rest, func(r rune) bool { return r < '0' || r > '9' }); j >= 0 {
+		rest = rest[:j]
+	}
+	n, perr := strconv.ParseInt(rest, 10, 64)
+	return n, perr == nil && n > 0
+}
+
+// timeErrorPrefix starts the scripts' error reply of a clock a period off.
+const timeErrorPrefix = "ATRL_TIME "
 
 // Admit asks whether one more request of the subjects (all in one Redis
 // Cluster slot) may go, reserving cost.Tokens in every token window and
@@ -157,10 +212,11 @@ func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
 	q = c.appendOptions(q, true, leaseID, true, markerID)
+	var now int64
 	for i, s := range subjects {
 		q = appendSubjectHead(q, subjects, i, true)
 		for _, w := range s.Windows {
-			q = appendWindow(q, w)
+			q = c.options.appendWindow(q, w, &now)
 			q = appendBulkInt(q, w.Limit)
 		}
 	}
@@ -224,10 +280,11 @@ func (c *Client) encodeCharge(subjects []Subject, a Amounts, at int64, leaseID, 
 	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID)
 	q = appendAmounts(q, a.Tokens, a.USD)
 	q = appendBulkInt(q, tokenAmount(a.Requests))
+	var now int64
 	for i, s := range subjects {
 		q = appendSubjectHead(q, subjects, i, false)
 		for _, w := range s.Windows {
-			q = appendWindow(q, w)
+			q = c.options.appendWindow(q, w, &now)
 		}
 	}
 	return q
@@ -372,10 +429,28 @@ func appendSubjectHead(dst []byte, subjects []Subject, i int, admit bool) []byte
 }
 
 // appendWindow appends a window as the scripts name it: its unit ('t'
-// tokens, 'q' requests) and its length in seconds, e.g. "t60".
-func appendWindow(dst []byte, w config.Window) []byte {
-	var spec [24]byte
-	return appendBulk(dst, appendSpec(spec[:0], w.Unit, w.Seconds))
+// tokens, 'q' requests, 'u' money) and its length in seconds, e.g. "t60";
+// for a calendar window, then '@' and the bounds of the periods around the
+// clock's time, "t2592000@1761955200:1764547200:1767225600:1769904000"
+// (see period.lua). *now is the clock's time, read on first use (0: not
+// yet), so that a call reads it once, and only when it has a calendar
+// window.
+func (o Options) appendWindow(dst []byte, w config.Window, now *int64) []byte {
+	var spec [80]byte
+	s := appendSpec(spec[:0], w.Unit, w.Seconds)
+	cal := o.Calendar
+	if cal == nil {
+		cal = defaultCalendar
+	}
+	if cal.Aligned(w.Seconds) {
+		if *now == 0 {
+			*now = RedisClock.Now()
+		}
+		for i, b := range cal.Bounds(w.Seconds, *now) {
+			s = strconv.AppendInt(append(s, "@:::"[i]), b, 10)
+		}
+	}
+	return appendBulk(dst, s)
 }
 
 // appendSpec appends a window's name in the scripts: "t60", "q3600".
@@ -422,12 +497,28 @@ func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Valu
 			return err
 		}
 	}
-	return c.send(encode(false), func(v resp.Value, err error) {
-		if err == nil || !strings.HasPrefix(err.Error(), "NOSCRIPT") {
+	return c.sendRetrying(encode, false, true, done)
+}
+
+// sendRetrying sends a call encoded by digest or by source, and sends it
+// once more when Redis asks: by source when it does not have the script,
+// with bounds worked out again when its clock is a period off this one's
+// (learning Redis's time: see Clock).
+func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clockRetry bool, done func(resp.Value, error)) error {
+	return c.send(encode(bySource), func(v resp.Value, err error) {
+		retry := false
+		switch {
+		case err == nil:
+		case !bySource && strings.HasPrefix(err.Error(), "NOSCRIPT"):
+			bySource, retry = true, true
+		case clockRetry && RedisClock.Learn(err):
+			clockRetry, retry = false, true
+		}
+		if !retry {
 			done(v, err)
 			return
 		}
-		if err := c.send(encode(true), done); err != nil {
+		if err := c.sendRetrying(encode, bySource, clockRetry, done); err != nil {
 			done(resp.Value{}, err)
 		}
 	})

@@ -33,6 +33,7 @@ if op == 'override' then
   if #ARGV > 1 then redis.call('HSET', key, unpack(ARGV, 2)) end -- no expiry: they last until removed
   return redis.call('HGETALL', key)
 end
+if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 local sliding = string.sub(ARGV[2], 1, 1) == 's'
 local tokens = tonumber(ARGV[3])                                -- nil for a reset
 local reply, deleted = {}, 0
@@ -55,19 +56,18 @@ while a <= #ARGV do
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end
   a = a + 1
   for _ = 1, tonumber(n) do
-    local spec = ARGV[a]
+    local spec, bucket, _, _, calendar = period(ARGV[a], sec)  -- as admit.lua counts
     a = a + 1
-    local w = tonumber(string.sub(spec, 2))
-    local bucket = math.floor(sec / w)
     local key = subject .. ':' .. spec .. ':' .. bucket
+    local slides = sliding and not calendar
     if op == 'reset' then
       deleted = deleted + redis.call('DEL', key)
-      if sliding then deleted = deleted + redis.call('DEL', subject .. ':' .. spec .. ':' .. (bucket - 1)) end
+      if slides then deleted = deleted + redis.call('DEL', subject .. ':' .. spec .. ':' .. (bucket - 1)) end
     elseif string.sub(spec, 1, 1) ~= 't' then                   -- a grant gives tokens, not requests or money
       reply[#reply + 1] = 0
     else
       local rest, total = give_back(key, tokens)                -- the current bucket first
-      if sliding and rest > 0 then give_back(subject .. ':' .. spec .. ':' .. (bucket - 1), rest) end
+      if slides and rest > 0 then give_back(subject .. ':' .. spec .. ':' .. (bucket - 1), rest) end
       reply[#reply + 1] = total
     end
   end

@@ -51,10 +51,11 @@ func (o Options) StatusCall(subjects []Subject) Call {
 			arg = append(arg, 'o')
 		}
 		q = appendBulk(q, arg)
+		var now int64
 		for i, s := range subjects {
 			q = appendSubjectHead(q, subjects, i, true)
 			for _, w := range s.Windows {
-				q = appendWindow(q, w)
+				q = o.appendWindow(q, w, &now)
 				q = appendBulkInt(q, w.Limit)
 			}
 		}
@@ -139,10 +140,11 @@ func (o Options) manageCall(op string, subjects []Subject, amount string) Call {
 		q = appendBulkString(q, "") // now, by Redis's clock
 		q = appendBulk(q, o.appendWindowType(make([]byte, 0, 1)))
 		q = appendBulkString(q, amount)
+		var now int64
 		for i, s := range subjects {
 			q = appendSubjectHead(q, subjects, i, false) // a 'c' in it is ignored: leases are never reset
 			for _, w := range s.Windows {
-				q = appendWindow(q, w)
+				q = o.appendWindow(q, w, &now)
 			}
 		}
 		return q

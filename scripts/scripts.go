@@ -25,6 +25,8 @@ var (
 	statusSource string
 	//go:embed manage.lua
 	manageSource string
+	//go:embed period.lua
+	periodSource string
 )
 
 // Script is one Lua script and the SHA1 digest Redis caches it under.
@@ -59,7 +61,7 @@ const (
 // the whole seconds (sec) and the fraction (frac) apart as well as their sum
 // (now): a double near 2^31 s resolves only half a microsecond, and that
 // error, times a sliding window's previous count, would tip decisions.
-var Limiter = newScript("limiter", clockPrelude+overridesSource+
+var Limiter = newScript("limiter", clockPrelude+periodSource+overridesSource+
 	"local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
 	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelseif op == '"+opCharge+"' then\n"+chargeSource+
 	"\nelse\n"+renewSource+"\nend\n")
@@ -68,7 +70,7 @@ var Limiter = newScript("limiter", clockPrelude+overridesSource+
 // only, and manage.lua's operator changes, chosen by the first argument as
 // in Limiter, with the same clock. Apart from Limiter, so that the calls on
 // every request do not carry them: they are sent only when someone asks.
-var Quota = newScript("quota", clockPrelude+overridesSource+
+var Quota = newScript("quota", clockPrelude+periodSource+overridesSource+
 	"local op = table.remove(ARGV, 1) -- "+opStatus+", "+opReset+", "+opGrant+" or "+opOverride+"\n"+
 	"if op == '"+opStatus+"' then\n"+statusSource+"\nelse\n"+manageSource+"\nend\n")
 

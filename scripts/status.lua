@@ -15,6 +15,7 @@
 --   requests in progress
 --   (reset 0). reset is when the window's bucket ends.
 
+if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 local sliding = string.sub(ARGV[2], 1, 1) == 's'
 local read_overrides = string.sub(ARGV[2], 2, 2) == 'o'
 local eps = 1e-6                                                -- sliding shares are fractions (see admit.lua)
@@ -27,13 +28,12 @@ while a <= #ARGV do
   local o = read_overrides and overrides_of(subject) or no_overrides
   a = a + 1
   for _ = 1, tonumber(n) do
-    local spec, limit = ARGV[a], tonumber(ARGV[a + 1])
+    local spec, bucket, start, w, calendar = period(ARGV[a], sec) -- as admit.lua counts
+    local limit = tonumber(ARGV[a + 1])
     a = a + 2
-    local w = tonumber(string.sub(spec, 2))
-    local bucket = math.floor(sec / w)                          -- as admit.lua counts
-    local elapsed = sec - bucket * w + frac
+    local elapsed = sec - start + frac
     local used = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. bucket)) or 0
-    if sliding then                                             -- the previous bucket's share still in the window
+    if sliding and not calendar then                                             -- the previous bucket's share still in the window
       local prev = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. (bucket - 1))) or 0
       used = math.ceil(used + prev * (w - elapsed) / w - eps)
     end

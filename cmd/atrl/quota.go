@@ -404,7 +404,7 @@ func seconds(n int64) string {
 func runReset(args []string, s streams) int {
 	f := newFlagSet("atrl reset", s, resetHelp)
 	f.addSubjectFlags()
-	f.fs.String("window", "", "reset the windows of this length only: second, minute, hour or day")
+	f.fs.String("window", "", "reset the windows of this length only: second, minute, hour, day, week or month")
 	f.fs.String("kind", "", "reset the windows of this kind only: tokens, requests or usd")
 	q, _, plan, c, status := subjectCommand(f, s, args, quota.OpReset, nil)
 	if q == nil {
@@ -427,7 +427,7 @@ func runGrant(args []string, s streams) int {
 	f := newFlagSet("atrl grant", s, grantHelp)
 	f.addSubjectFlags()
 	f.fs.Int64("tokens", 0, "the `N` tokens to give back (required)")
-	f.fs.String("window", "", "give back in the token window of this length only: second, minute, hour or day")
+	f.fs.String("window", "", "give back in the token window of this length only: second, minute, hour, day, week or month")
 	q, req, plan, c, status := subjectCommand(f, s, args, quota.OpGrant, nil)
 	if q == nil {
 		return status

@@ -270,6 +270,9 @@ func (c *redisClient) run(call scripts.Call, key []byte) (resp.Value, error) {
 	if isReplyError(err, "NOSCRIPT") {
 		v, err = c.do(key, call(true))
 	}
+	if scripts.RedisClock.Learn(err) { // this machine's clock is a calendar period off Redis's
+		v, err = c.do(key, call(true))
+	}
 	return v, err
 }
 

@@ -172,8 +172,11 @@ func scanSubjects(c *redisClient, rules *config.Config, limit int) (scanned, err
 			if !ok {
 				return
 			}
-			current := now / k.window.Seconds
-			if k.bucket != current && (!sliding || k.bucket != current-1) { // sliding: the previous bucket still counts
+			if rules.Calendar.Aligned(k.window.Seconds) { // a calendar period's bucket is numbered by its start
+				if start, _ := rules.Calendar.Period(k.window.Seconds, now); k.bucket != start {
+					return
+				}
+			} else if current := now / k.window.Seconds; k.bucket != current && (!sliding || k.bucket != current-1) { // sliding: the previous bucket still counts
 				return
 			}
 			c.owner[cachekey.Slot([]byte(k.subject))] = addr // its status calls go straight there

@@ -1,0 +1,79 @@
+package limiter_test
+
+import (
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// Issue 26, calendar windows: weeks and months (and days, in a time zone)
+// that reset at local midnight of the right day, across daylight-saving
+// changes and month ends, on the test clock. Redis's clock decides; the
+// plugin's own clock is years off it here (and the WASM VM's another), so
+// every first call is told Redis's time and sent again.
+func TestCalendarWindows(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	at := func(s string) float64 {
+		tm, err := time.ParseInLocation("2006-01-02 15:04:05", s, berlin)
+		require.NoError(t, err)
+		return float64(tm.Unix())
+	}
+	calendar := `"calendar": {"time_zone": "Europe/Berlin"},`
+	spend := func(p *plugintest.Plugin, tokens int) *plugintest.Exchange {
+		t.Helper()
+		x := p.Request(key)
+		if x.Passed() {
+			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, tokens, 0))...)
+		}
+		return x
+	}
+	rejectedFor := func(x *plugintest.Exchange) int64 {
+		t.Helper()
+		local := x.RequireRejected(429)
+		x.Done()
+		n, err := strconv.ParseInt(plugintest.Header(local.Headers, "Retry-After"), 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	test.RunTest(t, func(t *testing.T) {
+		t.Cleanup(func() { redis.SetClock(0) })
+		for _, c := range []struct {
+			name, limits  string
+			before, after string // the last seconds of a period, and the first of the next
+			periodStart   string // the next period's start, local
+			retryAfter    int64
+			spec          string
+		}{
+			// March 2026 ends two days after the clocks went forward (29 March).
+			{"a month, after a DST change", `"token_per_month": 1000`, "2026-03-31 23:58:00", "2026-04-01 00:00:30", "2026-04-01 00:00:00", 120, "t2592000"},
+			// The week of 19 October 2026 ends on the Sunday the clocks go back.
+			{"a week ending on a 25-hour day", `"token_per_week": 1000`, "2026-10-25 23:59:30", "2026-10-26 00:00:01", "2026-10-26 00:00:00", 30, "t604800"},
+			// 29 March 2026 has 23 hours: its day ends at local midnight.
+			{"a 23-hour day", `"token_per_day": 1000`, "2026-03-29 23:59:00", "2026-03-30 00:00:00", "2026-03-30 00:00:00", 60, "t86400"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				redis.SetClock(at(c.before))
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(calendar, c.limits))
+				require.True(t, spend(p, 1000).Passed())
+				assert.Equal(t, c.retryAfter, rejectedFor(spend(p, 1)), "until local midnight")
+				redis.SetClock(at(c.after))
+				require.True(t, spend(p, 400).Passed(), "a new period")
+				start := int64(at(c.periodStart))
+				assert.Equal(t, int64(400), redis.Int("GET", fmt.Sprintf("%s:%s:%d", plugintest.APIKeySubject, c.spec, start)),
+					"the new period's bucket, numbered by its start")
+			})
+		}
+	})
+}
