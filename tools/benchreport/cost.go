@@ -69,6 +69,15 @@ const (
 
 var modelHeader = [][2]string{{"x-higress-llm-model", "gpt-4o"}}
 
+// Money: a usd_per_day window beside the token windows, every model at one
+// price, or priced by model (the body read for its model).
+const (
+	moneyCase     = "two token windows + a money window (usd_per_day; pricing \"*\")"
+	usdWindow     = `, "usd_per_day": 1000000`
+	anyPrice      = `"pricing": {"*": {"input": 2.5, "output": 10}},`
+	pricesByModel = `"pricing": {"gpt-4o": {"input": 2.5, "output": 10}, "*": {"input": 1, "output": 4}},`
+)
+
 // keyConfig limits every "sk-" x-api-key like benchConfig, with other limits
 // and top-level fields.
 func keyConfig(topLevel, limits string) string {
@@ -109,6 +118,11 @@ func costCases(s reportScale) []costCase {
 			config: perModelConfig, headers: modelHeader, windows: 2},
 		{name: "a consumer and its per-model limit, the model from a 1 KiB body",
 			config: keyConfig("", tokenWindows+perModel), body: []byte(requestbody.Conversation(1 << 10)), windows: 3},
+		{name: moneyCase, config: keyConfig(anyPrice, tokenWindows+usdWindow), windows: 3},
+		{name: "money priced by model (pricing per model: the model read from a 1 KiB body before admission)",
+			config: keyConfig(pricesByModel, tokenWindows+usdWindow), body: []byte(requestbody.Conversation(1 << 10)), windows: 3},
+		{name: "the same as two token windows + a month (token_per_month, calendar.time_zone Europe/Berlin)",
+			config: keyConfig(`"calendar": {"time_zone": "Europe/Berlin"},`, tokenWindows+`, "token_per_month": 1000000000000`), windows: 3},
 	}
 	var cases []costCase
 	for _, c := range kinds {
