@@ -166,6 +166,9 @@ type Config struct {
 	// LimitOverrides is limit_overrides: admissions read per-subject limit
 	// overrides (set through the admin API or the CLI) from Redis.
 	LimitOverrides bool
+	// Alerts is budget_alerts: the thresholds that alert and the webhook
+	// alerts go to; nil when off.
+	Alerts *Alerts
 }
 
 // ModelSourceKind is where a request's model is read from.
@@ -296,6 +299,12 @@ type Redis struct {
 	// before a probe (it doubles after each failed probe, up to 30 s).
 	BreakerFailures int64
 	BreakerProbeMs  int64
+	// Cluster says whether the Redis may be a Redis Cluster (or a proxy
+	// that shards keys across servers): each call then keeps its keys in
+	// one hash slot, one call per slot a request's subjects span. false:
+	// one Redis server holds every key, and a request's subjects, whatever
+	// their slots, go in one call each way.
+	Cluster bool
 }
 
 // FailureMode says what to do with a request when Redis cannot be reached.
@@ -442,6 +451,10 @@ type LimitKey struct {
 	// MaxConcurrent is max_concurrent_requests: at most this many requests of
 	// the subject in progress at once; 0 when not set.
 	MaxConcurrent int64
+	// Soft is soft: the key's windows count, alert and show in the
+	// headers and the quota endpoints, but never reject (its
+	// max_concurrent_requests still does). A per_model entry has its own.
+	Soft bool
 	// PerModel is per_model: within the subject this key limits, the limit
 	// of each model, the first entry whose pattern (Key: an exact name,
 	// "<prefix>*", "regexp:<re>" or "*") matches the request's model

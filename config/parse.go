@@ -31,6 +31,7 @@ const (
 	keyField          = "key"
 	perModelField     = "per_model"
 	modelField        = "model"
+	softField         = "soft"
 )
 
 // MaxLimit is the largest limit (token_per_*, query_per_*,
@@ -77,6 +78,7 @@ var topFields = fields[Config]{
 	customField("quota_path", readQuotaPath),
 	customField("admin", readAdmin),
 	boolField("limit_overrides", func(c *Config, b bool) { c.LimitOverrides = b }),
+	customField("budget_alerts", readBudgetAlerts),
 	required(objectField("redis", redisFields, func(c *Config) *Redis { return &c.Redis })),
 }
 
@@ -91,6 +93,7 @@ var redisFields = fields[Redis]{
 	intField("database", 0, maxRedisDatabase, func(r *Redis, n int64) { r.Database = int(n) }),
 	intField("breaker_failures", 0, maxBreakerFailures, func(r *Redis, n int64) { r.BreakerFailures = n }),
 	intField("breaker_probe_ms", minBreakerProbeMs, maxBreakerProbeMs, func(r *Redis, n int64) { r.BreakerProbeMs = n }),
+	boolField("cluster", func(r *Redis, b bool) { r.Cluster = b }),
 }
 
 // reservationFields is the table of token_reservation.
@@ -161,7 +164,8 @@ func limitTable() fields[LimitKey] {
 			fs = append(fs, limitField(w.field, add))
 		}
 	}
-	return append(fs, limitField(MaxConcurrentField, func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
+	fs = append(fs, limitField(MaxConcurrentField, func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
+	return append(fs, boolField(softField, func(k *LimitKey, b bool) { k.Soft = b }))
 }
 
 // limitField is a limit: a positive integer, at most MaxLimit.
@@ -188,8 +192,11 @@ func usdLimitField(name string, set func(*LimitKey, int64)) field[LimitKey] {
 	}, set)
 }
 
-// limitFields returns the names of a limit key's limits, in table order.
-func limitFields() []string { return limitsFields.names() }
+// limitFields returns the names of a limit key's limits, in table order
+// (soft, which marks them, is not one).
+func limitFields() []string {
+	return slices.DeleteFunc(limitsFields.names(), func(name string) bool { return name == softField })
+}
 
 // ruleItemFields returns the names of a rule item's fields: the limit_by_*
 // types (one of which selects the item's type) and limit_keys. A rule item
@@ -258,7 +265,7 @@ func newConfig() *Config {
 		XFFTrustedHops:   xffTrustedHopsUnset,
 		IPv6PrefixLength: DefaultIPv6PrefixLength,
 		Redis: Redis{TimeoutMs: DefaultRedisTimeoutMs, BreakerFailures: DefaultBreakerFailures,
-			BreakerProbeMs: DefaultBreakerProbeMs},
+			BreakerProbeMs: DefaultBreakerProbeMs, Cluster: true},
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
 			DefaultCompletionTokens: DefaultCompletionTokens, MaxBodyBytes: DefaultMaxBodyBytes},
 		Cost:           Cost{Weights: Weights{defaultWeight, defaultWeight, defaultWeight, defaultWeight}},

@@ -243,7 +243,7 @@ func TestParseHigressGlobalExample(t *testing.T) {
 	require.Empty(t, c.Items)
 	require.Equal(t, &LimitKey{Key: "*", Kind: KeyAny, Windows: []Window{win("token_per_minute", 60, 1000)}}, c.Global)
 	require.True(t, c.ShowLimitQuotaHeader)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000, Cluster: true}, c.Redis)
 }
 
 // higressRuleExample is the rule_items example of the Higress docs (YAML
@@ -321,7 +321,7 @@ func TestParseHigressRuleExample(t *testing.T) {
 
 	require.Equal(t, uint32(200), c.RejectedCode)
 	require.Equal(t, `{"error_code":10001,"error_msg":"Too many requests"}`, c.RejectedMsg)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 6379, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 6379, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000, Cluster: true}, c.Redis)
 }
 
 func TestParseDefaults(t *testing.T) {
@@ -333,7 +333,7 @@ func TestParseDefaults(t *testing.T) {
 	require.Equal(t, -1, c.XFFTrustedHops)
 	require.Equal(t, 64, c.IPv6PrefixLength)
 	require.Nil(t, c.Unmatched)
-	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, Database: 0, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, Database: 0, BreakerFailures: 5, BreakerProbeMs: 1000, Cluster: true}, c.Redis)
 
 	c = mustParse(t, withRedis(`{"service_name":"redis.default.svc.cluster.local"}`))
 	require.Equal(t, 6379, c.Redis.ServicePort)
@@ -351,7 +351,8 @@ func TestParseAllOptions(t *testing.T) {
 		"failure_mode": "deny",
 		"xff_num_trusted_hops": 0,
 		"redis": {"service_name": "redis.static", "service_port": 6380, "username": "u",
-		          "password": "p", "timeout": 50, "database": 3, "breaker_failures": 0, "breaker_probe_ms": 250}
+		          "password": "p", "timeout": 50, "database": 3, "breaker_failures": 0, "breaker_probe_ms": 250,
+		          "cluster": false}
 	}`)
 	require.Equal(t, []Window{
 		win("token_per_second", 1, 100),
@@ -377,7 +378,7 @@ func TestParseNullMeansUnset(t *testing.T) {
 	require.Equal(t, uint32(429), c.RejectedCode)
 	require.Equal(t, "Too many requests", c.RejectedMsg)
 	require.Equal(t, -1, c.XFFTrustedHops)
-	require.Equal(t, Redis{ServiceName: "x", ServicePort: 6379, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000}, c.Redis)
+	require.Equal(t, Redis{ServiceName: "x", ServicePort: 6379, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000, Cluster: true}, c.Redis)
 
 	// limit_by_consumer: null (an empty YAML value) still selects the type, as in Higress.
 	c = mustParse(t, withItems(item(`"limit_by_consumer":null`, `"bob"`)))
@@ -475,8 +476,8 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 		mustParse(t, withItems(item(`"`+f+`":"name"`, key)))
 	}
 	require.Len(t, ruleItemFields(), 12)
-	require.Len(t, redisFields, 8)
-	require.Len(t, topFields, 29)
+	require.Len(t, redisFields, 9)
+	require.Len(t, topFields, 30)
 }
 
 func TestStrings(t *testing.T) {

@@ -75,7 +75,10 @@ func (c *pendingCharge) send(done func(error)) error {
 	if c.cancel != "" {
 		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, done)
 	}
-	return r.pc.redis.Charge(c.subjects, c.amounts, c.at, r.leaseID, c.id, done)
+	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.at, r.leaseID, c.id, func(crossed []scripts.Crossing, err error) {
+		r.alertCrossings(c.subjects, crossed) // budget alerts: sent from the tick
+		done(err)
+	})
 }
 
 // answered takes the answer to one try: a first failure is tried again

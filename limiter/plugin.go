@@ -41,6 +41,7 @@ type PluginConfig struct {
 	start   *startState         // what the configurations of this start share: the tick, postponed charges
 	queues  *waitingRoom        // where over-limit requests wait (nil: they are rejected)
 	local   *locallimit.Limiter // the worker's own windows (failure_mode local; nil otherwise)
+	alerts  *alerter            // where budget alerts go (nil: budget_alerts is off)
 
 	rejectedType  string // the Content-Type of rejected_msg (rejection.go)
 	modelLimits   bool   // some limit depends on the request's model (models.go)
@@ -58,6 +59,10 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	pc.rejectedType = rejectedContentType(rules.RejectedMsg)
 	pc.modelLimits = rules.HasModelLimits()
 	pc.pricesByModel = rules.PricesByModel()
+	options := quota.Options(rules)
+	if rules.Alerts != nil {
+		options.Thresholds = rules.Alerts.Thresholds // admissions and charges report crossings
+	}
 	pc.redis = scripts.NewClient(scripts.Endpoint{
 		ServiceName: rules.Redis.ServiceName,
 		ServicePort: rules.Redis.ServicePort,
@@ -65,13 +70,14 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		Password:    rules.Redis.Password,
 		TimeoutMs:   uint32(rules.Redis.TimeoutMs),
 		Database:    rules.Redis.Database,
-	}, quota.Options(rules))
+	}, options)
 	if err := pc.redis.Init(); err != nil {
 		// Not fatal: the gateway may learn of the Redis cluster later; every
 		// call retries the init and applies failure_mode while it fails.
 		log.Warnf("%v; will retry on the first request", err)
 	}
 	pc.metrics = newMetrics(rules)
+	pc.alerts = newAlerter(rules)
 	pc.start = thisStart()
 	pc.redis.SetBreaker(pc.start.breakerFor(rules.Redis, pc.redis))
 	if rules.FailureMode == config.FailLocal {

@@ -39,7 +39,7 @@ const (
 type request struct {
 	pc     PluginConfig
 	path   string
-	groups []group // the matched subjects, by Redis Cluster slot: one call each
+	groups []group // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
 	model  string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
 	otherModels    []string         // the other models an ambiguous body may name: it counts as each (ambiguity.go)
@@ -83,7 +83,9 @@ type request struct {
 	filter   *streamusage.Filter // takes the usage-only chunk out of its response (nil: the response passes as it came)
 }
 
-// group is the subjects of one Redis Cluster slot, admitted in one call.
+// group is the subjects admitted in one call: those of one Redis Cluster
+// slot, or every subject of the request when one Redis holds them all
+// (see PluginConfig.oneCall).
 type group struct {
 	subjects []scripts.Subject
 	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
@@ -168,7 +170,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 // subjects grouped by slot, its lease id, its model (with model limits).
 func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string, others []string) {
 	pc := r.pc
-	r.groups = groupBySlot(pc.rules, matches)
+	r.groups = groupBySlot(pc.rules, matches, pc.oneCall())
 	if pc.modelLimits {
 		r.model, r.otherModels = model, others
 	}
@@ -231,14 +233,28 @@ func (r *request) cost(e estimate.Estimate) reservation {
 	return cost
 }
 
+// oneCall says whether a request's subjects go to Redis in one call each
+// way, whatever their Redis Cluster slots: the configuration says one Redis
+// server holds every key (redis.cluster: false), and Redis has not refused
+// a call for keys in several slots (then it is a cluster after all, and
+// every request limited from then on makes one call per slot).
+func (pc PluginConfig) oneCall() bool {
+	return !pc.rules.Redis.Cluster && !pc.redis.CrossSlotRefused()
+}
+
 // groupBySlot builds each match's subject and groups them by Redis Cluster
-// slot, in order of first appearance.
-func groupBySlot(rules *config.Config, matches []config.Match) []group {
+// slot, in order of first appearance; with oneCall, all in one group, in
+// the matches' order (a per_model subject still follows its parent, so is
+// still sent as a suffix of its key: see scripts.Subject).
+func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []group {
 	groups := make([]group, 0, 1)
 	slots := make([]uint16, 0, 1)
 	for _, m := range matches {
 		s := scripts.SubjectOf(rules, m)
-		slot := cachekey.Slot(s.Key)
+		slot := uint16(0) // one group
+		if !oneCall {
+			slot = cachekey.Slot(s.Key)
+		}
 		i := slices.Index(slots, slot)
 		if i < 0 {
 			groups = append(groups, group{})
@@ -270,7 +286,7 @@ func describeItem(m config.Match) string {
 	return m.Item.Type.String() + " " + m.Item.Raw
 }
 
-// admit sends one admission call per slot group, reserving cost tokens in
+// admit sends one admission call per group, reserving cost tokens in
 // every window (0: check only). It returns what the calling hook returns:
 // pause until every group answers, or go on when it was decided at once.
 func (r *request) admit(cost reservation) types.Action {
@@ -311,6 +327,7 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 		return // answered after all, but its stream is gone and its admission was cancelled
 	}
 	r.pending--
+	r.alertCrossings(g.subjects, v.Crossings) // budget alerts: sent from the tick
 	switch {
 	case err != nil:
 		if r.failure == nil {

@@ -16,6 +16,7 @@ type startState struct {
 	leaseHolders []*request                  // admitted requests in progress that hold concurrency leases (lease.go)
 	breakers     map[string]*endpointBreaker // by endpoint (breaker.go)
 	locals       []*localState               // the local windows of failure_mode local (local.go)
+	alerts       []*pendingAlert             // budget alerts waiting for the tick (alerts.go)
 }
 
 // started is the state of the plugin started last.
@@ -53,13 +54,14 @@ func (s *startState) waitingRoom() *waitingRoom {
 
 // onTick probes the Redis endpoints whose breakers are open, sends the
 // postponed charges, catches up what local windows counted, renews the
-// leases that are due, then moves the queues on. It runs in the plugin's context: calls sent from it
+// leases that are due, sends the budget alerts, then moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.
 func (s *startState) onTick() {
 	s.probeBreakers()
 	s.sendPostponed()
 	s.catchUp()
 	s.renewDueLeases()
+	s.sendAlerts()
 	if s.room != nil {
 		s.room.onTick()
 	}

@@ -126,10 +126,10 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 			_, end := l.bucket(w.Window, now)
 			kind, reset := kindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
-			if !fits {
+			if !fits && !subjects[i].Soft { // a soft window counts, but never rejects
 				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i}
 			}
-			if left := limit - w.used - take; best.Subject < 0 || left < best.Remaining {
+			if left := max(limit-w.used-take, 0); best.Subject < 0 || left < best.Remaining {
 				best = scripts.Verdict{Allowed: true, Kind: kind, Limit: limit, Remaining: left, Reset: reset, Subject: i}
 			}
 		}

@@ -19,14 +19,16 @@
 --            request takes leases, '<lease seconds>:<lease id>', then, when
 --            the admission takes anything, '!<seconds>/<marker id>': it notes
 --            when it ran in its marker for that long, so that a cancel (see
---            charge.lua) can undo it, and takes nothing once cancelled
+--            charge.lua) can undo it, and takes nothing once cancelled, then,
+--            with budget alerts, '#' and the thresholds (alerts.lua)
 -- ARGV[4..]  per subject, in order: its window count n, followed by 'c<N>'
 --            when at most N of its requests may be in progress, followed by
 --            a key suffix (':m:<model>') when its key is the last KEYS one
 --            with that suffix (a per_model limit after its parent; otherwise
 --            its key is the next of KEYS); then n pairs
 --            (window, limit), window being 't' (tokens), 'q' (requests) or
---            'u' (money, in nanodollars) and its length in seconds, e.g. 't60'
+--            'u' (money, in nanodollars) and its length in seconds, e.g. 't60',
+--            limit followed by 's' when the window is soft: it never closes
 -- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms,
 --   subject}, {0, 1, 0, 0, now, 0, 0, 1} when cancelled before it ran,
 --   where limit, remaining, reset, kind, wait and subject describe the limit that
@@ -37,8 +39,11 @@
 --   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
 --   progress, 3 nanodollars, and wait is how long until it has room, in milliseconds (0 when
 --   allowed, and for requests in progress, which can end any time), and
---   subject is the index (from 1, in ARGV order) of the subject it belongs to.
+--   subject is the index (from 1, in ARGV order) of the subject it belongs to;
+--   then, with alerts, 6 numbers per threshold a bucket went past (see
+--   alerts.lua: subject, window, threshold, used, limit, reset seconds).
 
+local alerting = read_thresholds()                              -- budget alerts: ARGV[3] loses its suffix
 local cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')       -- tokens, and nanodollars ('' when none)
 cost, usd = tonumber(cost), tonumber(usd) or 0
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
@@ -96,9 +101,10 @@ while a <= #ARGV do
   max = tonumber(max)
   if max and o.c then max = o.c end                             -- an override changes a limit, never adds one
   a = a + 1
-  for _ = 1, tonumber(n) do
+  for j = 1, tonumber(n) do
     local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
-    local spec, limit = name, o[name] or tonumber(ARGV[a + 1])
+    local configured, soft = string.match(ARGV[a + 1], '^(%d+)(s?)$') -- 's': a soft window, which never closes
+    local spec, limit = name, o[name] or tonumber(configured)
     a = a + 2
     local kind = kinds[string.sub(spec, 1, 1)]
     local slides = sliding and not calendar                     -- a calendar window is always fixed
@@ -112,7 +118,7 @@ while a <= #ARGV do
     local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
     local need = kind == 1 and 1 or (kind == 3 and usd or cost) -- a request counts 1 in request windows
     local left = limit - used - need                            -- what this request would leave
-    local open = (left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
+    local open = (soft == 's' or left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
     local secs = open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit, slides) -- to the window's end, or to room
     local reset = math.ceil(secs - eps)
     local ms = open == 1 and 0 or math.ceil(secs * 1000 - 1e-3) -- (less 1 µs: the float error of a time near 2^31 s)
@@ -122,7 +128,7 @@ while a <= #ARGV do
     if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
       local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
       if slides then ttl = ttl + w end                          -- the previous bucket
-      counters[#counters + 1] = {key, need, ttl}
+      counters[#counters + 1] = {key, need, ttl, k, j, limit, reset}
     end
   end
   if max then                                                   -- at most max requests of this subject in progress
@@ -136,10 +142,12 @@ while a <= #ARGV do
     leases[#leases + 1] = set
   end
 end
+local crossed = {}                                              -- the thresholds buckets went past (alerts.lua)
 if verdict[1] == 1 then                                         -- admitted: count, reserve and lease everywhere
   if marker then redis.call('SET', marker, math.floor(now), 'EX', marker_seconds) end -- the buckets a cancel gives back to
   for _, c in ipairs(counters) do
-    redis.call('INCRBY', c[1], c[2])
+    local total = redis.call('INCRBY', c[1], c[2])
+    if alerting then cross(crossed, c[1], total - c[2], total, c[6], c[3], c[4], c[5], c[7]) end
     if redis.call('TTL', c[1]) < 0 then redis.call('EXPIRE', c[1], c[3]) end -- only a new bucket gets its expiry
   end
   for _, set in ipairs(leases) do
@@ -147,4 +155,6 @@ if verdict[1] == 1 then                                         -- admitted: cou
     redis.call('EXPIRE', set, tonumber(lease) + 1)              -- the set goes when its last lease would
   end
 end
-return {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6], verdict[7]}
+local reply = {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6], verdict[7]}
+for _, x in ipairs(crossed) do reply[#reply + 1] = x end        -- nothing more without a crossing
+return reply

@@ -21,19 +21,26 @@
 --            lost with its stream, '!<seconds>/<marker id>' (see admit.lua):
 --            the charge undoes it in the buckets it took from if it ran and
 --            admitted, and marks it cancelled for that long, so that it takes
---            nothing if it runs later (ARGV[2] is then not read)
+--            nothing if it runs later (ARGV[2] is then not read); then, with
+--            budget alerts, '#', 'o' when the subjects' overrides replace
+--            their limits, and the thresholds (alerts.lua)
 -- ARGV[4]    tokens to add to token windows (negative: give back), then ':'
 --            and nanodollars to add to money windows when there are any
 --            ("-300" or "-300:-975000")
 -- ARGV[5]    requests to add to request windows (-1 rolls an admission back)
 -- ARGV[6..]  per subject, in order: its window count n, followed by 'c'
 --            when it holds a lease and by a key suffix as in admit.lua; then
---            its n windows, e.g. 't60' (see admit.lua)
+--            its n windows, e.g. 't60' (see admit.lua), with alerts each
+--            followed by its limit
 -- Reply: the new total of each window, in the order given (0 when untouched
 -- or deleted); empty when the charge id's marker was there: it had been
 -- applied already, and when a cancelled admission had not admitted (or not
--- run).
+-- run). With alerts, when a bucket went past a threshold, the totals are
+-- followed by the time (seconds) and 6 numbers per threshold passed (see
+-- alerts.lua: subject, window, threshold, used, limit, reset seconds).
 
+local alerting, read_overrides = read_thresholds()              -- budget alerts: ARGV[3] loses its suffix
+local per = alerting and 2 or 1                                 -- arguments per window: with alerts, its limit too
 if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
 if id then                                                      -- leases first: a full Redis (maxmemory) refuses the
@@ -42,7 +49,7 @@ if id then                                                      -- leases first:
     local n, leased, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
     if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
     if leased == 'c' then redis.call('ZREM', subject .. ':c', id) end -- no longer in progress (again on a retry: no-op)
-    a = a + 1 + tonumber(n)                                     -- the next subject's head
+    a = a + 1 + per * tonumber(n)                               -- the next subject's head
   end
 end
 local cancel_seconds, cancel = string.match(ARGV[3], '!(%d+)/(.+)$')
@@ -64,16 +71,20 @@ local sliding = string.sub(ARGV[3], 1, 1) == 's'
 local tokens, usd = string.match(ARGV[4], '^(%-?%d+):?(%-?%d*)$') -- tokens, and nanodollars ('' when none)
 local amounts = {t = tonumber(tokens), q = tonumber(ARGV[5]), u = tonumber(usd) or 0}
 local totals = {}
+local crossed = {}                                              -- the thresholds buckets went past (alerts.lua)
 local a = 6
-local b, subject = 0, nil                                       -- KEYS used, the subject's key
+local k, b, subject = 0, 0, nil                                 -- subjects read, KEYS used, the subject's key
 while a <= #ARGV do
   local n, _, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
+  k = k + 1
+  local o = read_overrides and overrides_of(subject) or no_overrides
   a = a + 1
-  for _ = 1, tonumber(n) do
+  for j = 1, tonumber(n) do
     local amount = amounts[string.sub(ARGV[a], 1, 1)]
     local spec, bucket, start, w, calendar = period(ARGV[a], amount > 0 and sec or at) -- added: the bucket current now;
-    a = a + 1                                                   -- given back: the admission's (period.lua)
+    local limit = alerting and (o[spec] or tonumber(ARGV[a + 1])) -- given back: the admission's (period.lua)
+    a = a + per
     local key = subject .. ':' .. spec .. ':' .. bucket         -- same slot as the subject: the hash tag is shared
     local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
     if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
@@ -83,18 +94,23 @@ while a <= #ARGV do
       local total = math.min(math.max(held + amount, 0), most)  -- not below zero (a refund whose reservation went with a
                                                                 -- Redis restart: the window would admit more than its
                                                                 -- limit), not past 2^53 (charges past the limit pile up)
+      local ttl = math.max(math.ceil(start + w - now), 0) + 1   -- a bucket lives until its window ends,
+      if sliding and not calendar then ttl = ttl + w end        -- and one more when sliding reads it
       if total == 0 then
         redis.call('DEL', key)                                  -- empty: gone now rather than at its expiry
       else
         redis.call('INCRBY', key, total - held)                 -- exact: both at most 2^53; keeps the bucket's expiry
-        if redis.call('TTL', key) < 0 then                      -- new bucket: it lives until its window ends,
-          local ttl = math.max(math.ceil(start + w - now), 0) + 1 -- and one more when sliding reads it
-          if sliding and not calendar then ttl = ttl + w end
-          redis.call('EXPIRE', key, ttl)
-        end
+        if redis.call('TTL', key) < 0 then redis.call('EXPIRE', key, ttl) end -- a new bucket
+      end
+      if alerting and amount > 0 then                           -- usage added: did it pass a threshold?
+        cross(crossed, key, held, total, limit, ttl, k, j, math.max(math.ceil(start + w - now), 0))
       end
       totals[#totals + 1] = total
     end
   end
+end
+if #crossed > 0 then                                            -- nothing more without a crossing
+  totals[#totals + 1] = sec
+  for _, x in ipairs(crossed) do totals[#totals + 1] = x end
 end
 return totals

@@ -47,7 +47,16 @@ type Client struct {
 	ready    bool   // whether the gateway accepted RedisInit
 	replies  *bufio.Reader
 	breaker  *Breaker // nil: none
+	// crossSlot: Redis refused a call whose keys span hash slots
+	// (CROSSSLOT), so it is a Redis Cluster (see CrossSlotRefused).
+	crossSlot bool
 }
+
+// CrossSlotRefused reports whether Redis refused a call of this client
+// because its keys were in several hash slots: a Redis Cluster, which a
+// configuration said was one server (redis.cluster: false). A refused call
+// ran nothing; the caller sends one call per slot from then on.
+func (c *Client) CrossSlotRefused() bool { return c.crossSlot }
 
 // SetBreaker puts the client's calls behind a circuit breaker, which
 // clients of the same endpoint may share.
@@ -109,6 +118,9 @@ type Verdict struct {
 	// Subject is the index, among the subjects of the call, of the one the
 	// deciding limit belongs to.
 	Subject int
+	// Crossings are the alert thresholds the admission took a bucket past
+	// (see alerts.go); nil without.
+	Crossings []Crossing
 }
 
 // Subject is one limited subject: its windows and its concurrency limit.
@@ -122,6 +134,8 @@ type Subject struct {
 	// admissions and charges then send the suffix alone, in the subject's
 	// head, rather than a key of its own.
 	Suffix int
+	// Soft says its windows never reject (config.LimitKey.Soft).
+	Soft bool
 }
 
 // Options are the settings every call of a client shares.
@@ -132,6 +146,9 @@ type Options struct {
 	// Calendar aligns day, week and month windows (nil: UTC, weeks from
 	// Monday); their bounds are worked out from RedisClock (see period.lua).
 	Calendar *config.Calendar
+	// Thresholds are budget_alerts' (nil: none): admissions, and charges
+	// sent with ChargeAlerting, report the buckets they take past them.
+	Thresholds []int64
 }
 
 // defaultCalendar is the calendar of Options without one.
@@ -202,7 +219,7 @@ func (c *Client) Admit(subjects []Subject, cost Amounts, leaseID, markerID strin
 			done(Verdict{}, err)
 			return
 		}
-		done(parseVerdict(v, len(subjects)))
+		done(c.parseAdmit(v, subjects))
 	})
 }
 
@@ -211,13 +228,13 @@ func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID
 	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)+20), bySource, opAdmit, subjects, true, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
-	q = c.appendOptions(q, true, leaseID, true, markerID)
+	q = c.appendOptions(q, true, leaseID, true, markerID, true)
 	var now int64
 	for i, s := range subjects {
 		q = appendSubjectHead(q, subjects, i, true)
 		for _, w := range s.Windows {
 			q = c.options.appendWindow(q, w, &now)
-			q = appendBulkInt(q, w.Limit)
+			q = appendLimit(q, w.Limit, s.Soft)
 		}
 	}
 	return q
@@ -237,7 +254,7 @@ func (c *Client) Charge(subjects []Subject, a Amounts, at int64, leaseID, charge
 	encode := func(bySource bool) []byte {
 		return c.encodeCharge(subjects, a, at, leaseID, chargeID, "", bySource)
 	}
-	return c.dispatchCharge(subjects, chargeID != "", encode, done)
+	return c.dispatchCharge(subjects, chargeID != "", false, encode, ignoreCrossings(done))
 }
 
 // Cancel undoes the admission markerID of the subjects (all in one slot)
@@ -251,33 +268,46 @@ func (c *Client) Cancel(subjects []Subject, a Amounts, leaseID, markerID string,
 	encode := func(bySource bool) []byte {
 		return c.encodeCharge(subjects, a, 0, leaseID, "", markerID, bySource)
 	}
-	return c.dispatchCharge(subjects, true, encode, done)
+	return c.dispatchCharge(subjects, true, false, encode, ignoreCrossings(done))
 }
 
 // dispatchCharge sends a call of charge.lua and checks its reply: a total
 // per window, or nothing (maybeEmpty: a charge applied before, a cancel with
-// nothing to undo).
-func (c *Client) dispatchCharge(subjects []Subject, maybeEmpty bool, encode func(bySource bool) []byte, done func(error)) error {
+// nothing to undo); when alerting, the totals may be followed by crossings
+// (see parseCharge).
+func (c *Client) dispatchCharge(subjects []Subject, maybeEmpty, alerting bool, encode func(bySource bool) []byte, done func([]Crossing, error)) error {
 	return c.dispatch(encode, func(v resp.Value, err error) {
-		if n := len(v.Array()); err == nil && n != windowArgs(subjects, 1)-len(subjects) && (!maybeEmpty || n != 0) {
-			err = fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
+		var crossed []Crossing
+		if err == nil {
+			crossed, err = c.parseCharge(v, subjects, maybeEmpty, alerting)
 		}
 		if done != nil {
-			done(err)
+			done(crossed, err)
 		}
 	})
 }
 
 // encodeCharge encodes one call of charge.lua.
 func (c *Client) encodeCharge(subjects []Subject, a Amounts, at int64, leaseID, chargeID, cancelID string, bySource bool) []byte {
-	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12)+len(leaseID)+len(chargeID)+len(cancelID)+32), bySource, opCharge, subjects, true, 5+windowArgs(subjects, 1))
+	return c.encodeChargeCall(subjects, a, at, leaseID, chargeID, cancelID, false, bySource)
+}
+
+// encodeChargeCall encodes one call of charge.lua, with each window's limit
+// and the thresholds when alerting (and thresholds are configured).
+func (c *Client) encodeChargeCall(subjects []Subject, a Amounts, at int64, leaseID, chargeID, cancelID string, alerting, bySource bool) []byte {
+	alerting = alerting && len(c.options.Thresholds) > 0
+	perWindow := 1
+	if alerting {
+		perWindow = 2 // its limit
+	}
+	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 12*perWindow)+len(leaseID)+len(chargeID)+len(cancelID)+32), bySource, opCharge, subjects, true, 5+windowArgs(subjects, perWindow))
 	q = appendBulkString(q, "") // now, by Redis's clock
 	if at > 0 {
 		q = appendBulkInt(q, at)
 	} else {
 		q = appendBulkString(q, "") // the buckets of now
 	}
-	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID)
+	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID, alerting)
 	q = appendAmounts(q, a.Tokens, a.USD)
 	q = appendBulkInt(q, tokenAmount(a.Requests))
 	var now int64
@@ -285,6 +315,9 @@ func (c *Client) encodeCharge(subjects []Subject, a Amounts, at int64, leaseID, 
 		q = appendSubjectHead(q, subjects, i, false)
 		for _, w := range s.Windows {
 			q = c.options.appendWindow(q, w, &now)
+			if alerting {
+				q = appendBulkInt(q, w.Limit)
+			}
 		}
 	}
 	return q
@@ -316,7 +349,7 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 	encode := func(bySource bool) []byte {
 		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, false, 2)
 		q = appendBulkString(q, "") // now, by Redis's clock
-		return c.appendOptions(q, false, leaseID, true, "")
+		return c.appendOptions(q, false, leaseID, true, "", false)
 	}
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err == nil && v.Type() != resp.Integer {
@@ -342,8 +375,9 @@ func (o Options) appendWindowType(arg []byte) []byte {
 // (admit.lua),
 // then, with a lease, "<lease seconds>:<id>" to take or renew it
 // (withSeconds) or ":<id>" to release it, then, with an admission marker,
-// "!<seconds>/<marker id>".
-func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool, markerID string) []byte {
+// "!<seconds>/<marker id>", then, when alerting, the thresholds (see
+// appendThresholds).
+func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool, markerID string, alerting bool) []byte {
 	var buf [96]byte
 	arg := buf[:0]
 	if withWindowType {
@@ -358,7 +392,7 @@ func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, 
 		}
 		arg = append(append(arg, ':'), leaseID...)
 	}
-	return appendBulk(dst, c.appendMarker(arg, markerID))
+	return appendBulk(dst, c.appendThresholds(c.appendMarker(arg, markerID), alerting, false))
 }
 
 // appendMarker appends "!<seconds>/<marker id>" for an admission marker ("":
@@ -375,8 +409,9 @@ func (c *Client) appendMarker(arg []byte, markerID string) []byte {
 // appendChargeOptions appends the options argument of a charge (see
 // charge.lua): the window type, ":<lease id>" to release a lease, and
 // "/<seconds>/<charge id>" to mark the charge applied, or "!<seconds>/<marker
-// id>" to cancel an admission, without allocating.
-func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string) []byte {
+// id>" to cancel an admission, then, when alerting, the thresholds (see
+// appendThresholds), without allocating.
+func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string, alerting bool) []byte {
 	var buf [128]byte
 	arg := c.options.appendWindowType(buf[:0])
 	if leaseID != "" {
@@ -386,7 +421,7 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID str
 		arg = strconv.AppendInt(append(arg, '/'), c.ChargeMarkerSeconds(), 10)
 		arg = append(append(arg, '/'), chargeID...)
 	}
-	return appendBulk(dst, c.appendMarker(arg, cancelID))
+	return appendBulk(dst, c.appendThresholds(c.appendMarker(arg, cancelID), alerting, c.options.Overrides))
 }
 
 // ChargeMarkerSeconds is how long Redis remembers a charge id: a retry is
@@ -528,6 +563,9 @@ func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clock
 func (c *Client) send(query []byte, done func(resp.Value, error)) error {
 	err := c.call(query, func(v resp.Value, err error) {
 		c.breaker.Record(err, time.Now())
+		if err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT") {
+			c.crossSlot = true
+		}
 		done(v, err)
 	})
 	if err != nil {
@@ -649,7 +687,7 @@ func SubjectOf(rules *config.Config, m config.Match) Subject {
 	default:
 		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
 	}
-	s := Subject{Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent}
+	s := Subject{Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent, Soft: m.Key.Soft}
 	if m.Parent != nil { // a per_model limit: the subject together with the model, in its slot
 		parent := len(dst)
 		dst = cachekey.AppendModel(dst, m.Model)

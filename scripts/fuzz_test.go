@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"errors"
+	"reflect"
 	"strconv"
 	"testing"
 )
@@ -46,7 +47,7 @@ func FuzzReply(f *testing.F) {
 		}
 		got, err := parseVerdict(v, 2)
 		want := Verdict{Allowed: allowed == 1, Kind: KindRequests, Limit: limit, Remaining: remaining, Reset: 42, At: 1763726400, WaitMs: 250, Subject: 1}
-		if err != nil || got != want {
+		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q read as %+v, %v; want %+v", wire, got, err, want)
 		}
 	})

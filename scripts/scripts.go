@@ -27,6 +27,8 @@ var (
 	manageSource string
 	//go:embed period.lua
 	periodSource string
+	//go:embed alerts.lua
+	alertsSource string
 )
 
 // Script is one Lua script and the SHA1 digest Redis caches it under.
@@ -61,7 +63,7 @@ const (
 // the whole seconds (sec) and the fraction (frac) apart as well as their sum
 // (now): a double near 2^31 s resolves only half a microsecond, and that
 // error, times a sliding window's previous count, would tip decisions.
-var Limiter = newScript("limiter", clockPrelude+periodSource+overridesSource+
+var Limiter = newScript("limiter", clockPrelude+periodSource+overridesSource+alertsSource+
 	"local op = table.remove(ARGV, 1) -- "+opAdmit+", "+opCharge+" or "+opRenew+"\n"+
 	"if op == '"+opAdmit+"' then\n"+admitSource+"\nelseif op == '"+opCharge+"' then\n"+chargeSource+
 	"\nelse\n"+renewSource+"\nend\n")

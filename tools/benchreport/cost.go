@@ -129,6 +129,7 @@ func costCases(s reportScale) []costCase {
 		c.group, c.calls, c.play = groupKinds, 2, wholeRequests
 		cases = append(cases, c)
 	}
+	cases = append(cases, hierarchyCases()...)
 	for _, n := range s.ruleCounts {
 		cases = append(cases, firstMatchCase(n))
 	}
@@ -144,6 +145,27 @@ func costCases(s reportScale) []costCase {
 		}
 	}
 	return cases
+}
+
+// hierarchyCases are an org > team > key hierarchy (rule_match_mode all,
+// each level from its own header, a token window each): on a Redis Cluster
+// (the default, one call per slot: three each way) and on one Redis
+// (redis.cluster false: one call each way).
+func hierarchyCases() []costCase {
+	config := func(redis string) string {
+		level := func(header string) string {
+			return `{"limit_by_per_header": "` + header + `", "limit_keys": [{"key": "*", "token_per_day": 1000000000}]}`
+		}
+		return `{"rule_name": "chat", "rule_match_mode": "all", "rule_items": [` + level("x-org-id") + `, ` + level("x-team-id") + `, ` +
+			level("x-api-key") + `], "redis": {"service_name": "redis.static"` + redis + `}}`
+	}
+	headers := [][2]string{{"x-org-id", "org-1"}, {"x-team-id", "team-1"}}
+	return []costCase{
+		{group: groupKinds, play: wholeRequests, name: "org > team > key, a token window each (rule_match_mode all), on a Redis Cluster: a call per level each way",
+			config: config(""), headers: headers, windows: 1, calls: 6},
+		{group: groupKinds, play: wholeRequests, name: "the same on one Redis (redis.cluster: false): one call each way",
+			config: config(`, "cluster": false`), headers: headers, windows: 3, calls: 2},
+	}
 }
 
 // withBreakerOff is config with the circuit breaker off, so that its cost

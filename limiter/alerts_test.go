@@ -1,0 +1,193 @@
+package limiter_test
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// Issue 26, budget alerts and soft limits: a window's bucket that reaches
+// a threshold alerts once, for every replica, by a POST to the webhook
+// sent from the plugin's tick. Through the plugin (Go and WASM mode) on a
+// real Redis, whose clock is set: 2026-01-01 01:00:00 UTC, 82,800 s before
+// the day ends.
+
+const (
+	alertsClock = 1767229200 // 2026-01-01T01:00:00Z
+	alertsTime  = `"time":"2026-01-01T01:00:00Z"`
+	webhook     = "outbound|80||alerts.static"
+	alertsSent  = "webhook.alerts.static.metric.token_ratelimit_alert_sent_count"
+	alertsLost  = "webhook.alerts.static.metric.token_ratelimit_alert_failed_count"
+)
+
+// alertsConfig is APIKeyConfig with budget_alerts at the thresholds.
+func alertsConfig(thresholds, extra, limits string) string {
+	return plugintest.APIKeyConfig(`"budget_alerts": {"thresholds": [`+thresholds+`],
+		"webhook": {"service_name": "alerts.static", "path": "/hooks/budget", "timeout": 500}}, `+extra, limits)
+}
+
+// spendTokens sends a request of sk-1 that is admitted and uses tokens, and
+// checks that nothing went to the webhook meanwhile: its response went
+// through whole (Respond holds nothing back), and no HTTP call was sent,
+// from its context or the plugin's, before the tick.
+func spendTokens(t *testing.T, p *plugintest.Plugin, tokens int) *plugintest.Exchange {
+	t.Helper()
+	x := p.Request([2]string{"x-api-key", "sk-1"})
+	require.True(t, x.Passed())
+	x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, tokens, 0))...)
+	requireNoHTTPCalls(t, p, x.ID)
+	return x
+}
+
+// requireNoHTTPCalls checks that neither the request's context nor the
+// plugin's has sent an HTTP call.
+func requireNoHTTPCalls(t *testing.T, p *plugintest.Plugin, id uint32) {
+	t.Helper()
+	require.Empty(t, p.Host.GetCalloutAttributesFromContext(id), "an HTTP call from the request's context")
+	require.Empty(t, p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID), "an HTTP call before the tick")
+}
+
+// tickAlerts ticks the plugin and answers every webhook call it sent from
+// its context with status, returning their bodies.
+func tickAlerts(t *testing.T, p *plugintest.Plugin, status int) []string {
+	t.Helper()
+	p.SendPostponed()
+	calls := slices.Clone(p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID))
+	var bodies []string
+	for _, c := range calls {
+		assert.Equal(t, webhook, c.Upstream)
+		assert.Equal(t, "POST", plugintest.Header(c.Headers, ":method"))
+		assert.Equal(t, "/hooks/budget", plugintest.Header(c.Headers, ":path"))
+		assert.Equal(t, "application/json", plugintest.Header(c.Headers, "content-type"))
+		bodies = append(bodies, string(c.Body))
+		p.Host.CallOnHttpCallResponse(c.CalloutID, [][2]string{{":status", strconv.Itoa(status)}}, nil, nil)
+	}
+	return bodies
+}
+
+// counter reads a counter of the host (0 when not defined).
+func counter(p *plugintest.Plugin, name string) uint64 {
+	n, _ := p.Host.GetCounterMetric(name)
+	return n
+}
+
+// "With thresholds [50, 80, 100] and 1,000 tokens a day, requests using
+// 300 each alert at 50 % (600), 80 % (900) and 100 % (1,200), each once",
+// whichever replica takes the bucket past a threshold: each request goes
+// through another plugin instance on the same Redis.
+func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		redis.SetClock(alertsClock)
+		t.Cleanup(func() { redis.SetClock(0) })
+		config := alertsConfig("100, 50, 80", "", `"token_per_day": 1000`)
+		alert := func(threshold, used int) string {
+			return `{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"day",` +
+				`"limit":1000,"used":` + strconv.Itoa(used) + `,"reset_seconds":82800,"threshold":` + strconv.Itoa(threshold) + `,` + alertsTime + `}`
+		}
+		var replica *plugintest.Plugin
+		var alerts []string
+		for i, want := range [][]string{nil, {alert(50, 600)}, {alert(80, 900)}, {alert(100, 1200)}} {
+			if replica != nil {
+				replica.Stop()
+			}
+			replica = plugintest.Start(t, redis, config) // replica A, B, A, B: one emulator runs at a time
+			spendTokens(t, replica, 300)
+			got := tickAlerts(t, replica, 200)
+			assert.Equal(t, want, got, "request %d", i+1)
+			assert.Equal(t, uint64(len(want)), counter(replica, alertsSent))
+			assert.Empty(t, tickAlerts(t, replica, 200), "sent once")
+			alerts = append(alerts, got...)
+		}
+		require.Len(t, alerts, 3)
+
+		// The markers outlive a reset of the bucket within its day: going
+		// past the thresholds again alerts no more.
+		redis.Do("SET", plugintest.APIKeySubject+":t86400:"+strconv.Itoa(alertsClock/86400), "0", "KEEPTTL")
+		for range 4 {
+			spendTokens(t, replica, 300)
+		}
+		assert.Empty(t, tickAlerts(t, replica, 200))
+		assert.Equal(t, int64(82801), redis.Int("TTL", plugintest.APIKeySubject+":t86400:"+strconv.Itoa(alertsClock/86400)+":!100"),
+			"a marker lives as long as its bucket")
+	})
+}
+
+// A webhook answering 500 is tried once more from a later tick, then
+// counted failed; nothing is sent again.
+func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		redis.SetClock(alertsClock)
+		t.Cleanup(func() { redis.SetClock(0) })
+		p := plugintest.Start(t, redis, alertsConfig("100", "", `"token_per_day": 1000`))
+		spendTokens(t, p, 1000)
+		want := `{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"day",` +
+			`"limit":1000,"used":1000,"reset_seconds":82800,"threshold":100,` + alertsTime + `}`
+		assert.Equal(t, []string{want}, tickAlerts(t, p, 500))
+		assert.Equal(t, uint64(0), counter(p, alertsLost), "not yet: it is tried again")
+		assert.Equal(t, []string{want}, tickAlerts(t, p, 503), "the retry, from the next tick")
+		assert.Equal(t, uint64(1), counter(p, alertsLost))
+		assert.Equal(t, uint64(0), counter(p, alertsSent))
+		assert.Empty(t, tickAlerts(t, p, 200), "tried twice only")
+	})
+}
+
+// A money window alerts in dollars, written exactly.
+func TestAlertMoneyWindowInDollars(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		redis.SetClock(alertsClock)
+		t.Cleanup(func() { redis.SetClock(0) })
+		p := plugintest.Start(t, redis, alertsConfig("50, 80", pricing, `"usd_per_day": 0.01`))
+		// gpt-4o: 1,000 × $2.50 + 300 × $10 per million tokens: $0.0055.
+		x := p.SendBody(chatNaming("gpt-4o"), [2]string{"x-api-key", "sk-1"}).Answer()
+		require.True(t, x.Passed())
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 1000, 300))...)
+		requireNoHTTPCalls(t, p, x.ID)
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"usd","window":"day",` +
+			`"limit":0.01,"used":0.0055,"reset_seconds":82800,"threshold":50,` + alertsTime + `}`}, tickAlerts(t, p, 204))
+		assert.Equal(t, uint64(1), counter(p, alertsSent))
+	})
+}
+
+// A soft limit admits a subject over it: the quota headers show nothing
+// left, and its bucket alerts at 100 %.
+func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		redis.SetClock(alertsClock)
+		t.Cleanup(func() { redis.SetClock(0) })
+		p := plugintest.Start(t, redis, alertsConfig("100", `"show_limit_quota_header": true,`,
+			`"token_per_minute": 100, "soft": true`))
+		spendTokens(t, p, 150)
+		x := p.Request([2]string{"x-api-key", "sk-1"})
+		require.True(t, x.Passed(), "over a soft limit, admitted")
+		headers := x.ResponseHeaders("text/event-stream")
+		assert.Equal(t, "100", plugintest.Header(headers, "X-TokenRateLimit-Limit"))
+		assert.Equal(t, "0", plugintest.Header(headers, "X-TokenRateLimit-Remaining"))
+		assert.Equal(t, "60", plugintest.Header(headers, "X-TokenRateLimit-Reset"))
+		x.Done()
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"minute",` +
+			`"limit":100,"used":150,"reset_seconds":60,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
+
+		// The same limit, hard: rejected.
+		redis.Do("FLUSHALL")
+		p.Stop()
+		p = plugintest.Start(t, redis, alertsConfig("100", "", `"token_per_minute": 100`))
+		spendTokens(t, p, 150)
+		p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
+	})
+}

@@ -1,0 +1,142 @@
+package scripts
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/tidwall/resp"
+)
+
+// Budget alerts (config.Alerts, alerts.lua). With thresholds in Options,
+// admissions carry them in their options argument ("#50,80,100"), and so do
+// the charges sent with ChargeAlerting, which also carry each window's
+// limit (and "o" before the thresholds when overrides replace limits). A
+// call that takes a bucket past a threshold first (once for every replica:
+// a marker in Redis says so) reports it after its usual reply. A call
+// without alerts is encoded byte for byte as before, and so is its reply.
+
+// Crossing is a threshold a bucket of a window went past.
+type Crossing struct {
+	Subject   int   // the subject's index among the call's subjects
+	Window    int   // the window's index among that subject's Windows
+	Threshold int64 // the percentage of the limit
+	Used      int64 // what the bucket holds now (nanodollars for a money window)
+	Limit     int64 // the window's limit: its override, when the subject has one
+	Reset     int64 // seconds until the window starts anew
+	At        int64 // Redis's second of the call
+}
+
+// crossingLen is how many integers a crossing takes in a reply.
+const crossingLen = 6
+
+// verdictLen is how many integers admit.lua's verdict takes in its reply.
+const verdictLen = 8
+
+// ChargeAlerting is Charge, reporting to done the thresholds it took a
+// bucket past when budget_alerts is configured (then each window's limit
+// is sent too).
+func (c *Client) ChargeAlerting(subjects []Subject, a Amounts, at int64, leaseID, chargeID string, done func([]Crossing, error)) error {
+	encode := func(bySource bool) []byte {
+		return c.encodeChargeCall(subjects, a, at, leaseID, chargeID, "", true, bySource)
+	}
+	return c.dispatchCharge(subjects, chargeID != "", len(c.options.Thresholds) > 0, encode, done)
+}
+
+// ignoreCrossings adapts a charge's done, which takes no crossings.
+func ignoreCrossings(done func(error)) func([]Crossing, error) {
+	if done == nil {
+		return nil
+	}
+	return func(_ []Crossing, err error) { done(err) }
+}
+
+// appendThresholds appends the alerts' suffix of an options argument when
+// alerting and thresholds are configured: '#', 'o' when a charge is to read
+// overrides, the thresholds ("#o50,80,100").
+func (c *Client) appendThresholds(arg []byte, alerting, overrides bool) []byte {
+	if !alerting || len(c.options.Thresholds) == 0 {
+		return arg
+	}
+	arg = append(arg, '#')
+	if overrides {
+		arg = append(arg, 'o')
+	}
+	for i, t := range c.options.Thresholds {
+		if i > 0 {
+			arg = append(arg, ',')
+		}
+		arg = strconv.AppendInt(arg, t, 10)
+	}
+	return arg
+}
+
+// appendLimit appends a window's limit in an admission, followed by 's'
+// when the window is soft: it counts, but never closes.
+func appendLimit(dst []byte, limit int64, soft bool) []byte {
+	if !soft {
+		return appendBulkInt(dst, limit)
+	}
+	var digits [24]byte
+	return appendBulk(dst, append(strconv.AppendInt(digits[:0], limit, 10), 's'))
+}
+
+// parseAdmit checks admit.lua's reply: a verdict, then with thresholds
+// configured the crossings, if any.
+func (c *Client) parseAdmit(v resp.Value, subjects []Subject) (Verdict, error) {
+	a := v.Array()
+	if len(a) <= verdictLen || len(c.options.Thresholds) == 0 {
+		return parseVerdict(v, len(subjects))
+	}
+	verdict, err := parseVerdict(resp.ArrayValue(a[:verdictLen]), len(subjects))
+	if err != nil {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	}
+	if verdict.Crossings, err = c.parseCrossings(a[verdictLen:], subjects, verdict.At); err != nil {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	}
+	return verdict, nil
+}
+
+// parseCharge checks charge.lua's reply: a total per window, or nothing
+// (maybeEmpty: a charge applied before, a cancel with nothing to undo), or
+// when alerting the totals, Redis's second and at least one crossing.
+func (c *Client) parseCharge(v resp.Value, subjects []Subject, maybeEmpty, alerting bool) ([]Crossing, error) {
+	a, windows := v.Array(), windowArgs(subjects, 1)-len(subjects)
+	switch {
+	case v.Type() == resp.Array && (len(a) == windows || maybeEmpty && len(a) == 0):
+		return nil, nil
+	case !alerting || len(a) < windows+1+crossingLen || a[windows].Type() != resp.Integer || a[windows].Integer() <= 0:
+		return nil, fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
+	}
+	crossed, err := c.parseCrossings(a[windows+1:], subjects, int64(a[windows].Integer()))
+	if err != nil {
+		return nil, fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
+	}
+	return crossed, nil
+}
+
+// parseCrossings reads at least one crossing, crossingLen integers each,
+// about the subjects of the call, at Redis's second at.
+func (c *Client) parseCrossings(a []resp.Value, subjects []Subject, at int64) ([]Crossing, error) {
+	if len(a) == 0 || len(a)%crossingLen != 0 {
+		return nil, ErrMalformed
+	}
+	out := make([]Crossing, 0, len(a)/crossingLen)
+	for i := 0; i < len(a); i += crossingLen {
+		var n [crossingLen]int64
+		for j := range n {
+			if a[i+j].Type() != resp.Integer {
+				return nil, ErrMalformed
+			}
+			n[j] = int64(a[i+j].Integer())
+		}
+		s, w := n[0]-1, n[1]-1
+		if s < 0 || s >= int64(len(subjects)) || w < 0 || w >= int64(len(subjects[s].Windows)) ||
+			!slices.Contains(c.options.Thresholds, n[2]) || n[3] < 0 || n[4] <= 0 || n[5] < 0 {
+			return nil, ErrMalformed
+		}
+		out = append(out, Crossing{Subject: int(s), Window: int(w), Threshold: n[2], Used: n[3], Limit: n[4], Reset: n[5], At: at})
+	}
+	return out, nil
+}
