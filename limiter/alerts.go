@@ -139,22 +139,11 @@ func alertJSON(rules *config.Config, m config.Match, w config.Window, c scripts.
 	if m.Parent != nil { // a per_model entry: its parent's key, and its pattern
 		s.Key, s.ModelKey = m.Parent.Key, m.Key.Key
 	}
-	kind := unitKind(w.Unit)
+	kind := quota.KindName(scripts.KindOf(w.Unit))
 	body, _ := json.Marshal(alertBody{RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(w.Seconds),
 		Limit: quota.Amount(kind, c.Limit), Used: quota.Amount(kind, c.Used), ResetSeconds: c.Reset, Threshold: c.Threshold,
 		Time: time.Unix(c.At, 0).UTC().Format(time.RFC3339)})
 	return body
-}
-
-// unitKind names what a window counts as the quota document does.
-func unitKind(u config.Unit) string {
-	switch u {
-	case config.UnitRequests:
-		return quota.KindRequests
-	case config.UnitUSD:
-		return quota.KindUSD
-	}
-	return quota.KindTokens
 }
 
 // queueAlert hands an alert to the tick; a full queue drops it.

@@ -32,17 +32,6 @@ func (r reservation) exceeds(k scripts.Kind, limit int64) bool {
 	return k == scripts.KindTokens && r.Tokens > limit || k == scripts.KindUSD && r.USD > limit
 }
 
-// kindOf is the kind of limit a window of unit u is.
-func kindOf(u config.Unit) scripts.Kind {
-	switch u {
-	case config.UnitTokens:
-		return scripts.KindTokens
-	case config.UnitUSD:
-		return scripts.KindUSD
-	}
-	return scripts.KindRequests
-}
-
 // quotaValue writes a limit or what is left of it for the quota headers:
 // tokens and requests as integers, money in US dollars ("20", "0.5").
 func quotaValue(k scripts.Kind, n int64) string {

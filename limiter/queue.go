@@ -148,7 +148,7 @@ func (r *request) fits() bool {
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
 			for _, w := range s.Windows {
-				if r.reserved.exceeds(kindOf(w.Unit), w.Limit) {
+				if r.reserved.exceeds(scripts.KindOf(w.Unit), w.Limit) {
 					return false
 				}
 			}

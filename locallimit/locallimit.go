@@ -124,7 +124,7 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 			w := &h.windows[j]
 			limit, take := l.limit(w.Limit), max(amountOf(cost, w.Unit), 0)
 			_, end := l.bucket(w.Window, now)
-			kind, reset := kindOf(w.Unit), end-now
+			kind, reset := scripts.KindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
 			if !fits && !subjects[i].Soft { // a soft window counts, but never rejects
 				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i}
@@ -366,16 +366,6 @@ func (l *Limiter) dequeue(w *window) {
 		l.owing.Remove(w.queued)
 		w.queued = nil
 	}
-}
-
-func kindOf(u config.Unit) scripts.Kind {
-	switch u {
-	case config.UnitTokens:
-		return scripts.KindTokens
-	case config.UnitUSD:
-		return scripts.KindUSD
-	}
-	return scripts.KindRequests
 }
 
 // amountOf is what amounts add to a window of unit u.

@@ -69,6 +69,9 @@ const (
 	KindUSD        = "usd" // a money window (usd_per_*)
 )
 
+// KindName is the name of a kind of limit, as the document writes it.
+func KindName(k scripts.Kind) string { return kindNames[k] }
+
 // kindNames names every scripts.Kind.
 var kindNames = [...]string{scripts.KindTokens: KindTokens, scripts.KindRequests: KindRequests, scripts.KindConcurrent: KindConcurrent,
 	scripts.KindUSD: KindUSD}

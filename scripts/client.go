@@ -95,6 +95,17 @@ const (
 	KindUSD                    // a money window (usd_per_*), in nanodollars
 )
 
+// KindOf is the kind of limit a window of unit u is.
+func KindOf(u config.Unit) Kind {
+	switch u {
+	case config.UnitTokens:
+		return KindTokens
+	case config.UnitUSD:
+		return KindUSD
+	}
+	return KindRequests
+}
+
 // Amounts are what a call adds to each kind of window: tokens to token
 // windows, requests to request windows, nanodollars to money windows
 // (negative: gives back). An admission reserves Tokens and USD (Requests

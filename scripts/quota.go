@@ -97,14 +97,7 @@ func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
 			return nil
 		}
 		for _, w := range s.Windows {
-			kind := KindTokens
-			switch w.Unit {
-			case config.UnitRequests:
-				kind = KindRequests
-			case config.UnitUSD:
-				kind = KindUSD
-			}
-			if err := next(kind, w.Seconds); err != nil {
+			if err := next(KindOf(w.Unit), w.Seconds); err != nil {
 				return nil, err
 			}
 		}

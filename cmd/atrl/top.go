@@ -396,24 +396,13 @@ func (q *quotaCommand) unknownRow(c *redisClient, f *foundSubject, note string) 
 	row.RuleItem, row.Threshold = itemOf(q.rules, f.key)
 	var best *scripts.LimitStatus
 	for i, l := range st[0] {
-		if best == nil || moreUsed(kindOf(l.Kind), l.Used, kindOf(best.Kind), best.Used) {
+		if best == nil || moreUsed(quota.KindName(l.Kind), l.Used, quota.KindName(best.Kind), best.Used) {
 			best = &st[0][i]
 		}
 	}
-	row.Kind, row.Window = kindOf(best.Kind), config.WindowName(best.Seconds)
+	row.Kind, row.Window = quota.KindName(best.Kind), config.WindowName(best.Seconds)
 	row.setAmounts(nil, best.Used, 0)
 	return row, nil
-}
-
-// kindOf names the kind of a window's status as the document does.
-func kindOf(k scripts.Kind) string {
-	switch k {
-	case scripts.KindRequests:
-		return quota.KindRequests
-	case scripts.KindUSD:
-		return quota.KindUSD
-	}
-	return quota.KindTokens
 }
 
 // resolveFound finds the configuration's limits of a subject found in
