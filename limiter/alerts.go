@@ -53,25 +53,15 @@ type pendingAlert struct {
 // value, model); Threshold is the percentage of Limit that Used reached.
 // Money amounts are US dollars, written exactly.
 type alertBody struct {
-	RuleName     string       `json:"rule_name"`
-	Subject      alertSubject `json:"subject"`
-	Kind         string       `json:"kind"`
-	Window       string       `json:"window"`
-	Limit        json.Number  `json:"limit"`
-	Used         json.Number  `json:"used"`
-	ResetSeconds int64        `json:"reset_seconds"`
-	Threshold    int64        `json:"threshold"`
-	Time         string       `json:"time"`
-}
-
-// alertSubject is the subject of an alert, with the quota document's names.
-type alertSubject struct {
-	RuleItem  *int   `json:"rule_item,omitempty"`
-	Threshold string `json:"threshold,omitempty"`
-	Key       string `json:"key"`
-	Value     string `json:"value"`
-	Model     string `json:"model,omitempty"`
-	ModelKey  string `json:"model_key,omitempty"`
+	RuleName     string      `json:"rule_name"`
+	Subject      quota.Name  `json:"subject"`
+	Kind         string      `json:"kind"`
+	Window       string      `json:"window"`
+	Limit        json.Number `json:"limit"`
+	Used         json.Number `json:"used"`
+	ResetSeconds int64       `json:"reset_seconds"`
+	Threshold    int64       `json:"threshold"`
+	Time         string      `json:"time"`
 }
 
 // newAlerter returns the alerter of a configuration with budget_alerts, nil
@@ -122,23 +112,7 @@ func (r *request) matchesOf(subjects []scripts.Subject) []config.Match {
 // alertJSON is the body of the alert of a crossing of window w of the
 // subject of match m.
 func alertJSON(rules *config.Config, m config.Match, w config.Window, c scripts.Crossing) []byte {
-	s := alertSubject{Key: m.Key.Key, Value: m.Value, Model: m.Model}
-	switch {
-	case m.Unmatched:
-		s.Threshold = config.UnmatchedThreshold
-	case m.Item == nil:
-		s.Threshold = config.GlobalThreshold
-	default:
-		for i := range rules.Items {
-			if &rules.Items[i] == m.Item {
-				n := i
-				s.RuleItem = &n
-			}
-		}
-	}
-	if m.Parent != nil { // a per_model entry: its parent's key, and its pattern
-		s.Key, s.ModelKey = m.Parent.Key, m.Key.Key
-	}
+	s := quota.NameOf(rules, m)
 	kind := quota.KindName(scripts.KindOf(w.Unit))
 	body, _ := json.Marshal(alertBody{RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(w.Seconds),
 		Limit: quota.Amount(kind, c.Limit), Used: quota.Amount(kind, c.Used), ResetSeconds: c.Reset, Threshold: c.Threshold,

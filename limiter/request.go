@@ -37,10 +37,16 @@ const (
 
 // request is the limiter's state for one HTTP request that matched a rule.
 type request struct {
-	pc     PluginConfig
-	path   string
-	groups []group // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
-	model  string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
+	pc   PluginConfig
+	path string
+	// routedPath is path as the upstream's router reads it
+	// (config.CanonicalPath), which says whether it is a completions path
+	// ("/v1/chat/%63ompletions" is): worked out once, where stream_usage
+	// may ask for the usage (a canonical path, the common case, is path
+	// itself, with no copy).
+	routedPath string
+	groups     []group // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
+	model      string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
 	otherModels    []string         // the other models an ambiguous body may name: it counts as each (ambiguity.go)
 	reserved       reservation      // tokens and nanodollars reserved in every window at admission (0: none)

@@ -31,8 +31,11 @@ import (
 // not be rewritten anyway). The body may grow, so its Content-Length is
 // removed (declaredSize is what it said).
 func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bool {
-	if r.pc.rules.StreamUsage != config.StreamUsageInject || declaredSize > streamusage.MaxBodyBytes ||
-		!streamusage.MayAskForUsage(ctx.Method(), r.routedPath(), requestHeader("content-type")) {
+	if r.pc.rules.StreamUsage != config.StreamUsageInject || declaredSize > streamusage.MaxBodyBytes {
+		return false
+	}
+	r.routedPath = config.CanonicalPath(r.path)
+	if !streamusage.MayAskForUsage(ctx.Method(), r.routedPath, requestHeader("content-type")) {
 		return false
 	}
 	_ = proxywasm.RemoveHttpRequestHeader("content-length")
@@ -42,7 +45,7 @@ func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bo
 // askForUsage rewrites the request body to ask for the stream's usage when
 // it streams without asking (see streamusage.AskForUsage), and notes it.
 func (r *request) askForUsage(body []byte) {
-	rewritten, ok := streamusage.AskForUsage(r.routedPath(), body)
+	rewritten, ok := streamusage.AskForUsage(r.routedPath, body)
 	if !ok {
 		return
 	}
@@ -56,14 +59,6 @@ func (r *request) askForUsage(body []byte) {
 		log.Debug("the stream did not ask for its usage: asked for it (stream_options.include_usage)")
 	}
 }
-
-// routedPath is the request's path as the upstream's router reads it
-// (config.CanonicalPath), which says whether it is a completions path:
-// "/v1/chat/%63ompletions" and "/v1//chat/completions/" are. It is worked
-// out where it is needed, at the headers and again at the body's end of a
-// request asked for its usage: a canonical path, the common case, is
-// returned as it is, with no copy.
-func (r *request) routedPath() string { return config.CanonicalPath(r.path) }
 
 // filterResponse decides, at the response's headers, whether the response
 // of a request whose body was rewritten goes through a Filter: only an

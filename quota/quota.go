@@ -25,6 +25,13 @@ type Document struct {
 
 // Subject is one limited subject and its limits.
 type Subject struct {
+	Name
+	Limits []Limit `json:"limits"`
+}
+
+// Name names a subject as the quota document, the admin API and budget
+// alerts do.
+type Name struct {
 	// RuleItem is the index of its rule item in rule_items; absent for the
 	// thresholds, which Threshold names instead.
 	RuleItem  *int   `json:"rule_item,omitempty"`
@@ -36,9 +43,32 @@ type Subject struct {
 	// Model is set on limits that depend on the model: a per_model entry
 	// (ModelKey is its pattern, within the subject Key and Value name) or a
 	// limit_by_model / limit_by_per_model item.
-	Model    string  `json:"model,omitempty"`
-	ModelKey string  `json:"model_key,omitempty"`
-	Limits   []Limit `json:"limits"`
+	Model    string `json:"model,omitempty"`
+	ModelKey string `json:"model_key,omitempty"`
+}
+
+// NameOf names the subject of a match (as Config.MatchAll or
+// Config.Resolve return it).
+func NameOf(rules *config.Config, m config.Match) Name {
+	s := Name{Key: m.Key.Key, Value: m.Value, Model: m.Model}
+	switch {
+	case m.Unmatched:
+		s.Threshold = config.UnmatchedThreshold
+	case m.Item == nil:
+		s.Threshold = config.GlobalThreshold
+	default:
+		n := -1
+		for j := range rules.Items {
+			if &rules.Items[j] == m.Item {
+				n = j
+			}
+		}
+		s.RuleItem = &n
+	}
+	if m.Parent != nil { // a per_model entry: its parent's key, and its pattern
+		s.Key, s.ModelKey = m.Parent.Key, m.Key.Key
+	}
+	return s
 }
 
 // Limit is one limit of a subject. Limit, Used and Remaining count tokens,
@@ -167,24 +197,7 @@ func parseUSD(s string) (int64, error) {
 func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts.LimitStatus) Document {
 	d := Document{Subjects: make([]Subject, 0, len(matches))}
 	for i, m := range matches {
-		s := Subject{Key: m.Key.Key, Value: m.Value, Model: m.Model, Limits: make([]Limit, 0, len(statuses[i]))}
-		switch {
-		case m.Unmatched:
-			s.Threshold = config.UnmatchedThreshold
-		case m.Item == nil:
-			s.Threshold = config.GlobalThreshold
-		default:
-			n := -1
-			for j := range rules.Items {
-				if &rules.Items[j] == m.Item {
-					n = j
-				}
-			}
-			s.RuleItem = &n
-		}
-		if m.Parent != nil {
-			s.Key, s.ModelKey = m.Parent.Key, m.Key.Key
-		}
+		s := Subject{Name: NameOf(rules, m), Limits: make([]Limit, 0, len(statuses[i]))}
 		for _, l := range statuses[i] {
 			out := Limit{Kind: kindNames[l.Kind], Limit: l.Limit, Used: l.Used, Remaining: l.Remaining(), Overridden: l.Overridden}
 			if l.Kind != scripts.KindConcurrent {

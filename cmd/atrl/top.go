@@ -536,7 +536,7 @@ func rowLabel(r topRow) string {
 	if r.RuleItem == nil && r.Threshold == "" {
 		return r.RedisKey
 	}
-	return subjectLabel(quota.Subject{RuleItem: r.RuleItem, Threshold: r.Threshold, Value: r.Value, Model: r.Model})
+	return subjectLabel(quota.Subject{Name: quota.Name{RuleItem: r.RuleItem, Threshold: r.Threshold, Value: r.Value, Model: r.Model}})
 }
 
 func topHelp(w io.Writer) {
