@@ -104,10 +104,20 @@ type Config struct {
 	// Items are the rule_items, in configuration order.
 	Items []RuleItem
 
-	RejectedCode         uint32
-	RejectedMsg          string
-	ShowLimitQuotaHeader bool
-	FailureMode          FailureMode
+	RejectedCode uint32
+	// RejectedMsg is rejected_msg, and RejectedMsgSet says it was
+	// configured: without it, a rejection speaks the request's API.
+	RejectedMsg    string
+	RejectedMsgSet bool
+	// QuotaHeaders is quota_headers, with show_limit_quota_header's
+	// tokenratelimit form: the quota headers each response of a limited
+	// request carries.
+	QuotaHeaders QuotaHeaders
+	// Shadow is shadow_mode: every limit counts and shows, none rejects or
+	// queues; the requests that would have been rejected are logged and
+	// counted.
+	Shadow      bool
+	FailureMode FailureMode
 	// LocalShare and LocalMaxSubjects are local_share and
 	// local_max_subjects, for failure_mode local: how many workers (on all
 	// replicas) share each limit, and how many subjects one worker holds.
@@ -212,6 +222,25 @@ func (s ModelSource) String() string {
 	return s.Kind.String()
 }
 
+// QuotaHeaders is a set of quota header forms (quota_headers).
+type QuotaHeaders uint8
+
+const (
+	// QuotaHeadersTokenRateLimit: X-TokenRateLimit-Limit, -Remaining and
+	// -Reset, of the tightest window (show_limit_quota_header: true).
+	QuotaHeadersTokenRateLimit QuotaHeaders = 1 << iota
+	// QuotaHeadersOpenAI: OpenAI's x-ratelimit-{limit,remaining,reset}-tokens
+	// and -requests, of the tightest token and request windows.
+	QuotaHeadersOpenAI
+	// QuotaHeadersIETF: RateLimit-Policy and RateLimit
+	// (draft-ietf-httpapi-ratelimit-headers).
+	QuotaHeadersIETF
+)
+
+// quotaHeaderNames are the names of the forms in quota_headers, in the
+// order of their bits.
+var quotaHeaderNames = []string{"tokenratelimit", "openai", "ietf"}
+
 // StreamUsage says whether an OpenAI chat or legacy completions request
 // with "stream": true, which reports its usage only when it asks for it
 // (stream_options.include_usage), is rewritten to ask.
@@ -292,6 +321,11 @@ type Redis struct {
 	ServicePort int
 	Username    string
 	Password    string
+	// PasswordEnv is password_env: the environment variable of the
+	// plugin's VM that holds the password (the gateway passes it from a
+	// Kubernetes Secret), read by Redis.ResolvePassword where the password
+	// is used; "" when the password, if any, is in the configuration.
+	PasswordEnv string
 	TimeoutMs   int64
 	Database    int
 	// BreakerFailures is how many consecutive failed calls open the
@@ -550,4 +584,19 @@ var windowKinds = [...]windowKind{
 	{"usd_per_day", UnitUSD, DaySeconds},
 	{"usd_per_week", UnitUSD, WeekSeconds},
 	{"usd_per_month", UnitUSD, MonthSeconds},
+}
+
+// ResolvePassword is the Redis password: the configured one, or the value
+// of the environment variable password_env names, read with getenv (an
+// unset or empty variable is an error naming it: a gateway whose Secret
+// did not reach the VM would otherwise fail every call with NOAUTH).
+func (r Redis) ResolvePassword(getenv func(string) string) (string, error) {
+	if r.PasswordEnv == "" {
+		return r.Password, nil
+	}
+	if v := getenv(r.PasswordEnv); v != "" {
+		return v, nil
+	}
+	return "", fieldErr("redis.password_env", "the environment variable ", r.PasswordEnv,
+		" is not set (or empty) where the plugin runs: pass it to the VM (a WasmPlugin's vmConfig.env)")
 }

@@ -55,8 +55,14 @@ var topFields = fields[Config]{
 	customField(itemsField, readRuleItems),
 	customField(unmatchedField, readUnmatched),
 	intField("rejected_code", minRejectedCode, maxRejectedCode, func(c *Config, n int64) { c.RejectedCode = uint32(n) }),
-	stringField("rejected_msg", func(c *Config, s string) { c.RejectedMsg = s }),
-	boolField("show_limit_quota_header", func(c *Config, b bool) { c.ShowLimitQuotaHeader = b }),
+	stringField("rejected_msg", func(c *Config, s string) { c.RejectedMsg, c.RejectedMsgSet = s, true }),
+	boolField("show_limit_quota_header", func(c *Config, b bool) {
+		if b {
+			c.QuotaHeaders |= QuotaHeadersTokenRateLimit
+		}
+	}),
+	customField("quota_headers", readQuotaHeaders),
+	boolField("shadow_mode", func(c *Config, b bool) { c.Shadow = b }),
 	enumField("failure_mode", []string{"allow", "deny", "local"}, func(c *Config, i int) { c.FailureMode = FailureMode(i) }),
 	intField(localShareField, 1, maxLocalShare, func(c *Config, n int64) { c.LocalShare = n }),
 	intField(localMaxField, 1, maxLocalMaxSubjects, func(c *Config, n int64) { c.LocalMaxSubjects = n }),
@@ -70,7 +76,7 @@ var topFields = fields[Config]{
 	intField("concurrency_lease_seconds", 1, maxLeaseSeconds, func(c *Config, n int64) { c.LeaseSeconds = n }),
 	enumField(overLimitField, []string{"reject", "queue"}, func(c *Config, i int) { c.OverLimit = OverLimitAction(i) }),
 	intField(maxQueueWaitField, 1, maxQueueWaitMs, func(c *Config, n int64) { c.MaxQueueWaitMs = n }),
-	enumField("stream_usage", []string{"inject", "off"}, func(c *Config, i int) { c.StreamUsage = StreamUsage(i) }),
+	customField("stream_usage", readStreamUsage),
 	enumField("ambiguous_body", []string{"strictest", "reject"}, func(c *Config, i int) { c.AmbiguousBody = AmbiguousBody(i) }),
 	customField("model_source", readModelSources),
 	customField("pricing", readPricing),
@@ -89,6 +95,7 @@ var redisFields = fields[Redis]{
 	intField("service_port", 1, 65535, func(r *Redis, n int64) { r.ServicePort = int(n) }),
 	stringField("username", func(r *Redis, s string) { r.Username = s }),
 	stringField("password", func(r *Redis, s string) { r.Password = s }),
+	customField("password_env", readPasswordEnv),
 	intField("timeout", 1, maxRedisTimeoutMs, func(r *Redis, n int64) { r.TimeoutMs = n }),
 	intField("database", 0, maxRedisDatabase, func(r *Redis, n int64) { r.Database = int(n) }),
 	intField("breaker_failures", 0, maxBreakerFailures, func(r *Redis, n int64) { r.BreakerFailures = n }),
@@ -280,6 +287,11 @@ func newConfig() *Config {
 // has been read (members are the top-level members as readMembers returns
 // them), and the defaults that depend on another field.
 func (c *Config) checkCombinations(members map[string]gjson.Result) error {
+	// shadow_mode rejects nothing: an ambiguous body is limited at its most
+	// expensive reading, as strictest does, and counted as ambiguous.
+	if c.Shadow && c.AmbiguousBody == AmbiguousReject {
+		c.AmbiguousBody = AmbiguousStrictest
+	}
 	switch hasGlobal, hasItems := isSet(members[globalField]), isSet(members[itemsField]); {
 	case hasGlobal && hasItems:
 		return fieldErr("", globalField, " and ", itemsField, " cannot both be set")
@@ -459,4 +471,63 @@ func readModelWeights(c *Cost, path string, v gjson.Result) (err error) {
 		c.indexModels()
 	}
 	return err
+}
+
+// readQuotaHeaders reads quota_headers: a list of the forms, each once.
+func readQuotaHeaders(c *Config, path string, v gjson.Result) error {
+	if !v.IsArray() {
+		return fieldErr(path, `must be a list of forms ("tokenratelimit", "openai", "ietf"), got `, describe(v))
+	}
+	var seen QuotaHeaders
+	for i, e := range v.Array() {
+		at := path + "[" + strconv.Itoa(i) + "]"
+		n, err := readEnum(at, e, quotaHeaderNames)
+		if err != nil {
+			return err
+		}
+		if seen&(1<<n) != 0 {
+			return fieldErr(at, quote(quotaHeaderNames[n]), " is listed twice")
+		}
+		seen |= 1 << n
+	}
+	c.QuotaHeaders |= seen
+	return nil
+}
+
+// readStreamUsage reads stream_usage: "inject" or "off", or the boolean a
+// YAML 1.1 reader (Kubernetes, Higress's console) makes of an unquoted off
+// (false) or on (true).
+func readStreamUsage(c *Config, path string, v gjson.Result) error {
+	switch v.Type {
+	case gjson.False:
+		c.StreamUsage = StreamUsageOff
+		return nil
+	case gjson.True:
+		c.StreamUsage = StreamUsageInject
+		return nil
+	}
+	n, err := readEnum(path, v, []string{"inject", "off"})
+	c.StreamUsage = StreamUsage(n)
+	return err
+}
+
+// readPasswordEnv reads redis.password_env: the name of an environment
+// variable (letters, digits and '_', not starting with a digit), which
+// replaces password.
+func readPasswordEnv(r *Redis, path string, v gjson.Result) error {
+	name, err := readNonEmptyString(path, v)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c == '_' || 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || i > 0 && '0' <= c && c <= '9') {
+			return fieldErr(path, "must be an environment variable's name (letters, digits and _), got ", quote(name))
+		}
+	}
+	if r.Password != "" {
+		return fieldErr(path, "and password cannot both be set: password_env names where the password is")
+	}
+	r.PasswordEnv = name
+	return nil
 }

@@ -242,7 +242,7 @@ func TestParseHigressGlobalExample(t *testing.T) {
 	require.Equal(t, "routeA_global_limit_rule", c.RuleName)
 	require.Empty(t, c.Items)
 	require.Equal(t, &LimitKey{Key: "*", Kind: KeyAny, Windows: []Window{win("token_per_minute", 60, 1000)}}, c.Global)
-	require.True(t, c.ShowLimitQuotaHeader)
+	require.Equal(t, QuotaHeadersTokenRateLimit, c.QuotaHeaders)
 	require.Equal(t, Redis{ServiceName: "redis.static", ServicePort: 80, TimeoutMs: 1000, BreakerFailures: 5, BreakerProbeMs: 1000, Cluster: true}, c.Redis)
 }
 
@@ -328,7 +328,10 @@ func TestParseDefaults(t *testing.T) {
 	c := mustParse(t, withGlobal(``))
 	require.Equal(t, uint32(429), c.RejectedCode)
 	require.Equal(t, "Too many requests", c.RejectedMsg)
-	require.False(t, c.ShowLimitQuotaHeader)
+	require.Zero(t, c.QuotaHeaders)
+	require.False(t, c.RejectedMsgSet)
+	require.False(t, c.Shadow)
+	require.Equal(t, StreamUsageInject, c.StreamUsage)
 	require.Equal(t, FailAllow, c.FailureMode)
 	require.Equal(t, -1, c.XFFTrustedHops)
 	require.Equal(t, 64, c.IPv6PrefixLength)
@@ -476,8 +479,8 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 		mustParse(t, withItems(item(`"`+f+`":"name"`, key)))
 	}
 	require.Len(t, ruleItemFields(), 12)
-	require.Len(t, redisFields, 9)
-	require.Len(t, topFields, 30)
+	require.Len(t, redisFields, 10)
+	require.Len(t, topFields, 32)
 }
 
 func TestStrings(t *testing.T) {

@@ -122,6 +122,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	e := r.readBody(body, "", opts) // "": the path is a source of its own
 	model, others := r.pc.modelAfterBody(ctx, e)
 	matches := r.pc.matchRequest(ctx, model, others)
+	r.pc.noteUnmatched(ctx, model, matches)
 	if len(matches) == 0 {
 		ctx.SetContext(stateKey, nil)
 		return types.ActionContinue

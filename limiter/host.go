@@ -1,10 +1,15 @@
 package limiter
 
 import (
+	"errors"
+	"os"
+
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
 
 // The wrapper (higress-group/wasm-go) turns the host's calls into the hooks
@@ -31,6 +36,29 @@ func (v vmContext) NewPluginContext(id uint32) types.PluginContext {
 
 // pluginContext wraps the wrapper's plugin context.
 type pluginContext struct{ types.PluginContext }
+
+// OnPluginStart refuses a configuration the limiter cannot run with one
+// log line saying what is wrong and where, before the wrapper reads it: the
+// wrapper would say it three times over, under its own wording ("parse rule
+// config failed: parse config failed, no valid rules; global config parse
+// error: ..."). A configuration it takes goes to the wrapper, which parses
+// it again, per rule, into the configurations requests use.
+func (p pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
+	data, err := proxywasm.GetPluginConfiguration()
+	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
+		// The wrapper says so itself, and fails the start.
+		return p.PluginContext.OnPluginStart(size)
+	}
+	doc, err := config.ParseDocument(data)
+	if err == nil {
+		err = doc.ResolvePasswords(os.Getenv) // the VM's environment: where the gateway puts a Secret
+	}
+	if err != nil {
+		log.Error(config.Refusal(err))
+		return types.OnPluginStartStatusFailed
+	}
+	return p.PluginContext.OnPluginStart(size)
+}
 
 func (p pluginContext) NewHttpContext(id uint32) types.HttpContext {
 	return &httpContext{HttpContext: p.PluginContext.NewHttpContext(id), id: id}

@@ -34,7 +34,7 @@ func TestRequestWindowAdmitsExactlyItsLimit(t *testing.T) {
 		}
 		last := p.Request(key)
 		local := last.RequireRejected(429)
-		assert.Equal(t, "Too many requests", string(local.Data))
+		assert.Contains(t, string(local.Data), "Request rate limit exceeded: the limit of 5000 requests per day is reached")
 		assert.Equal(t, "86400", plugintest.Header(local.Headers, "Retry-After"), "until the day resets")
 		last.Done()
 		assert.Equal(t, int64(5000), redis.Int("GET", fmt.Sprintf("%s:q86400:%d", plugintest.APIKeySubject, int64(redis.Clock())/86400)))
@@ -63,8 +63,9 @@ func TestConcurrencyLimit(t *testing.T) {
 			}
 			local := x.RequireRejected(429)
 			assert.Contains(t, string(local.Data), "concurrent requests")
-			assert.Contains(t, string(local.Data), "limited to 5")
+			assert.Contains(t, string(local.Data), "at most 5 may be in progress", "in the OpenAI error of a chat completion")
 			assert.Equal(t, "1", plugintest.Header(local.Headers, "Retry-After"))
+			assert.Equal(t, "1000", plugintest.Header(local.Headers, "retry-after-ms"))
 			x.Done()
 		}
 		require.Len(t, open, 5)

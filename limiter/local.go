@@ -79,6 +79,7 @@ func (r *request) decideLocally() {
 		r.allowedBy(g, v)
 	}
 	r.admitted, r.local = true, true
+	r.shadowReject()
 	if !r.inHook {
 		_ = proxywasm.ResumeHttpRequest()
 	}

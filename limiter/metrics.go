@@ -26,6 +26,12 @@ const (
 	// metricInjected counts requests rewritten to ask for their stream's
 	// usage (stream_usage: inject).
 	metricInjected = "token_ratelimit_stream_usage_injected_count"
+	// metricShadowRejected counts requests shadow_mode let through that a
+	// limit would have rejected.
+	metricShadowRejected = "token_ratelimit_shadow_reject_count"
+	// metricUnmatched counts requests no rule item matched: limited by
+	// unmatched_threshold when it is set, otherwise not at all.
+	metricUnmatched = "token_ratelimit_unmatched_count"
 )
 
 // The <model> segment of a counter name is the model the request names, as

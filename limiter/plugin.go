@@ -6,6 +6,8 @@
 package limiter
 
 import (
+	"os"
+
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
@@ -43,15 +45,21 @@ type PluginConfig struct {
 	local   *locallimit.Limiter // the worker's own windows (failure_mode local; nil otherwise)
 	alerts  *alerter            // where budget alerts go (nil: budget_alerts is off)
 
-	rejectedType  string // the Content-Type of rejected_msg (rejection.go)
-	modelLimits   bool   // some limit depends on the request's model (models.go)
-	pricesByModel bool   // what a request costs in money depends on its model (money.go)
+	rejectedType  string          // the Content-Type of rejected_msg (rejection.go)
+	shadowLog     *rateLimitedLog // the shadow_mode lines (shadow.go)
+	unmatchedLog  *rateLimitedLog // the lines about requests no rule item matched (shadow.go)
+	modelLimits   bool            // some limit depends on the request's model (models.go)
+	pricesByModel bool            // what a request costs in money depends on its model (money.go)
 }
 
 // parseConfig parses and validates a configuration; any error refuses it, so
 // the plugin never starts half-configured.
 func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	rules, err := config.Parse(json)
+	if err != nil {
+		return err
+	}
+	password, err := rules.Redis.ResolvePassword(os.Getenv)
 	if err != nil {
 		return err
 	}
@@ -63,11 +71,13 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	if rules.Alerts != nil {
 		options.Thresholds = rules.Alerts.Thresholds // admissions and charges report crossings
 	}
+	options.ByKind = rules.QuotaHeaders&(config.QuotaHeadersOpenAI|config.QuotaHeadersIETF) != 0
+	pc.shadowLog, pc.unmatchedLog = &rateLimitedLog{}, &rateLimitedLog{}
 	pc.redis = scripts.NewClient(scripts.Endpoint{
 		ServiceName: rules.Redis.ServiceName,
 		ServicePort: rules.Redis.ServicePort,
 		Username:    rules.Redis.Username,
-		Password:    rules.Redis.Password,
+		Password:    password,
 		TimeoutMs:   uint32(rules.Redis.TimeoutMs),
 		Database:    rules.Redis.Database,
 	}, options)

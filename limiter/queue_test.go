@@ -160,7 +160,7 @@ func queueWaitsForAConcurrencySlotUntilItsMaximum(t *testing.T, redis *redistest
 	// The third waits its 300 ms, then is told it is a concurrency limit.
 	p.Tick(waiting)
 	local := third.RequireRejected(429)
-	assert.Contains(t, string(local.Data), "limited to 1")
+	assert.Contains(t, string(local.Data), "at most 1 may be in progress")
 	assert.Equal(t, "1", plugintest.Header(local.Headers, "Retry-After"))
 	assert.Equal(t, int64(1), held(), "the one given up on took no slot")
 	second.DoneAndTick()

@@ -4,10 +4,13 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -35,26 +38,207 @@ func rejectedContentType(msg string) string {
 	return contentTypeText
 }
 
-// reject answers rejected_code, telling the client when to come back and
-// which limit closed (scope). A request over a concurrency limit is told
-// so, and to retry in a second.
+// headerRetryAfterMs is Retry-After to the millisecond, which the official
+// OpenAI and Anthropic SDKs read before Retry-After.
+const headerRetryAfterMs = "retry-after-ms"
+
+// reject answers rejected_code, telling the client when to come back (to
+// the second and to the millisecond), which limit closed (scope), and the
+// quota headers configured. The body is rejected_msg when it is set, else
+// an error in the shape of the request's API naming the limit and when it
+// has room again (see rejectionBody).
 func (r *request) reject(v scripts.Verdict, scope string) {
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
 	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader), r.model)
-	reset := strconv.FormatInt(max(v.Reset, 1), 10)
-	body, detail, contentType := rules.RejectedMsg, "ai-token-ratelimit.rejected", r.pc.rejectedType
-	if v.Kind == scripts.KindConcurrent {
-		body, detail, contentType = concurrencyMsg+strconv.FormatInt(v.Limit, 10), "ai-token-ratelimit.concurrency", contentTypeText
+	reset := max(v.Reset, 1)
+	waitMs := v.WaitMs
+	if waitMs <= 0 { // a concurrency limit: a request may end any time
+		waitMs = reset * 1000
 	}
-	headers := [][2]string{{HeaderReset, reset}, {HeaderRetryAfter, reset}, {"content-type", contentType}}
+	body, contentType := r.rejectionBody(v, scope, waitMs)
+	detail := "ai-token-ratelimit.rejected"
+	if v.Kind == scripts.KindConcurrent {
+		detail = "ai-token-ratelimit.concurrency"
+	}
+	headers := make([][2]string, 0, 16)
+	headers = append(headers, [2]string{HeaderReset, strconv.FormatInt(reset, 10)}, [2]string{HeaderRetryAfter, strconv.FormatInt(reset, 10)},
+		[2]string{headerRetryAfterMs, strconv.FormatInt(waitMs, 10)}, [2]string{"content-type", contentType})
 	if scope != "" {
 		headers = append(headers, [2]string{HeaderScope, scope})
 	}
-	if rules.ShowLimitQuotaHeader {
-		headers = append(headers, [2]string{HeaderLimit, quotaValue(v.Kind, v.Limit)}, [2]string{HeaderRemaining, "0"})
-	}
+	headers = r.appendQuotaHeaders(headers, v, true)
 	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, detail, headers, []byte(body), -1)
+}
+
+// api is the API a request speaks, as its path (or headers) say: the shape
+// of the error it is answered with.
+type api uint8
+
+const (
+	apiOther     api = iota // a path of none of the APIs below: rejected_msg's default
+	apiOpenAI               // OpenAI and compatible: /chat/completions, /completions, /responses, /embeddings...
+	apiAnthropic            // Anthropic Messages: /messages, or an anthropic-version header
+	apiGemini               // Gemini and Vertex AI: /models/<model>:<method>
+)
+
+// openAIPaths end the paths of OpenAI's APIs that an LLM gateway limits.
+var openAIPaths = [...]string{"/chat/completions", "/completions", "/responses", "/embeddings", "/moderations",
+	"/images/generations", "/audio/speech", "/audio/transcriptions"}
+
+// apiOf is the API of a request by its path as routers read it (see
+// config.CanonicalPath), and its Anthropic version header.
+func apiOf(path string) api {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	switch {
+	case estimate.ModelFromPath(path) != "":
+		return apiGemini
+	case strings.HasSuffix(path, "/messages") || strings.HasSuffix(path, "/messages/count_tokens") || requestHeader("anthropic-version") != "":
+		return apiAnthropic
+	}
+	for _, p := range openAIPaths {
+		if strings.HasSuffix(path, p) {
+			return apiOpenAI
+		}
+	}
+	if strings.HasPrefix(path, "/openai/") || strings.Contains(path, "/responses/") { // Azure OpenAI; a response's sub-resources
+		return apiOpenAI
+	}
+	return apiOther
+}
+
+// rejectionBody is the body of a rejection and its Content-Type:
+// rejected_msg when it is set (a concurrency limit keeps its own text, as
+// before), else the error of the request's API, as its SDK reads it, with
+// a message naming the limit and when it has room again; a path of no API
+// known gets the default text.
+func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64) (string, string) {
+	rules := r.pc.rules
+	switch {
+	case rules.RejectedMsgSet && v.Kind == scripts.KindConcurrent:
+		return concurrencyMsg + strconv.FormatInt(v.Limit, 10), contentTypeText
+	case rules.RejectedMsgSet:
+		return rules.RejectedMsg, r.pc.rejectedType
+	}
+	path := r.routedPath
+	if path == "" {
+		path = config.CanonicalPath(r.path)
+	}
+	which := apiOf(path)
+	if which == apiOther {
+		if v.Kind == scripts.KindConcurrent {
+			return concurrencyMsg + strconv.FormatInt(v.Limit, 10), contentTypeText
+		}
+		return rules.RejectedMsg, contentTypeText
+	}
+	msg := r.rejectionMessage(v, scope, waitMs)
+	var body any
+	switch which {
+	case apiAnthropic:
+		body = anthropicError{Type: "error", Error: anthropicErrorDetail{Type: "rate_limit_error", Message: msg}}
+	case apiGemini:
+		body = geminiError{Error: geminiErrorDetail{Code: rules.RejectedCode, Message: msg, Status: "RESOURCE_EXHAUSTED"}}
+	default:
+		body = openAIError{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType[v.Kind], Code: "rate_limit_exceeded"}}
+	}
+	out, _ := json.Marshal(body) // plain structs of strings and numbers: never fails
+	return string(out), contentTypeJSON
+}
+
+// The error bodies of the APIs, as their SDKs read them.
+type (
+	openAIError struct {
+		Error openAIErrorDetail `json:"error"`
+	}
+	openAIErrorDetail struct {
+		Message string  `json:"message"`
+		Type    string  `json:"type"`
+		Param   *string `json:"param"`
+		Code    string  `json:"code"`
+	}
+	anthropicError struct {
+		Type  string               `json:"type"`
+		Error anthropicErrorDetail `json:"error"`
+	}
+	anthropicErrorDetail struct {
+		Type    string `json:"type"`
+		Message string `json:"message"`
+	}
+	geminiError struct {
+		Error geminiErrorDetail `json:"error"`
+	}
+	geminiErrorDetail struct {
+		Code    uint32 `json:"code"`
+		Message string `json:"message"`
+		Status  string `json:"status"`
+	}
+)
+
+// openAIErrorType is the "type" of an OpenAI-shaped rejection, by the kind
+// of limit that closed: what it counts, as OpenAI's own 429s say "tokens"
+// or "requests".
+var openAIErrorType = [...]string{
+	scripts.KindTokens:     "tokens",
+	scripts.KindRequests:   "requests",
+	scripts.KindConcurrent: "concurrent_requests",
+	scripts.KindUSD:        "usd",
+}
+
+// rejectionMessage says which limit closed and when it has room again:
+// "Token rate limit exceeded: the limit of 1000 tokens per minute is used
+// up (rule_item=0; key=alice). Try again in 12s."
+func (r *request) rejectionMessage(v scripts.Verdict, scope string, waitMs int64) string {
+	var b strings.Builder
+	per := ""
+	if g := r.rejectedBy; g != nil && v.Subject < len(g.subjects) && v.Window >= 0 && v.Window < len(g.subjects[v.Subject].Windows) {
+		if _, unit, ok := strings.Cut(g.subjects[v.Subject].Windows[v.Window].Field, "_per_"); ok {
+			per = " per " + unit
+		}
+	}
+	switch v.Kind {
+	case scripts.KindConcurrent:
+		b.WriteString("Too many concurrent requests: at most ")
+		b.WriteString(strconv.FormatInt(v.Limit, 10))
+		b.WriteString(" may be in progress at once")
+	case scripts.KindUSD:
+		b.WriteString("Spending limit exceeded: the budget of $")
+		b.WriteString(config.FormatUSD(v.Limit))
+		b.WriteString(per)
+		b.WriteString(" is used up")
+	case scripts.KindRequests:
+		b.WriteString("Request rate limit exceeded: the limit of ")
+		b.WriteString(strconv.FormatInt(v.Limit, 10))
+		b.WriteString(" requests")
+		b.WriteString(per)
+		b.WriteString(" is reached")
+	default:
+		b.WriteString("Token rate limit exceeded: the limit of ")
+		b.WriteString(strconv.FormatInt(v.Limit, 10))
+		b.WriteString(" tokens")
+		b.WriteString(per)
+		b.WriteString(" is used up")
+	}
+	if scope != "" {
+		b.WriteString(" (")
+		b.WriteString(scope)
+		b.WriteString(")")
+	}
+	b.WriteString(". Try again in ")
+	b.WriteString(waitText(waitMs))
+	b.WriteString(".")
+	return b.String()
+}
+
+// waitText writes a wait for a person: milliseconds under a second, else
+// whole seconds (rounded up) in Go's duration format ("12s", "3h20m0s").
+func waitText(ms int64) string {
+	ms = min(max(ms, 0), maxResetMs)
+	if ms < 1000 {
+		return strconv.FormatInt(ms, 10) + "ms"
+	}
+	return (time.Duration((ms+999)/1000) * time.Second).String()
 }
 
 // rejectedScope names the limit that rejected the request, for the
@@ -66,8 +250,11 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 // header value cannot carry (controls, non-ASCII, and the ';' and '%'
 // the format uses) are percent-encoded, and each value is cut at
 // maxScopeValueBytes.
-func (r *request) rejectedScope() string {
-	g, v := r.rejectedBy, r.rejected
+func (r *request) rejectedScope() string { return scopeOf(r.pc.rules, r.rejectedBy, r.rejected) }
+
+// scopeOf names the limit of v, the verdict of group g, as rejectedScope
+// does.
+func scopeOf(rules *config.Config, g *group, v *scripts.Verdict) string {
 	if g == nil || v == nil || v.Subject < 0 || v.Subject >= len(g.matches) {
 		return ""
 	}
@@ -79,12 +266,7 @@ func (r *request) rejectedScope() string {
 	case m.Item == nil:
 		b.WriteString("global_threshold")
 	default:
-		index := -1
-		for i := range r.pc.rules.Items {
-			if &r.pc.rules.Items[i] == m.Item {
-				index = i
-			}
-		}
+		index := itemIndex(rules, m.Item)
 		key := m.Key
 		if m.Parent != nil {
 			key = m.Parent // the limit key the per_model entry is under

@@ -48,21 +48,23 @@ type request struct {
 	groups     []group // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
 	model      string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
-	otherModels    []string         // the other models an ambiguous body may name: it counts as each (ambiguity.go)
-	reserved       reservation      // tokens and nanodollars reserved in every window at admission (0: none)
-	promptEstimate int64            // the prompt's estimated tokens, for a response without usage
-	promptBySize   bool             // promptEstimate is the body's declared size: the bytes that pass count at the end
-	bodyBytes      int64            // the body's bytes that passed on unread (see promptBySize)
-	coding         string           // the body's content coding, decompressed to be read ("": none)
-	leaseID        string           // the concurrency lease it takes ("": no subject limits concurrency)
-	renewed        time.Time        // when its leases were last taken or renewed
-	pending        int              // admission calls not answered yet
-	inHook         bool             // the admission is being dispatched from a hook, not yet paused
-	fromStream     bool             // the pending admission calls were sent from the request's own hooks
-	failure        error            // the first admission call that failed
-	rejected       *scripts.Verdict // the closed window that resets last, if any
-	rejectedBy     *group           // the group it belongs to
-	verdict        scripts.Verdict  // the tightest open window, once admitted
+	otherModels    []string                        // the other models an ambiguous body may name: it counts as each (ambiguity.go)
+	reserved       reservation                     // tokens and nanodollars reserved in every window at admission (0: none)
+	promptEstimate int64                           // the prompt's estimated tokens, for a response without usage
+	promptBySize   bool                            // promptEstimate is the body's declared size: the bytes that pass count at the end
+	bodyBytes      int64                           // the body's bytes that passed on unread (see promptBySize)
+	coding         string                          // the body's content coding, decompressed to be read ("": none)
+	leaseID        string                          // the concurrency lease it takes ("": no subject limits concurrency)
+	renewed        time.Time                       // when its leases were last taken or renewed
+	pending        int                             // admission calls not answered yet
+	inHook         bool                            // the admission is being dispatched from a hook, not yet paused
+	fromStream     bool                            // the pending admission calls were sent from the request's own hooks
+	failure        error                           // the first admission call that failed
+	rejected       *scripts.Verdict                // the closed window that resets last, if any
+	rejectedBy     *group                          // the group it belongs to
+	verdict        scripts.Verdict                 // the tightest open window, once admitted
+	shadowedBy     *group                          // a group that admitted it only because its closed limits are soft (shadow_mode)
+	byKind         *[scripts.KindUSD + 1]kindQuota // the tightest window of each kind (quota headers, quotaheaders.go)
 
 	// Queueing (over_limit_action: queue), see queue.go.
 	httpCtx  wrapper.HttpContext // its HTTP context (nil: it cannot queue)
@@ -137,6 +139,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		}
 	}
 	matches := pc.matchRequest(ctx, model, nil)
+	pc.noteUnmatched(ctx, model, matches)
 	if len(matches) == 0 {
 		return types.ActionContinue
 	}
@@ -301,6 +304,10 @@ func (r *request) admit(cost reservation) types.Action {
 		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
 	}
 	r.pending = len(r.groups)
+	r.shadowedBy = nil
+	if r.byKind != nil {
+		*r.byKind = [scripts.KindUSD + 1]kindQuota{}
+	}
 	r.inHook = true
 	r.fromStream = current != nil
 	if r.leaseID != "" {
@@ -334,6 +341,9 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 	}
 	r.pending--
 	r.alertCrossings(g.subjects, v.Crossings) // budget alerts: sent from the tick
+	if err == nil {
+		r.noteByKind(g, v)
+	}
 	switch {
 	case err != nil:
 		if r.failure == nil {
@@ -356,6 +366,9 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 // tightest open window as the request's (the quota headers show it).
 func (r *request) allowedBy(g *group, v scripts.Verdict) {
 	g.verdict, g.answered = v, true
+	if v.OverSoft && r.shadowedBy == nil {
+		r.shadowedBy = g
+	}
 	if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
 		r.verdict = v
 	}
@@ -391,6 +404,7 @@ func (r *request) decide() {
 	default:
 		r.admitted = true
 		r.holdsLeases()
+		r.shadowReject()
 		if !r.inHook {
 			_ = proxywasm.ResumeHttpRequest()
 		}

@@ -28,10 +28,11 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	}
 	r.filterResponse()
 	r.readResponse()
-	if r.admitted && pc.rules.ShowLimitQuotaHeader {
-		_ = proxywasm.AddHttpResponseHeader(HeaderLimit, quotaValue(r.verdict.Kind, r.verdict.Limit))
-		_ = proxywasm.AddHttpResponseHeader(HeaderRemaining, quotaValue(r.verdict.Kind, r.verdict.Remaining))
-		_ = proxywasm.AddHttpResponseHeader(HeaderReset, strconv.FormatInt(r.verdict.Reset, 10))
+	if r.admitted && pc.rules.QuotaHeaders != 0 {
+		var buf [12][2]string // every form: 3 + 6 + 2 headers
+		for _, h := range r.appendQuotaHeaders(buf[:0], r.verdict, false) {
+			_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
+		}
 	}
 	return types.ActionContinue
 }

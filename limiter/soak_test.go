@@ -581,6 +581,7 @@ type soakRun struct {
 	outcomes     [numOutcomes]int
 	partial      int // aborted Anthropic streams that had sent message_start's usage
 	byRoute      map[string]int
+	unmatched    int // requests that matched no rule item, which the plugin warns of
 }
 
 // startSoak starts the plugin compiled to WASM (TestMain built it) in the
@@ -632,6 +633,9 @@ func (s *soakRun) play(i int) {
 	rt := pickRoute(r)
 	m := rt.pick(r)
 	s.byRoute[rt.name]++
+	if len(m.subjects) == 0 {
+		s.unmatched++ // the plugin may warn of it (rate-limited)
+	}
 	model := rt.models[r.IntN(len(rt.models))]
 	body := soakRequestBody(r, model)
 
@@ -973,10 +977,17 @@ func windowSeconds(window string) int {
 }
 
 // checkNoFailures asserts that no Redis call failed: the plugin warns of
-// every failed admission or charge.
+// every failed admission or charge. It also warns, at most once every 10 s
+// per route, of requests no rule item matched, which the soak sends on
+// purpose: those lines are allowed, by number, at most one per such
+// request. (Neither their text nor the 10 s can be relied on here: the host
+// emulator keeps a WASM module's log lines as views of its memory, which
+// the module reuses, and wazero's default clock moves 1 ms per reading.)
+// Failed charges and admissions also show in the exact counters
+// (checkEveryCounter).
 func (s *soakRun) checkNoFailures() {
-	if w := s.host.GetWarnLogs(); len(w) > 0 {
-		s.t.Fatalf("the plugin warned %d times, first: %s", len(w), w[0])
+	if w := s.host.GetWarnLogs(); len(w) > s.unmatched {
+		s.t.Fatalf("the plugin warned %d times (%d requests matched no rule item), first: %q", len(w), s.unmatched, w[0])
 	}
 	if e := s.host.GetErrorLogs(); len(e) > 0 {
 		s.t.Fatalf("the plugin logged %d errors, first: %s", len(e), e[0])

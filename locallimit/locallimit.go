@@ -127,14 +127,19 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 			kind, reset := scripts.KindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
 			if !fits && !subjects[i].Soft { // a soft window counts, but never rejects
-				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i}
+				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i, Window: j}
 			}
-			if left := max(limit-w.used-take, 0); best.Subject < 0 || left < best.Remaining {
-				best = scripts.Verdict{Allowed: true, Kind: kind, Limit: limit, Remaining: left, Reset: reset, Subject: i}
+			if left := max(limit-w.used-take, 0); best.Subject < 0 || !fits && !best.OverSoft || fits == !best.OverSoft && left < best.Remaining {
+				best = scripts.Verdict{Allowed: true, OverSoft: !fits, Kind: kind, Limit: limit, Remaining: left, Reset: reset, Subject: i, Window: j}
 			}
 		}
 		if c := subjects[i].Concurrent; c > 0 && h.inProgress+1 > l.limit(c) {
-			return scripts.Verdict{Kind: scripts.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i}
+			if !subjects[i].SoftConcurrency {
+				return scripts.Verdict{Kind: scripts.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}
+			}
+			if !best.OverSoft {
+				best = scripts.Verdict{Allowed: true, OverSoft: true, Kind: scripts.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}
+			}
 		}
 	}
 	for i, h := range held {

@@ -13,7 +13,9 @@
 --            only ("used < limit"); more admits only when "used + cost <=
 --            limit" in every token (money) window (at most estimate.MaxTokens
 --            tokens, 2^53 nanodollars, and limits at most 2^53: exact here)
--- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), then 'o' when
+-- ARGV[3]    options: 'f' (fixed windows) or 's' (sliding), in capitals ('F',
+--            'S') when the reply is to give the tightest window of each kind
+--            too (the quota headers of every kind), then 'o' when
 --            the subjects' overrides (overrides.lua) replace their configured
 --            limits, then, when the
 --            request takes leases, '<lease seconds>:<lease id>', then, when
@@ -22,31 +24,41 @@
 --            charge.lua) can undo it, and takes nothing once cancelled, then,
 --            with budget alerts, '#' and the thresholds (alerts.lua)
 -- ARGV[4..]  per subject, in order: its window count n, followed by 'c<N>'
---            when at most N of its requests may be in progress, followed by
+--            when at most N of its requests may be in progress ('c<N>s': a
+--            soft limit, which takes leases but never rejects), followed by
 --            a key suffix (':m:<model>') when its key is the last KEYS one
 --            with that suffix (a per_model limit after its parent; otherwise
 --            its key is the next of KEYS); then n pairs
 --            (window, limit), window being 't' (tokens), 'q' (requests) or
 --            'u' (money, in nanodollars) and its length in seconds, e.g. 't60',
 --            limit followed by 's' when the window is soft: it never closes
--- Reply: {allowed 1|0, limit, remaining, reset seconds, now, kind, wait ms,
---   subject}, {0, 1, 0, 0, now, 0, 0, 1} when cancelled before it ran,
---   where limit, remaining, reset, kind, wait and subject describe the limit that
---   decides (rejected: the closed one that has room last; allowed: the token
---   window with the fewest tokens left, else the request window with the
---   fewest requests left), remaining counts this request, now is the second
+-- Reply: {allowed, limit, remaining, reset seconds, now, kind, wait ms,
+--   subject, window}, {0, 1, 0, 0, now, 0, 0, 1, 0} when cancelled before it
+--   ran, where allowed is 1, 0 (rejected), or 2 (admitted only because the
+--   limits that have no room are soft), and limit, remaining, reset, kind,
+--   wait, subject and window describe the limit that decides (a closed one
+--   before a soft one with no room, before an open one; among closed, the
+--   one that has room last; among open, the token window with the fewest
+--   tokens left, else the request window with the fewest requests left),
+--   remaining counts this request, now is the second
 --   the buckets were taken at (a refund goes back into them later), kind
 --   is what the deciding limit counts: 0 tokens, 1 requests, 2 requests in
 --   progress, 3 nanodollars, and wait is how long until it has room, in milliseconds (0 when
 --   allowed, and for requests in progress, which can end any time), and
---   subject is the index (from 1, in ARGV order) of the subject it belongs to;
+--   subject is the index (from 1, in ARGV order) of the subject it belongs to,
+--   window the index of the window in it (from 1; 0: its concurrency limit);
+--   then, asked for ('F', 'S'), for tokens, requests and money in turn, the
+--   window of that kind that decides as above, 5 numbers each: limit,
+--   remaining, reset in milliseconds (to the window's end, or to room when
+--   closed), subject, window (all 0: no window of that kind);
 --   then, with alerts, 6 numbers per threshold a bucket went past (see
 --   alerts.lua: subject, window, threshold, used, limit, reset seconds).
 
 local alerting = read_thresholds()                              -- budget alerts: ARGV[3] loses its suffix
 local cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')       -- tokens, and nanodollars ('' when none)
 cost, usd = tonumber(cost), tonumber(usd) or 0
-local sliding = string.sub(ARGV[3], 1, 1) == 's'
+local sliding = string.lower(string.sub(ARGV[3], 1, 1)) == 's'
+local by_kind = string.find(ARGV[3], '^%u') ~= nil               -- 'F', 'S': report each kind's tightest window
 local read_overrides = string.sub(ARGV[3], 2, 2) == 'o'          -- limit_overrides
 local lease, id = string.match(ARGV[3], '^.o?(%d+):([^!]+)')    -- nil when no lease is taken
 local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when nothing would need undoing
@@ -58,23 +70,41 @@ redis.call('SET', KEYS[1], '', 'XX')                            -- writes nothin
 if marker then
   marker = KEYS[1] .. ':a:' .. marker
   if redis.call('EXISTS', marker) == 1 then                     -- cancelled before it ran (its stream had gone):
-    return {0, 1, 0, 0, math.floor(now), 0, 0, 1}               -- take nothing; no one reads the answer
+    return {0, 1, 0, 0, math.floor(now), 0, 0, 1, 0}            -- take nothing; no one reads the answer
   end
 end
 local kinds = {t = 0, q = 1, u = 3}                             -- 2 is a concurrency limit
 local eps = 1e-6                                                -- sliding weights are fractions: compare with a margin
                                                                 -- (a millionth of a token: counts up to 10^9 stay exact)
-local verdict                                                   -- {allowed, limit, remaining, reset, kind, wait ms}
+local verdict                                                   -- {state, limit, remaining, reset, kind, wait ms, subject, window}
+local tightest = {}                                             -- by kind, the verdict of that kind's windows alone (by_kind)
 local counters = {}                                             -- {key, amount, ttl} to add to if admitted
 local leases = {}                                               -- concurrency sets to take a lease in
 
--- better says whether a limit (open, left, reset, kind, wait ms) decides over the verdict so far.
-local function better(open, left, reset, kind, ms)
-  if verdict == nil then return true end
-  if open ~= verdict[1] then return open == 0 end               -- a closed limit beats any open one
-  if open == 0 then return ms > verdict[6] end                  -- among closed: the one that has room last
-  if kind ~= verdict[5] then return kind < verdict[5] end       -- among open: token windows first (the headers name tokens)
-  return left < verdict[3] or (left == verdict[3] and reset > verdict[4]) -- then the tightest
+-- A limit's state: 1 open (room for the request), 0 closed, 2 closed but
+-- soft (it counts, but does not reject). rank orders them for better.
+local rank = {[1] = 0, [2] = 1, [0] = 2}                        -- closed beats soft-closed beats open
+
+-- better says whether a limit (state, left, reset, kind, wait ms) decides over v, the verdict so far.
+local function better(v, state, left, reset, kind, ms)
+  if v == nil then return true end
+  if state ~= v[1] then return rank[state] > rank[v[1]] end
+  if state ~= 1 then return ms > v[6] end                       -- among closed: the one that has room last
+  if kind ~= v[5] then return kind < v[5] end                   -- among open: token windows first (the headers name tokens)
+  return left < v[3] or (left == v[3] and reset > v[4])         -- then the tightest
+end
+
+-- decides notes a limit (state, limit, left, reset, kind, wait ms, subject,
+-- window; reset_ms: its reset in milliseconds) where it decides: as the verdict, and
+-- as its kind's tightest.
+local function decides(state, limit, left, reset, kind, ms, k, j, reset_ms)
+  local remaining = math.max(math.floor(left), 0)
+  if better(verdict, state, left, reset, kind, ms) then
+    verdict = {state, limit, remaining, reset, kind, ms, k, j}
+  end
+  if by_kind and better(tightest[kind], state, left, reset, kind, ms) then
+    tightest[kind] = {state, limit, remaining, reset, kind, ms, k, j, reset_ms}
+  end
 end
 
 -- wait is how long until used (+ the previous bucket's share when sliding)
@@ -94,7 +124,8 @@ end
 local a = 4                                                     -- next ARGV to read
 local k, b, subject = 0, 0, nil                                 -- subjects read, KEYS used, the subject's key
 while a <= #ARGV do
-  local n, max, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(.*)$') -- window count, concurrency limit ('' for none), key suffix
+  local n, max, csoft, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)(.*)$') -- window count, concurrency limit ('' for
+                                                                -- none), 's' when it is soft, key suffix
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
   k = k + 1
   local o = read_overrides and overrides_of(subject) or no_overrides
@@ -118,13 +149,12 @@ while a <= #ARGV do
     local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
     local need = kind == 1 and 1 or (kind == 3 and usd or cost) -- a request counts 1 in request windows
     local left = limit - used - need                            -- what this request would leave
-    local open = (soft == 's' or left > -eps and (need > 0 or left > eps)) and 1 or 0 -- room for all of it; checking only: room left
-    local secs = open == 1 and w - elapsed or wait(w, elapsed, cur, prev, need, limit, slides) -- to the window's end, or to room
+    local fits = left > -eps and (need > 0 or left > eps)       -- room for all of it; checking only: room left
+    local state = fits and 1 or (soft == 's' and 2 or 0)        -- 's': a soft window, which never closes
+    local secs = fits and w - elapsed or wait(w, elapsed, cur, prev, need, limit, slides) -- to the window's end, or to room
     local reset = math.ceil(secs - eps)
-    local ms = open == 1 and 0 or math.ceil(secs * 1000 - 1e-3) -- (less 1 µs: the float error of a time near 2^31 s)
-    if better(open, left, reset, kind, ms) then
-      verdict = {open, limit, math.max(math.floor(left), 0), reset, kind, ms, k}
-    end
+    local ms = math.ceil(secs * 1000 - 1e-3)                    -- (less 1 µs: the float error of a time near 2^31 s)
+    decides(state, limit, left, reset, kind, fits and 0 or ms, k, j, ms)
     if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
       local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
       if slides then ttl = ttl + w end                          -- the previous bucket
@@ -135,15 +165,13 @@ while a <= #ARGV do
     local set = subject .. ':c'
     redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
     local held = redis.call('ZCARD', set)
-    local open = held < max and 1 or 0
-    if better(open, max - held - 1, 1, 2, 0) then               -- retry in 1 s: a release can come any time
-      verdict = {open, max, math.max(max - held - 1, 0), 1, 2, 0, k}
-    end
+    local state = held < max and 1 or (csoft == 's' and 2 or 0)
+    decides(state, max, max - held - 1, 1, 2, 0, k, 0, 1000)    -- retry in 1 s: a release can come any time
     leases[#leases + 1] = set
   end
 end
 local crossed = {}                                              -- the thresholds buckets went past (alerts.lua)
-if verdict[1] == 1 then                                         -- admitted: count, reserve and lease everywhere
+if verdict[1] ~= 0 then                                         -- admitted: count, reserve and lease everywhere
   if marker then redis.call('SET', marker, math.floor(now), 'EX', marker_seconds) end -- the buckets a cancel gives back to
   for _, c in ipairs(counters) do
     local total = redis.call('INCRBY', c[1], c[2])
@@ -155,6 +183,12 @@ if verdict[1] == 1 then                                         -- admitted: cou
     redis.call('EXPIRE', set, tonumber(lease) + 1)              -- the set goes when its last lease would
   end
 end
-local reply = {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6], verdict[7]}
+local reply = {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6], verdict[7], verdict[8]}
+if by_kind then                                                 -- tokens, requests, money: 5 numbers each
+  for _, kind in ipairs({0, 1, 3}) do
+    local t = tightest[kind] or {0, 0, 0, 0, 0, 0, 0, 0, 0}
+    for _, x in ipairs({t[2], t[3], t[9], t[7], t[8]}) do reply[#reply + 1] = x end
+  end
+end
 for _, x in ipairs(crossed) do reply[#reply + 1] = x end        -- nothing more without a crossing
 return reply

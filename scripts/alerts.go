@@ -30,8 +30,13 @@ type Crossing struct {
 // crossingLen is how many integers a crossing takes in a reply.
 const crossingLen = 6
 
-// verdictLen is how many integers admit.lua's verdict takes in its reply.
-const verdictLen = 8
+// verdictLen is how many integers admit.lua's verdict takes in its reply,
+// and byKindLen how many its tightest window of each kind takes after it
+// (Options.ByKind): 5 for each of tokens, requests and money.
+const (
+	verdictLen = 9
+	byKindLen  = 15
+)
 
 // ChargeAlerting is Charge, reporting to done the thresholds it took a
 // bucket past when budget_alerts is configured (then each window's limit
@@ -85,17 +90,59 @@ func appendLimit(dst []byte, limit int64, soft bool) []byte {
 // configured the crossings, if any.
 func (c *Client) parseAdmit(v resp.Value, subjects []Subject) (Verdict, error) {
 	a := v.Array()
-	if len(a) <= verdictLen || len(c.options.Thresholds) == 0 {
-		return parseVerdict(v, len(subjects))
+	head := verdictLen
+	if c.options.ByKind {
+		head += byKindLen
+	}
+	if len(a) < head {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	verdict, err := parseVerdict(resp.ArrayValue(a[:verdictLen]), len(subjects))
 	if err != nil {
+		return Verdict{}, err
+	}
+	if verdict.Window >= len(subjects[verdict.Subject].Windows) {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
-	if verdict.Crossings, err = c.parseCrossings(a[verdictLen:], subjects, verdict.At); err != nil {
-		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	if c.options.ByKind {
+		if verdict.ByKind, err = parseByKind(a[verdictLen:head], subjects); err != nil {
+			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+		}
+	}
+	if len(a) > head {
+		if len(c.options.Thresholds) == 0 {
+			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+		}
+		if verdict.Crossings, err = c.parseCrossings(a[head:], subjects, verdict.At); err != nil {
+			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+		}
 	}
 	return verdict, nil
+}
+
+// parseByKind reads the tightest window of tokens, requests and money, in
+// turn, from an admission's reply: 5 integers each (see admit.lua).
+func parseByKind(a []resp.Value, subjects []Subject) (*[KindUSD + 1]Tightest, error) {
+	var out [KindUSD + 1]Tightest
+	for i, kind := range [...]Kind{KindTokens, KindRequests, KindUSD} {
+		var n [5]int64
+		for j := range n {
+			if a[5*i+j].Type() != resp.Integer {
+				return nil, ErrMalformed
+			}
+			n[j] = int64(a[5*i+j].Integer())
+		}
+		if n[0] == 0 {
+			continue // no window of that kind
+		}
+		s, w := n[3]-1, n[4]-1
+		if n[0] < 0 || n[1] < 0 || n[2] < 0 || s < 0 || s >= int64(len(subjects)) || w < 0 || w >= int64(len(subjects[s].Windows)) ||
+			KindOf(subjects[s].Windows[w].Unit) != kind {
+			return nil, ErrMalformed
+		}
+		out[kind] = Tightest{Limit: n[0], Remaining: n[1], ResetMs: n[2], Subject: int(s), Window: int(w)}
+	}
+	return &out, nil
 }
 
 // parseCharge checks charge.lua's reply: a total per window, or nothing

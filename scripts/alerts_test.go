@@ -135,7 +135,7 @@ func TestCrossingRepliesAreChecked(t *testing.T) {
 		}
 		return resp.ArrayValue(vs)
 	}
-	verdict := []int{1, 1000, 10, 30, 1767229200, 0, 0, 1}
+	verdict := []int{1, 1000, 10, 30, 1767229200, 0, 0, 1, 1}
 	good := []int{1, 2, 50, 2, 4, 3000}
 	v, err := alerting.parseAdmit(reply(append(verdict, good...)...), subjects)
 	require.NoError(t, err)

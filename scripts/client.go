@@ -116,7 +116,11 @@ type Amounts struct {
 
 // Verdict is Admit's answer, about the limit that decided (see admit.lua).
 type Verdict struct {
-	Allowed   bool
+	Allowed bool
+	// OverSoft says the request was admitted only because the limits that
+	// have no room for it are soft (a soft key, shadow_mode): this verdict
+	// describes one of them.
+	OverSoft  bool
 	Kind      Kind
 	Limit     int64 // tokens, requests or nanodollars per window, or requests in progress
 	Remaining int64 // what is left in it after this request, never negative
@@ -127,11 +131,25 @@ type Verdict struct {
 	// requests can end any time.
 	WaitMs int64
 	// Subject is the index, among the subjects of the call, of the one the
-	// deciding limit belongs to.
-	Subject int
+	// deciding limit belongs to, and Window the index of the window in its
+	// Windows (-1: its concurrency limit).
+	Subject, Window int
+	// ByKind is, when Options.ByKind asks for it, the window of each kind
+	// (indexed by Kind; not KindConcurrent) that decides among those of its
+	// kind as the verdict does among all; nil otherwise.
+	ByKind *[KindUSD + 1]Tightest
 	// Crossings are the alert thresholds the admission took a bucket past
 	// (see alerts.go); nil without.
 	Crossings []Crossing
+}
+
+// Tightest is, in a Verdict's ByKind, the window of one kind that decides
+// among those of its kind: its limit (0: the call had no window of that
+// kind), what is left in it, and the milliseconds until it starts anew
+// (open) or has room (closed); its subject and window indexes.
+type Tightest struct {
+	Limit, Remaining, ResetMs int64
+	Subject, Window           int
 }
 
 // Subject is one limited subject: its windows and its concurrency limit.
@@ -145,8 +163,10 @@ type Subject struct {
 	// admissions and charges then send the suffix alone, in the subject's
 	// head, rather than a key of its own.
 	Suffix int
-	// Soft says its windows never reject (config.LimitKey.Soft).
-	Soft bool
+	// Soft says its windows never reject (config.LimitKey.Soft,
+	// shadow_mode), and SoftConcurrency that its concurrency limit does
+	// not either (shadow_mode): they count, lease and show as usual.
+	Soft, SoftConcurrency bool
 }
 
 // Options are the settings every call of a client shares.
@@ -160,6 +180,9 @@ type Options struct {
 	// Thresholds are budget_alerts' (nil: none): admissions, and charges
 	// sent with ChargeAlerting, report the buckets they take past them.
 	Thresholds []int64
+	// ByKind asks admissions for each kind's tightest window
+	// (Verdict.ByKind): quota headers that show tokens and requests apart.
+	ByKind bool
 }
 
 // defaultCalendar is the calendar of Options without one.
@@ -373,12 +396,17 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 }
 
 // appendWindowType appends the window type as the scripts read it: 'f'
-// (fixed) or 's' (sliding).
-func (o Options) appendWindowType(arg []byte) []byte {
+// (fixed) or 's' (sliding); in capitals, for an admission, when it is to
+// report each kind's tightest window (ByKind).
+func (o Options) appendWindowType(arg []byte, admission bool) []byte {
+	c := byte('f')
 	if o.Sliding {
-		return append(arg, 's')
+		c = 's'
 	}
-	return append(arg, 'f')
+	if admission && o.ByKind {
+		c -= 'a' - 'A'
+	}
+	return append(arg, c)
 }
 
 // appendOptions appends the options argument of a call, without allocating:
@@ -392,7 +420,7 @@ func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, 
 	var buf [96]byte
 	arg := buf[:0]
 	if withWindowType {
-		arg = c.options.appendWindowType(arg)
+		arg = c.options.appendWindowType(arg, true)
 		if c.options.Overrides {
 			arg = append(arg, 'o')
 		}
@@ -424,7 +452,7 @@ func (c *Client) appendMarker(arg []byte, markerID string) []byte {
 // appendThresholds), without allocating.
 func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string, alerting bool) []byte {
 	var buf [128]byte
-	arg := c.options.appendWindowType(buf[:0])
+	arg := c.options.appendWindowType(buf[:0], false)
 	if leaseID != "" {
 		arg = append(append(arg, ':'), leaseID...)
 	}
@@ -466,6 +494,9 @@ func appendSubjectHead(dst []byte, subjects []Subject, i int, admit bool) []byte
 		h = append(h, 'c')
 		if admit {
 			h = strconv.AppendInt(h, s.Concurrent, 10)
+			if s.SoftConcurrency {
+				h = append(h, 's')
+			}
 		}
 	}
 	if isRelative(subjects, i) {
@@ -660,7 +691,7 @@ func isRESPType(b byte) bool {
 // call about n subjects.
 func parseVerdict(v resp.Value, n int) (Verdict, error) {
 	a := v.Array()
-	if len(a) != 8 {
+	if len(a) != verdictLen {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	for _, e := range a {
@@ -668,12 +699,13 @@ func parseVerdict(v resp.Value, n int) (Verdict, error) {
 			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 		}
 	}
-	allowed, limit, remaining, reset, at, kind, wait, subject := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer()), a[7].Integer()
-	if allowed < 0 || allowed > 1 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindUSD) || wait < 0 ||
-		subject < 1 || subject > n {
+	allowed, limit, remaining, reset, at, kind, wait, subject, window := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer()), a[7].Integer(), a[8].Integer()
+	if allowed < 0 || allowed > 2 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindUSD) || wait < 0 ||
+		subject < 1 || subject > n || window < 0 || (window == 0) != (Kind(kind) == KindConcurrent) && allowed != 0 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
-	return Verdict{Allowed: allowed == 1, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at, WaitMs: wait, Subject: subject - 1}, nil
+	return Verdict{Allowed: allowed != 0, OverSoft: allowed == 2, Kind: Kind(kind), Limit: limit, Remaining: remaining, Reset: reset, At: at,
+		WaitMs: wait, Subject: subject - 1, Window: window - 1}, nil
 }
 
 // describe renders a reply for an error message, briefly.
@@ -698,7 +730,7 @@ func SubjectOf(rules *config.Config, m config.Match) Subject {
 	default:
 		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
 	}
-	s := Subject{Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent, Soft: m.Key.Soft}
+	s := Subject{Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent, Soft: m.Key.Soft || rules.Shadow, SoftConcurrency: rules.Shadow}
 	if m.Parent != nil { // a per_model limit: the subject together with the model, in its slot
 		parent := len(dst)
 		dst = cachekey.AppendModel(dst, m.Model)

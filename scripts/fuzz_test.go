@@ -12,8 +12,9 @@ import (
 // turns into failure_mode (ErrMalformed, or Redis's own error reply); it
 // never panics. A well-formed verdict always reads back as itself.
 func FuzzReply(f *testing.F) {
-	f.Add([]byte("*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n"), int64(1), int64(100), int64(5))
-	f.Add([]byte("*8\r\n:0\r\n:10\r\n:0\r\n:1\r\n:1763726400\r\n:2\r\n:0\r\n:2\r\n"), int64(0), int64(10), int64(0))
+	f.Add([]byte("*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n"), int64(1), int64(100), int64(5))
+	f.Add([]byte("*9\r\n:0\r\n:10\r\n:0\r\n:1\r\n:1763726400\r\n:2\r\n:0\r\n:2\r\n:0\r\n"), int64(0), int64(10), int64(0))
+	f.Add([]byte("*9\r\n:2\r\n:10\r\n:0\r\n:1\r\n:1763726400\r\n:3\r\n:900\r\n:2\r\n:2\r\n"), int64(2), int64(10), int64(0))
 	f.Add([]byte("-NOSCRIPT No matching script\r\n"), int64(1), int64(1), int64(1))
 	f.Add([]byte("*2\r\n:1801\r\n:1801\r\n"), int64(1), int64(1801), int64(1801))
 	f.Add([]byte("$-1\r\n"), int64(0), int64(0), int64(0))
@@ -22,7 +23,7 @@ func FuzzReply(f *testing.F) {
 		if v, err := ParseReply(raw, nil); err == nil {
 			verdict, err := parseVerdict(v, 2)
 			if err == nil && (verdict.Limit <= 0 || verdict.Remaining < 0 || verdict.Reset < 0 || verdict.At <= 0 ||
-				verdict.WaitMs < 0 || verdict.Kind > KindConcurrent || verdict.Subject < 0 || verdict.Subject > 1) {
+				verdict.WaitMs < 0 || verdict.Kind > KindUSD || verdict.Subject < 0 || verdict.Subject > 1 || verdict.Window < -1) {
 				t.Fatalf("accepted a verdict the limiter cannot act on: %+v from %q", verdict, raw)
 			}
 			if err != nil && !errors.Is(err, ErrMalformed) {
@@ -33,10 +34,10 @@ func FuzzReply(f *testing.F) {
 		}
 
 		// A verdict as admit.lua writes it reads back unchanged.
-		allowed &= 1
+		allowed = (allowed%3 + 3) % 3 // rejected, admitted, admitted over a soft limit
 		limit, remaining = max(limit&0xffffffff, 1), remaining&0xffffffff
-		ints := []int64{allowed, limit, remaining, 42, 1763726400, 1, 250, 2}
-		wire := []byte("*8\r\n")
+		ints := []int64{allowed, limit, remaining, 42, 1763726400, 1, 250, 2, 1}
+		wire := []byte("*9\r\n")
 		for _, n := range ints {
 			wire = strconv.AppendInt(append(wire, ':'), n, 10)
 			wire = append(wire, '\r', '\n')
@@ -46,7 +47,7 @@ func FuzzReply(f *testing.F) {
 			t.Fatal(err)
 		}
 		got, err := parseVerdict(v, 2)
-		want := Verdict{Allowed: allowed == 1, Kind: KindRequests, Limit: limit, Remaining: remaining, Reset: 42, At: 1763726400, WaitMs: 250, Subject: 1}
+		want := Verdict{Allowed: allowed != 0, OverSoft: allowed == 2, Kind: KindRequests, Limit: limit, Remaining: remaining, Reset: 42, At: 1763726400, WaitMs: 250, Subject: 1}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q read as %+v, %v; want %+v", wire, got, err, want)
 		}

@@ -46,7 +46,7 @@ func (o Options) StatusCall(subjects []Subject) Call {
 	return func(bySource bool) []byte {
 		q := Quota.appendCall(make([]byte, 0, callSize(subjects, 24)), bySource, opStatus, subjects, true, 2+windowArgs(subjects, 2))
 		q = appendBulkString(q, "") // now, by Redis's clock
-		arg := o.appendWindowType(make([]byte, 0, 2))
+		arg := o.appendWindowType(make([]byte, 0, 2), false)
 		if o.Overrides {
 			arg = append(arg, 'o')
 		}
@@ -131,7 +131,7 @@ func (o Options) manageCall(op string, subjects []Subject, amount string) Call {
 	return func(bySource bool) []byte {
 		q := Quota.appendCall(make([]byte, 0, callSize(subjects, 12)), bySource, op, subjects, true, 3+windowArgs(subjects, 1))
 		q = appendBulkString(q, "") // now, by Redis's clock
-		q = appendBulk(q, o.appendWindowType(make([]byte, 0, 1)))
+		q = appendBulk(q, o.appendWindowType(make([]byte, 0, 1), false))
 		q = appendBulkString(q, amount)
 		var now int64
 		for i, s := range subjects {

@@ -201,25 +201,33 @@ func TestRepliesThatAreNotVerdicts(t *testing.T) {
 	assert.EqualError(t, err, "ERR boom")
 
 	for name, raw := range map[string]string{
-		"nil":              "$-1\r\n",
-		"seven elements":   "*7\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n",
-		"string element":   "*8\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
-		"allowed is 2":     "*8\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
-		"limit 0":          "*8\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
-		"negative reset":   "*8\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
-		"negative remains": "*8\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
-		"no time":          "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n:0\r\n:1\r\n",
-		"unknown kind":     "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:4\r\n:0\r\n:1\r\n",
-		"negative wait":    "*8\r\n:0\r\n:100\r\n:0\r\n:3\r\n:9\r\n:0\r\n:-1\r\n:1\r\n",
-		"subject 0":        "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:0\r\n",
-		"subject past n":   "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:2\r\n",
-		"status":           "+OK\r\n",
+		"nil":                     "$-1\r\n",
+		"eight elements":          "*8\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n",
+		"string element":          "*9\r\n:1\r\n$3\r\n100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n",
+		"allowed is 3":            "*9\r\n:3\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n",
+		"limit 0":                 "*9\r\n:1\r\n:0\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n",
+		"negative reset":          "*9\r\n:1\r\n:100\r\n:5\r\n:-3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n",
+		"negative remains":        "*9\r\n:1\r\n:100\r\n:-5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n",
+		"no time":                 "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:0\r\n:0\r\n:0\r\n:1\r\n:1\r\n",
+		"unknown kind":            "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:4\r\n:0\r\n:1\r\n:1\r\n",
+		"negative wait":           "*9\r\n:0\r\n:100\r\n:0\r\n:3\r\n:9\r\n:0\r\n:-1\r\n:1\r\n:1\r\n",
+		"subject 0":               "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:0\r\n:1\r\n",
+		"subject past n":          "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:2\r\n:1\r\n",
+		"negative window":         "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:-1\r\n",
+		"tokens, window 0":        "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:0\r\n",
+		"concurrency in a window": "*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:2\r\n:0\r\n:1\r\n:1\r\n",
+		"status":                  "+OK\r\n",
 	} {
 		v, err := ParseReply([]byte(raw), nil)
 		require.NoError(t, err, name)
 		_, err = parseVerdict(v, 1)
 		assert.ErrorIs(t, err, ErrMalformed, name)
 	}
+	// Each of them differs from a good verdict in one place.
+	v, err := ParseReply([]byte("*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n"), nil)
+	require.NoError(t, err)
+	_, err = parseVerdict(v, 1)
+	require.NoError(t, err)
 }
 
 func TestReservationIsAllOrNothing(t *testing.T) {

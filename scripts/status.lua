@@ -23,7 +23,7 @@ local reply = {}
 local a = 3                                                     -- next ARGV to read
 local b, subject = 0, nil                                       -- KEYS used, the subject's key
 while a <= #ARGV do
-  local n, max, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(.*)$') -- as in admit.lua
+  local n, max, _, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)(.*)$') -- as in admit.lua
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end
   local o = read_overrides and overrides_of(subject) or no_overrides
   a = a + 1

@@ -12,6 +12,7 @@ require (
 	github.com/higress-group/proxy-wasm-go-sdk v0.0.0-20251103120604-77e9cce339d2
 	github.com/higress-group/wasm-go v1.1.1
 	github.com/stretchr/testify v1.10.0
+	github.com/tetratelabs/wazero v1.10.1
 	github.com/tidwall/gjson v1.18.0
 	github.com/tidwall/resp v0.1.1
 	github.com/tokenlimit/ai-token-ratelimit v0.0.0
@@ -43,7 +44,6 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.1 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
-	github.com/tetratelabs/wazero v1.10.1 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect
 	github.com/tidwall/sjson v1.2.5 // indirect

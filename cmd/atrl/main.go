@@ -1,5 +1,9 @@
 // Command atrl is the operators' tool for the ai-token-ratelimit plugin.
 //
+//	atrl check -config FILE
+//
+// checks a plugin configuration as the plugin does when it starts.
+//
 //	atrl usage [-config FILE] [-model NAME] FILE...
 //
 // prints, for each saved response body, the usage the plugin reads from it
@@ -45,6 +49,7 @@ type streams struct {
 
 // commands lists the subcommands, in the order `atrl help` shows them.
 var commands = []command{
+	{name: "check", summary: "check a plugin configuration as the plugin does when it starts", run: runCheck, help: checkHelp},
 	{name: "usage", summary: "print the usage the plugin reads from saved response bodies, and their cost", run: runUsage, help: usageHelp},
 	{name: "status", summary: "print a subject's limits and what it used, from Redis", run: runStatus, help: statusHelp},
 	{name: "reset", summary: "clear a subject's windows", run: runReset, help: resetHelp},

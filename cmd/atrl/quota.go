@@ -138,7 +138,11 @@ func (f *connFlags) open(s streams) (*quotaCommand, int) {
 		return nil, exitBadArgs
 	}
 	r := rules.Redis
-	opts := redisOptions{addr: f.redis, username: r.Username, password: r.Password, database: r.Database, timeout: f.timeout}
+	password := r.Password
+	if r.PasswordEnv != "" { // as the plugin reads it, unless -password or the environment below says otherwise
+		password = os.Getenv(r.PasswordEnv)
+	}
+	opts := redisOptions{addr: f.redis, username: r.Username, password: password, database: r.Database, timeout: f.timeout}
 	if opts.addr == "" {
 		if strings.HasSuffix(r.ServiceName, config.StaticServiceSuffix) {
 			fmt.Fprintf(s.stderr, "%s: redis.service_name %q names an Envoy static cluster, not a host atrl can reach: give Redis's address with -redis host:port\n", name, r.ServiceName)

@@ -29,7 +29,7 @@ var (
 		{":path", "/v1/chat/completions"}, {"content-type", "application/json"}, {"x-api-key", "sk-bench-0001"},
 		{"user-agent", "bench/1.0"}, {"x-request-id", "9a1b2c3d"}}
 	benchResponseHeaders = [][2]string{{":status", "200"}, {"content-type", "text/event-stream"}}
-	benchVerdict         = []byte("*8\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n:1763726400\r\n:0\r\n:0\r\n:1\r\n")
+	benchVerdict         = []byte("*9\r\n:1\r\n:100000000\r\n:99990000\r\n:42\r\n:1763726400\r\n:0\r\n:0\r\n:1\r\n:1\r\n")
 	benchCharged         = []byte("*2\r\n:1801\r\n:1801\r\n")
 	benchContentEvent    = []byte(plugintest.SSEEvents(plugintest.OpenAIStream(1, 1, 1))[0])
 )
@@ -63,7 +63,7 @@ const benchQueueConfig = `{"rule_name": "chat", "over_limit_action": "queue", "r
 	"redis": {"service_name": "redis.static"}}`
 
 // benchRejection is a verdict of a used-up window with room 50 ms on.
-var benchRejection = []byte("*8\r\n:0\r\n:100000000\r\n:0\r\n:1\r\n:1763726400\r\n:0\r\n:50\r\n:1\r\n")
+var benchRejection = []byte("*9\r\n:0\r\n:100000000\r\n:0\r\n:1\r\n:1763726400\r\n:0\r\n:50\r\n:1\r\n:1\r\n")
 
 const benchReservationConfig = `{"rule_name": "chat", "token_reservation": {"enabled": true},
 	"rule_items": [{"limit_by_header": "x-api-key",

@@ -197,7 +197,7 @@ func TestEnvoyLoadsThePlugin(t *testing.T) {
 	require.NotEmpty(t, cfg.Items, "the demo limits per header")
 	require.Equal(t, config.ByPerHeader, cfg.Items[0].Type, "the demo limits per header value")
 	require.Equal(t, "x-api-key", cfg.Items[0].Name, "the demo limits per x-api-key")
-	require.True(t, cfg.ShowLimitQuotaHeader, "the demo shows the quota headers")
+	require.NotZero(t, cfg.QuotaHeaders&config.QuotaHeadersTokenRateLimit, "the demo shows the quota headers")
 }
 
 // The plugin dials Redis through the cluster outbound|<port>||<service_name>:

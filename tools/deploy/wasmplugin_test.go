@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -24,6 +25,7 @@ type wasmPlugin struct {
 		ImagePullPolicy string         `yaml:"imagePullPolicy"`
 		Phase           string         `yaml:"phase"`
 		Priority        *int           `yaml:"priority"`
+		VMConfig        wasmVMConfig   `yaml:"vmConfig"`
 		DefaultConfig   map[string]any `yaml:"defaultConfig"`
 		MatchRules      []struct {
 			Ingress       []string       `yaml:"ingress"`
@@ -33,6 +35,21 @@ type wasmPlugin struct {
 			ConfigDisable bool           `yaml:"configDisable"`
 		} `yaml:"matchRules"`
 	} `yaml:"spec"`
+}
+
+// wasmVMConfig is a WasmPlugin's vmConfig, which Higress hands to Istio's
+// WasmPlugin and so to Envoy's vm_config.environment_variables.
+type wasmVMConfig struct {
+	Env []wasmEnvVar `yaml:"env"`
+}
+
+// wasmEnvVar is an entry of a WasmPlugin's vmConfig.env: an environment
+// variable of the plugin's VM, set to value (valueFrom INLINE, the default)
+// or copied from the gateway's own environment (valueFrom HOST).
+type wasmEnvVar struct {
+	Name      string `yaml:"name"`
+	ValueFrom string `yaml:"valueFrom"`
+	Value     string `yaml:"value"`
 }
 
 func loadWasmPlugin(t *testing.T) wasmPlugin {
@@ -80,5 +97,38 @@ func TestWasmPluginConfigsParse(t *testing.T) {
 		}
 		_, err := config.ParseString(toJSON(t, r.Config))
 		require.NoError(t, err, "matchRules[%d].config", i)
+	}
+}
+
+// No configuration of the example holds a Redis password: anyone who can read
+// WasmPlugins (and the gateway's xDS) would read it. Each names instead the
+// VM environment variable it is in, which the WasmPlugin takes from the
+// gateway's environment (valueFrom: HOST), where a Secret puts it.
+func TestWasmPluginKeepsTheRedisPasswordOutOfTheFile(t *testing.T) {
+	wp := loadWasmPlugin(t)
+	fromHost := map[string]bool{}
+	for _, e := range wp.Spec.VMConfig.Env {
+		require.Regexp(t, `^[A-Za-z_][A-Za-z0-9_]*$`, e.Name, "vmConfig.env names are C identifiers")
+		require.Contains(t, []string{"", "INLINE", "HOST"}, e.ValueFrom, "vmConfig.env[%s].valueFrom", e.Name)
+		if e.ValueFrom == "HOST" {
+			require.Empty(t, e.Value, "vmConfig.env[%s]: a HOST variable takes its value from the gateway, value is ignored", e.Name)
+			fromHost[e.Name] = true
+		}
+	}
+
+	configs := map[string]map[string]any{"defaultConfig": wp.Spec.DefaultConfig}
+	for i, r := range wp.Spec.MatchRules {
+		if !r.ConfigDisable {
+			configs[fmt.Sprintf("matchRules[%d].config", i)] = r.Config
+		}
+	}
+	for where, c := range configs {
+		redis, ok := c["redis"].(map[string]any)
+		require.True(t, ok, "%s has no redis object", where)
+		_, plain := redis["password"] // not printed: it may be a real one
+		require.False(t, plain, "%s.redis.password puts the Redis password in the WasmPlugin: use password_env", where)
+		env, _ := redis["password_env"].(string)
+		require.NotEmpty(t, env, "%s.redis.password_env", where)
+		require.True(t, fromHost[env], "%s.redis.password_env is %s, which vmConfig.env does not take from the gateway (valueFrom: HOST)", where, env)
 	}
 }

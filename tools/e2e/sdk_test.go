@@ -33,16 +33,38 @@ type sdkChunk struct {
 // stack's gateway, with env, and returns the chunks it printed.
 func (s *stack) runSDK(env ...string) []sdkChunk {
 	s.t.Helper()
+	stdout := s.runNode("chat_stream.mjs", append(env, "OPENAI_BASE_URL="+s.url+"/v1")...)
+	var chunks []sdkChunk
+	for _, line := range strings.Split(strings.TrimSpace(string(stdout)), "\n") {
+		var c sdkChunk
+		require.NoError(s.t, json.Unmarshal([]byte(line), &c), line)
+		chunks = append(chunks, c)
+	}
+	require.NotEmpty(s.t, chunks)
+	require.True(s.t, chunks[len(chunks)-1].Done, "the client did not finish:\n%s", stdout)
+	return chunks[:len(chunks)-1]
+}
+
+// sdkModules are the official SDKs tools/e2e/sdk pins (make sdks installs
+// them).
+var sdkModules = []string{"openai", "@anthropic-ai/sdk", "@google/genai"}
+
+// runNode runs a script of tools/e2e/sdk with node, with env added to the
+// environment, for at most 60 s, and returns what it printed; the test
+// fails when it fails.
+func (s *stack) runNode(script string, env ...string) []byte {
+	s.t.Helper()
 	node, err := exec.LookPath("node")
 	require.NoError(s.t, err, "node is missing: make sdks installs it")
 	dir, err := filepath.Abs("sdk")
 	require.NoError(s.t, err)
-	_, err = os.Stat(filepath.Join(dir, "node_modules", "openai"))
-	require.NoError(s.t, err, "the openai SDK is not installed: make sdks installs it")
-
-	cmd := exec.Command(node, "chat_stream.mjs")
+	for _, m := range sdkModules {
+		_, err = os.Stat(filepath.Join(dir, "node_modules", m))
+		require.NoError(s.t, err, "the %s SDK is not installed: make sdks installs it", m)
+	}
+	cmd := exec.Command(node, script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), append(env, "OPENAI_BASE_URL="+s.url+"/v1")...)
+	cmd.Env = append(os.Environ(), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
@@ -53,19 +75,10 @@ func (s *stack) runSDK(env ...string) []sdkChunk {
 	case err = <-done:
 	case <-time.After(60 * time.Second):
 		_ = cmd.Process.Kill()
-		s.t.Fatalf("the SDK client did not finish in 60 s\nstderr:\n%s", stderr.String())
+		s.t.Fatalf("%s did not finish in 60 s\nstderr:\n%s", script, stderr.String())
 	}
-	require.NoError(s.t, err, "the SDK client failed:\n%s", stderr.String())
-
-	var chunks []sdkChunk
-	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
-		var c sdkChunk
-		require.NoError(s.t, json.Unmarshal([]byte(line), &c), line)
-		chunks = append(chunks, c)
-	}
-	require.NotEmpty(s.t, chunks)
-	require.True(s.t, chunks[len(chunks)-1].Done, "the client did not finish:\n%s", stdout.String())
-	return chunks[:len(chunks)-1]
+	require.NoError(s.t, err, "%s failed:\n%s", script, stderr.String())
+	return stdout.Bytes()
 }
 
 // TestOpenAISDKStream is the most common call there is: the official

@@ -8,7 +8,9 @@
 //
 // It prints "localgw listening on http://<address>" on stdout once it
 // accepts connections; the plugin's logs, its own and one line per request
-// go to stderr. SIGINT or SIGTERM stop it.
+// go to stderr. SIGINT or SIGTERM stop it. A configuration file that cannot
+// be read, or that the plugin refuses, is said in one line naming the file
+// and exits with status 2 (bad flags too); any other failure to start, 1.
 package main
 
 import (
@@ -45,9 +47,35 @@ func main() {
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "localgw: %v\n", err)
+		var bad *badConfig
+		if errors.As(err, &bad) {
+			os.Exit(exitBadConfig)
+		}
 		os.Exit(1)
 	}
 }
+
+// exitBadConfig is the exit status of a configuration that cannot be read
+// or that the plugin refuses, as for bad flags: run.sh (make run) stops on
+// it without looking for another cause, the message saying it all.
+const exitBadConfig = 2
+
+// badConfig is a configuration file that cannot be read, is not YAML or
+// JSON, or that the plugin refuses: the file, then the one message.
+type badConfig struct {
+	path string
+	err  error
+}
+
+func (e *badConfig) Error() string {
+	var refused *gateway.ConfigError
+	if errors.As(e.err, &refused) {
+		return e.path + ": " + refused.Reason // the plugin's own line, once
+	}
+	return e.err.Error() // names the file already
+}
+
+func (e *badConfig) Unwrap() error { return e.err }
 
 type options struct {
 	listen, upstream, redis, config, wasm, logLevel string
@@ -76,11 +104,14 @@ func run(o options) error {
 	}
 	config, err := gateway.LoadConfig(o.config)
 	if err != nil {
-		return err
+		return &badConfig{o.config, err}
 	}
 	gw, err := gateway.New(gateway.Options{Wasm: wasm, Config: config, Upstream: o.upstream, Redis: o.redis,
 		LogLevel: o.logLevel, AccessLog: !o.quiet})
-	if err != nil {
+	var refused *gateway.ConfigError
+	if errors.As(err, &refused) {
+		return &badConfig{o.config, err}
+	} else if err != nil {
 		return err
 	}
 	defer gw.Close()

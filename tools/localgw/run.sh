@@ -3,8 +3,9 @@
 # Starts a redis-server on a free loopback port (unless REDIS_ADDR is set),
 # the mock LLM on another, and the local gateway with main.wasm on LISTEN
 # (127.0.0.1:10000, the port docker-compose.yml publishes, so that an SDK's
-# base URL can be written down once); prints curl lines to try, and stops
-# everything it started on Ctrl-C.
+# base URL can be written down once); builds bin/atrl; prints curl and atrl
+# lines to try, and stops everything it started on Ctrl-C. A configuration
+# the plugin refuses stops it with the gateway's one line (exit status 2).
 #
 # Environment: LISTEN (the gateway's host:port; port 0 picks a free one),
 # REDIS_ADDR (use this Redis), LOCALGW_CONFIG (plugin configuration, default
@@ -71,15 +72,23 @@ trap cleanup EXIT
 trap 'echo; echo "stopping"; exit 0' INT TERM
 
 # address_of FILE PID NAME: waits (up to 30 s) for a process to print
-# "<name> listening on <url>" in FILE, and prints the URL.
+# "<name> listening on <url>" in FILE, and sets address to the URL. When the
+# process exits instead, it shows what it printed and returns 1, with the
+# process's exit status in exited. (Not run in a subshell: the status can
+# only be waited for here.)
 address_of() {
   local file=$1 pid=$2 name=$3
   for _ in $(seq 300); do
     if grep -q "listening on" "$file" 2>/dev/null; then
-      sed -n 's/.*listening on //p' "$file" | head -n1
+      address=$(sed -n 's/.*listening on //p' "$file" | head -n1)
       return
     fi
-    kill -0 "$pid" 2>/dev/null || { cat "$file" "$tmp/$name.log" >&2 2>/dev/null; fail "$name exited"; }
+    if ! kill -0 "$pid" 2>/dev/null; then
+      cat "$file" "$tmp/$name.log" >&2 2>/dev/null || true
+      exited=0
+      wait "$pid" || exited=$?
+      return 1
+    fi
     sleep 0.1
   done
   fail "$name did not start within 30 s"
@@ -111,10 +120,12 @@ start_redis() {
   fail "could not start redis-server"
 }
 
-echo "building the mock LLM and the local gateway"
-# Both are in the tools module (tools/go.mod); -o a directory builds each
-# into it under its own name.
+echo "building the mock LLM, the local gateway and bin/atrl"
+# The mock and the gateway are in the tools module (tools/go.mod); -o a
+# directory builds each into it under its own name. atrl is built where
+# `make atrl` puts it, so that the atrl lines printed below work as they are.
 (cd tools && "$GO" build -o "$tmp/" ./mockllm ./localgw)
+"$GO" build -o bin/atrl ./cmd/atrl
 
 if [ -n "${REDIS_ADDR:-}" ]; then
   redis_addr=$REDIS_ADDR
@@ -124,17 +135,22 @@ fi
 
 "$tmp/mockllm" -listen 127.0.0.1:0 >"$tmp/mockllm.out" 2>"$tmp/mockllm.log" &
 pids+=($!)
-mock=$(address_of "$tmp/mockllm.out" "$!" mockllm)
+address_of "$tmp/mockllm.out" "$!" mockllm || fail "mockllm exited"
+mock=$address
 
 "$tmp/localgw" -listen "$LISTEN" -wasm "$WASM" -config "$CONFIG" -upstream "$mock" \
   -redis "$redis_addr" -log-level "$LOG_LEVEL" >"$tmp/localgw.out" &
 gw_pid=$!
 pids+=("$gw_pid")
-if ! gw=$(address_of "$tmp/localgw.out" "$gw_pid" localgw); then
+if ! address_of "$tmp/localgw.out" "$gw_pid" localgw; then
+  # 2: the configuration cannot be read or the plugin refuses it; the
+  # gateway's one line above says where and what, and nothing else is wrong.
+  [ "$exited" = 2 ] && exit 2
   # Taken while the tools were building, or not an address of this machine.
   if listen_taken; then fail_listen_taken; fi
   fail "the local gateway could not start on $LISTEN (its error is above); another address: make run LISTEN=127.0.0.1:18000"
 fi
+gw=$address
 
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
@@ -145,7 +161,7 @@ mock LLM       $mock
 Redis          $redis_addr   (counters: redis-cli -h ${redis_addr%:*} -p ${redis_addr##*:} --scan --pattern 'atrl:*')
 
 Each call below costs 30 + 20 tokens (x-mock-usage), \$0.000275 at the
-example's prices; it gives each x-api-key 100 tokens a minute and \$1 a day:
+example's prices; it gives each API key 100 tokens a minute and \$1 a day:
 200, 200, then 429 until the minute ends. /v1/quota shows both.
 
   curl -i $gw/v1/chat/completions -H 'x-api-key: demo-1' -H 'content-type: application/json' -H 'x-mock-usage: 30,20' -d '$body'
@@ -164,11 +180,18 @@ A stream, one event every 200 ms, its usage (here 16 + 16 tokens) in the last ev
 
   curl -N $gw/v1/chat/completions -H 'x-api-key: demo-2' -H 'content-type: application/json' -H 'x-mock-usage: 16,16' -H 'x-mock-delay-ms: 200' -d '$stream'
 
-An SDK: point its base URL at the gateway, and send the key the example
-limits by as x-api-key through the SDK's default headers:
+An SDK: point its base URL at the gateway; the example limits each SDK's
+own key header (the mock LLM checks no key):
 
-  export OPENAI_BASE_URL=$gw/v1 OPENAI_API_KEY=unused   # the mock LLM checks no key
-  # Python: OpenAI(default_headers={"x-api-key": "demo-3"}); Node: new OpenAI({defaultHeaders: {"x-api-key": "demo-3"}})
+  export OPENAI_BASE_URL=$gw/v1 OPENAI_API_KEY=demo-3        # OpenAI: Authorization: Bearer demo-3
+  export ANTHROPIC_BASE_URL=$gw ANTHROPIC_API_KEY=demo-4     # Anthropic: x-api-key: demo-4
+  # Gemini: new GoogleGenAI({apiKey: "demo-5", httpOptions: {baseUrl: "$gw"}})
+
+What Redis holds for demo-1, and the keys closest to their limits, with
+atrl, the operators' command (bin/atrl; \`bin/atrl help\` for the others):
+
+  bin/atrl status -redis $redis_addr -config $CONFIG -rule-item 0 -value demo-1
+  bin/atrl top -redis $redis_addr -config $CONFIG
 
 The gateway logs each request and the plugin's logs below (LOCALGW_LOG_LEVEL=debug for more).
 Ctrl-C stops everything.

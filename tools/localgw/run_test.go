@@ -114,6 +114,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out, "local gateway  "+gw+" ")
 	assert.Contains(t, out, "  curl -i "+gw+"/v1/chat/completions -H 'x-api-key: demo-1'")
 	assert.Contains(t, out, "export OPENAI_BASE_URL="+gw+"/v1 ")
+	assert.Contains(t, out, "export ANTHROPIC_BASE_URL="+gw+" ")
 	mock := regexp.MustCompile(`mock LLM +http://(\S+)`).FindStringSubmatch(out)
 	redis := regexp.MustCompile(`Redis +(\S+)`).FindStringSubmatch(out)
 	require.Len(t, mock, 2, out)
@@ -122,6 +123,8 @@ func TestRun(t *testing.T) {
 	// The printed curl line, three times.
 	client := &http.Client{Timeout: 10 * time.Second}
 	var codes []int
+	var last *http.Response
+	var lastBody []byte
 	for range 3 {
 		req, err := http.NewRequest("POST", gw+"/v1/chat/completions",
 			strings.NewReader(`{"model":"mock","messages":[{"role":"user","content":"hi"}]}`))
@@ -131,11 +134,29 @@ func TestRun(t *testing.T) {
 		req.Header.Set("x-mock-usage", "30,20")
 		resp, err := client.Do(req)
 		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
+		lastBody, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		codes = append(codes, resp.StatusCode)
+		last = resp
 	}
 	assert.Equal(t, []int{200, 200, 429}, codes)
+	// The example's 429: OpenAI's error for a chat completion, and the quota headers of every form.
+	assert.Contains(t, string(lastBody), `"code":"rate_limit_exceeded"`)
+	assert.Equal(t, "0", last.Header.Get("x-ratelimit-remaining-tokens"))
+	assert.NotEmpty(t, last.Header.Get("retry-after-ms"))
+	assert.Contains(t, last.Header.Get("RateLimit-Policy"), `"item0.token_per_minute";q=100;w=60;qu="tokens"`)
+
+	// The printed atrl line, as it is, from the repository's root (where
+	// make run runs): what demo-1 used, read from the Redis run.sh started.
+	status := regexp.MustCompile(`(?m)^  (bin/atrl status -redis (\S+) .*)$`).FindStringSubmatch(out)
+	require.Len(t, status, 3, out)
+	assert.Equal(t, redis[1], status[2], "the Redis run.sh started")
+	assert.Contains(t, out, "  bin/atrl top -redis "+redis[1]+" -config tools/localgw/example.yaml\n")
+	atrl := exec.Command("bash", "-c", status[1])
+	atrl.Dir = "../.."
+	got, err := atrl.CombinedOutput()
+	require.NoError(t, err, "%s\n%s", status[1], got)
+	assert.Regexp(t, `(?m)^item 0 demo-1 +tokens +minute +100 +100 +0 `, string(got))
 
 	// The printed quota and admin lines: what demo-1 has left, 50 tokens
 	// back, then a limit of its own.
@@ -179,6 +200,47 @@ func TestRun(t *testing.T) {
 	left, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	assert.Empty(t, left, "run.sh's temporary directory is removed")
+}
+
+// A configuration the plugin refuses, or that is not YAML, stops make run
+// with one line naming the file and saying what is wrong, and exit status 2:
+// not a word about the port or a timeout, nothing left running.
+func TestRunStopsOnABadConfiguration(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Fatal("redis-server is missing: make redis-server installs it")
+	}
+	wasm := filepath.Join(t.TempDir(), "main.wasm")
+	require.NoError(t, wasmbuild.Build(wasmbuild.Plugin, wasm))
+	example, err := os.ReadFile("example.yaml")
+	require.NoError(t, err)
+	refused := filepath.Join(t.TempDir(), "refused.yaml")
+	require.NoError(t, os.WriteFile(refused, []byte(strings.Replace(string(example), "token_per_minute: 100", "token_per_minute: 0", 1)), 0o644))
+	notYAML := filepath.Join(t.TempDir(), "broken.yaml")
+	require.NoError(t, os.WriteFile(notYAML, []byte("rule_name: [local-demo\n"), 0o644))
+
+	for _, tc := range []struct{ config, line string }{
+		{refused, "localgw: " + refused + ": configuration refused: rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0\n"},
+		{notYAML, "localgw: " + notYAML + ": not valid YAML: "},
+	} {
+		tmp := t.TempDir()
+		start := time.Now()
+		r := startRunSh(t, "LISTEN="+freeAddr(t), "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "LOCALGW_CONFIG="+tc.config)
+		err := r.wait(t, 3*time.Minute)
+		var exit *exec.ExitError
+		require.ErrorAs(t, err, &exit, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+		assert.Equal(t, 2, exit.ExitCode())
+		t.Logf("%s: stopped in %v", filepath.Base(tc.config), time.Since(start).Round(time.Millisecond))
+
+		stderr := r.stderr.String()
+		assert.True(t, strings.HasPrefix(stderr, tc.line), "the one line:\n%s", stderr)
+		assert.Equal(t, 1, strings.Count(stderr, "\n"), "nothing else:\n%s", stderr)
+		assert.NotContains(t, r.stdout.String(), "Ctrl-C stops everything.")
+		left, err := os.ReadDir(tmp)
+		require.NoError(t, err)
+		assert.Empty(t, left, "run.sh's temporary directory is removed")
+		// Redis, the mock and the gateway are in run.sh's process group.
+		assert.ErrorIs(t, syscall.Kill(-r.cmd.Process.Pid, 0), syscall.ESRCH, "something run.sh started still runs")
+	}
 }
 
 // freeAddr is a loopback address no one listens on right now.

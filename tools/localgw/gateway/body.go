@@ -105,6 +105,7 @@ func (x *exchange) forwardResponse(resp *http.Response) {
 	}
 	x.writeHeader(status, toHTTP(headers), "upstream")
 	if noBody {
+		x.delivered = true
 		return
 	}
 	x.streamBody(resp.Body)
@@ -158,6 +159,7 @@ func (x *exchange) passResponseChunk(chunk []byte, end bool) bool {
 	}
 	if err != nil {
 		if errors.Is(err, errClientGone) {
+			x.left = true
 			return false
 		}
 		x.g.log.printf("gateway: %s %s: response cut off: %v", x.r.Method, x.r.URL.Path, err)
@@ -165,11 +167,14 @@ func (x *exchange) passResponseChunk(chunk []byte, end bool) bool {
 	}
 	if len(out) > 0 {
 		if _, err := x.w.Write(out); err != nil {
+			x.left = true
 			return false
 		}
 		if err := http.NewResponseController(x.w).Flush(); err != nil {
+			x.left = true
 			return false
 		}
+		x.wrote(len(out))
 	}
 	return true
 }

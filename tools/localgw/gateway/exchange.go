@@ -15,8 +15,8 @@ import (
 )
 
 // exchange is one request on its way through the plugin and the upstream.
-// completed is guarded by the VM's lock; wroteHeader, status and by belong
-// to the goroutine serving the request.
+// completed is guarded by the VM's lock; wroteHeader, status, by, length,
+// written, delivered and left belong to the goroutine serving the request.
 type exchange struct {
 	g     *Gateway
 	w     http.ResponseWriter
@@ -31,6 +31,10 @@ type exchange struct {
 	wroteHeader bool
 	status      int
 	by          string // who answered: upstream, plugin, gateway
+	length      int64  // the Content-Length the client was told, -1: none
+	written     int64  // the bytes of the response body written
+	delivered   bool   // the client has been handed all of the response it waits for
+	left        bool   // a write or a wait failed: the client went away
 
 	// bodyAnswer is set by the request body's goroutine when the request
 	// is answered during the body: by the plugin, or by the gateway (504).
@@ -90,11 +94,29 @@ func (x *exchange) complete() {
 		if !x.wroteHeader {
 			outcome = "no response"
 		}
-		if x.r.Context().Err() != nil {
+		if x.clientLeft() {
 			outcome += ", client went away"
 		}
 		x.g.log.printf("gateway: %s %s %s → %s in %v", x.peer, x.r.Method, x.r.URL.RequestURI(), outcome,
 			time.Since(x.start).Round(time.Millisecond))
+	}
+}
+
+// clientLeft says whether the client went away before it had all of its
+// response. Its request's context is cancelled when it closes its
+// connection, also once it has read a whole response of known length (curl
+// closes at once), which may come before the plugin has seen the end of the
+// stream (it may hold the end while Redis answers the charge): that is no
+// client going away.
+func (x *exchange) clientLeft() bool {
+	return !x.delivered && (x.left || x.r.Context().Err() != nil)
+}
+
+// wrote counts n bytes of the response body handed to the client.
+func (x *exchange) wrote(n int) {
+	x.written += int64(n)
+	if x.length >= 0 && x.written >= x.length {
+		x.delivered = true
 	}
 }
 

@@ -35,6 +35,10 @@ type logWriter struct {
 	mu    sync.Mutex
 	out   io.Writer
 	trace bool
+	// held keeps the lines written while the plugin starts (nil: none
+	// held): a configuration it refuses is said once, in New's error,
+	// rather than also as the log lines that error repeats.
+	held *[]string
 }
 
 const pluginLogMarker = "proxy_"
@@ -57,8 +61,32 @@ func (l *logWriter) Write(p []byte) (int, error) {
 
 // printf writes one time-stamped line.
 func (l *logWriter) printf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	line := time.Now().Format("15:04:05.000") + " " + fmt.Sprintf(format, args...) + "\n"
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	fmt.Fprintf(l.out, "%s %s\n", time.Now().Format("15:04:05.000"), msg)
+	if l.held != nil {
+		*l.held = append(*l.held, line)
+		return
+	}
+	io.WriteString(l.out, line)
+}
+
+// hold keeps the lines written from now on until release.
+func (l *logWriter) hold() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held = new([]string)
+}
+
+// release stops holding lines, and writes those held when write is true
+// (drops them otherwise).
+func (l *logWriter) release(write bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.held != nil && write {
+		for _, line := range *l.held {
+			io.WriteString(l.out, line)
+		}
+	}
+	l.held = nil
 }

@@ -57,6 +57,7 @@ func (x *exchange) proceed(phase string, throughHooks bool) bool {
 	case errors.Is(err, errPauseTimeout):
 		x.reply(gatewayReply(http.StatusGatewayTimeout, err.Error()), "gateway", throughHooks)
 	case errors.Is(err, errClientGone):
+		x.left = true
 	case err != nil:
 		x.crashed(err)
 	default:
@@ -122,7 +123,11 @@ func (x *exchange) reply(l *localReply, by string, throughHooks bool) {
 	hdr := toHTTP(headers, "content-length")
 	hdr.Set("Content-Length", strconv.Itoa(len(body)))
 	x.writeHeader(status, hdr, by)
-	_, _ = x.w.Write(body)
+	if n, err := x.w.Write(body); err != nil {
+		x.left = true
+	} else {
+		x.wrote(n)
+	}
 }
 
 // crashed answers 500 when the plugin cannot be called (it crashed, or the
@@ -145,4 +150,9 @@ func (x *exchange) writeHeader(status int, h http.Header, by string) {
 	x.w.WriteHeader(status)
 	_ = http.NewResponseController(x.w).Flush()
 	x.wroteHeader, x.status, x.by = true, status, by
+	x.length = -1
+	if n, err := strconv.ParseInt(dst.Get("Content-Length"), 10, 64); err == nil && n >= 0 {
+		x.length = n
+		x.wrote(0) // Content-Length: 0 is all of it
+	}
 }

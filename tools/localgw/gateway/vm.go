@@ -69,10 +69,15 @@ func startVM(wasm, config []byte, level uint32, redis *redisClient, lw *logWrite
 		return binary.LittleEndian.AppendUint32(nil, level)
 	})
 	var status types.OnPluginStartStatus
+	lw.hold()
 	err = v.do(proxytest.PluginContextID, func(h proxytest.HostEmulator) { status = h.StartPlugin() })
 	if err == nil && status != types.OnPluginStartStatusOK {
-		err = fmt.Errorf("the plugin refused its configuration: %s", v.startLogs())
+		err = &ConfigError{Reason: v.startLogs()}
 	}
+	// A refusal's lines are its error; any other start, and a crash,
+	// shows what the plugin logged.
+	var refused *ConfigError
+	lw.release(!errors.As(err, &refused))
 	if err != nil {
 		v.stop()
 		return nil, err

@@ -94,8 +94,9 @@ func (s *server) route(r *http.Request) (answerFunc, bool) {
 		return responses, true
 	case path == "/v1/messages":
 		return messages, true
-	case strings.HasPrefix(path, "/v1beta/models/"):
-		model, action, ok := strings.Cut(strings.TrimPrefix(path, "/v1beta/models/"), ":")
+	case strings.HasPrefix(path, "/v1beta/models/") || strings.HasPrefix(path, "/v1/models/"): // Gemini's two API versions
+		_, rest, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/models/")
+		model, action, ok := strings.Cut(rest, ":")
 		if !ok || model == "" {
 			return nil, false
 		}

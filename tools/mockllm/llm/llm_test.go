@@ -159,6 +159,10 @@ func TestEveryShapeReportsTheAskedUsage(t *testing.T) {
 		assert.Equal(t, int64(168), gjson.Get(body, "usageMetadata.totalTokenCount").Int())
 		assert.Equal(t, "gem", gjson.Get(body, "modelVersion").String())
 	})
+	t.Run("gemini's v1 API, which the @google/genai SDK calls at a custom base URL", func(t *testing.T) {
+		_, body := post(t, srv.URL+"/v1/models/gem:generateContent", `{}`, usage...)
+		assert.Equal(t, int64(168), gjson.Get(body, "usageMetadata.totalTokenCount").Int())
+	})
 }
 
 func TestUsageWithoutTheHeaderComesFromTheRequest(t *testing.T) {

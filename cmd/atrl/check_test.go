@@ -1,0 +1,122 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// rulesYAML is a document as Higress hands it to the plugin: a global
+// configuration and one rule per route.
+const rulesYAML = `rule_name: everyone
+global_threshold:
+  token_per_day: 100000
+redis:
+  service_name: redis.static
+_rules_:
+  - _match_route_: [chat]
+    rule_name: chat
+    rule_items:
+      - limit_by_header: x-api-key
+        limit_keys:
+          - key: sk-1
+            token_per_minute: 100
+          - key: sk-gold
+            token_per_minute: 1000
+    redis:
+      service_name: redis.static
+  - _match_route_: [batch]
+    _match_domain_: ["*.example.com"]
+    rule_name: batch
+    rule_items:
+      - limit_by_per_header: x-api-key
+        limit_keys:
+          - key: "*"
+            token_per_minute: 0
+    redis:
+      service_name: redis.static
+`
+
+func TestCheckValid(t *testing.T) {
+	path := writeFile(t, "plugin.yaml", strings.Replace(rulesYAML, "token_per_minute: 0", "token_per_minute: 10", 1))
+	start := time.Now()
+	status, out, errOut := atrl("", "check", "-config", path)
+	assert.Less(t, time.Since(start), time.Second)
+	assert.Equal(t, exitOK, status)
+	assert.Empty(t, errOut)
+	assert.Equal(t, lines(
+		path+`: ok: rule "everyone" limits every request (global_threshold)`,
+		path+`: ok: _rules_[0] (route chat): rule "chat" limits limit_by_header x-api-key (2 keys)`,
+		path+`: ok: _rules_[1] (route batch; domain *.example.com): rule "batch" limits limit_by_per_header x-api-key (1 key)`,
+	), out)
+
+	// The example make run starts the local gateway with.
+	status, out, errOut = atrl("", "check", "-config", "../../tools/localgw/example.yaml")
+	assert.Equal(t, exitOK, status, errOut)
+	assert.Equal(t, `../../tools/localgw/example.yaml: ok: rule "local-demo" limits limit_by_per_header x-api-key (1 key), `+
+		`limit_by_per_header authorization (1 key), limit_by_per_header x-goog-api-key (1 key)`+"\n", out)
+}
+
+// A refused configuration prints the plugin's line, where and what is
+// wrong, and nothing of the wrapper's wording.
+func TestCheckRefused(t *testing.T) {
+	path := writeFile(t, "plugin.yaml", rulesYAML)
+	status, out, errOut := atrl("", "check", "-config", path)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Empty(t, out)
+	assert.Equal(t, "configuration refused: _rules_[1].rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0\n", errOut)
+
+	// JSON, as the gateway hands it: a misspelled field at the top level.
+	path = writeFile(t, "plugin.json", `{"rule_name": "x", "global_threshold": {"token_per_minuet": 10}, "redis": {"service_name": "redis.static"}}`)
+	status, out, errOut = atrl("", "check", "-config", path)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Empty(t, out)
+	assert.Equal(t, "configuration refused: global_threshold.token_per_minuet: unknown field (did you mean token_per_minute?)\n", errOut)
+
+	// A rule that matches no request.
+	path = writeFile(t, "rules.yaml", "_rules_:\n  - rule_name: x\n    global_threshold: {token_per_day: 1}\n    redis: {service_name: redis.static}\n")
+	status, _, errOut = atrl("", "check", "-config", path)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Equal(t, "configuration refused: _rules_[0]: matches nothing: a rule needs _match_route_, _match_domain_, _match_service_ or _match_route_prefix_, a list of names\n", errOut)
+}
+
+func TestCheckBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.yaml")
+	notYAML := writeFile(t, "bad.yaml", "rule_name: [x\n")
+	notJSON := writeFile(t, "bad.json", `{"rule_name": `)
+	empty := writeFile(t, "empty.yaml", "")
+	unreadable := filepath.Join(dir, "dir.yaml")
+	require.NoError(t, os.Mkdir(unreadable, 0o755))
+	for _, tc := range []struct {
+		args   []string
+		stderr string
+	}{
+		{[]string{"-config", missing}, "atrl check: cannot read " + missing + ": no such file or directory\n"},
+		{[]string{"-config", unreadable}, "atrl check: cannot read " + unreadable + ": is a directory\n"},
+		{[]string{"-config", notYAML}, "atrl check: " + notYAML + ": not valid YAML: "},
+		{[]string{"-config", empty}, "atrl check: " + empty + ": the configuration is empty\n"},
+		{[]string{"-config", notJSON}, "configuration refused: invalid JSON\n"},
+		{nil, "atrl check: -config is required"},
+		{[]string{"-config", notYAML, "extra"}, `atrl check: unexpected argument "extra"`},
+		{[]string{"-confg", notYAML}, "flag provided but not defined: -confg"},
+	} {
+		status, out, errOut := atrl("", append([]string{"check"}, tc.args...)...)
+		assert.Equal(t, exitBadArgs, status, tc.args)
+		assert.Empty(t, out, tc.args)
+		assert.True(t, strings.HasPrefix(errOut, tc.stderr), "%q: %s", tc.args, errOut)
+	}
+}
+
+func TestCheckIsListed(t *testing.T) {
+	_, out, _ := atrl("", "help")
+	assert.Contains(t, out, "\tcheck    check a plugin configuration")
+	status, out, _ := atrl("", "help", "check")
+	assert.Equal(t, exitOK, status)
+	assert.True(t, strings.HasPrefix(out, "usage: atrl check -config FILE\n"), out)
+}

@@ -1,0 +1,197 @@
+package limiter_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/higress-group/wasm-go/pkg/test"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+)
+
+// Issue 27: what clients and operators see.
+
+// clientsClock is a second 1 h 30 s into a UTC day: the minute resets in
+// 30 s, the day in 82,770 s.
+const clientsClock = 20834*86400 + 3600 + 30
+
+// onClientsClock empties Redis and runs the scripts at clientsClock until
+// the test ends.
+func onClientsClock(t *testing.T, redis *redistest.Server) {
+	redis.Do("FLUSHALL")
+	redis.SetClock(clientsClock)
+	t.Cleanup(func() { redis.SetClock(0) })
+}
+
+// Each quota header form, on a 200 and on a 429, with exact values: two
+// token windows and a request window, 300 tokens spent by a first request.
+func TestQuotaHeaderForms(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		onClientsClock(t, redis)
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
+			`"token_per_minute": 1000, "token_per_day": 1500, "query_per_minute": 5`))
+		p.Request(key).Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 200, 100))...)
+
+		x := p.Request(key)
+		got := x.ResponseHeaders("text/event-stream")
+		policy := `"item0.token_per_minute";q=1000;w=60;qu="tokens", "item0.query_per_minute";q=5;w=60, "item0.token_per_day";q=1500;w=86400;qu="tokens"`
+		for name, want := range map[string]string{
+			// The tightest window: the minute (700 left; the day has 1,200).
+			"X-TokenRateLimit-Limit": "1000", "X-TokenRateLimit-Remaining": "700", "X-TokenRateLimit-Reset": "30",
+			"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "700", "x-ratelimit-reset-tokens": "30s",
+			// This request counted: 3 of 5 left.
+			"x-ratelimit-limit-requests": "5", "x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "30s",
+			"RateLimit-Policy": policy,
+			"RateLimit":        `"item0.token_per_minute";r=700;t=30, "item0.query_per_minute";r=3;t=30`,
+		} {
+			assert.Equal(t, want, plugintest.Header(got, name), name)
+		}
+		x.P.Host.CallOnResponseBody(x.ID, []byte(plugintest.OpenAIStream(1, 600, 100)), true)
+		x.Answer().Done()
+
+		local := p.Request(key).RequireRejected(429)
+		for name, want := range map[string]string{
+			"Retry-After": "30", "retry-after-ms": "30000",
+			"X-TokenRateLimit-Limit": "1000", "X-TokenRateLimit-Remaining": "0", "X-TokenRateLimit-Reset": "30",
+			"x-ratelimit-limit-tokens": "1000", "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "30s",
+			// Not counted: what it would have left.
+			"x-ratelimit-remaining-requests": "2",
+			"RateLimit-Policy":               policy,
+			"RateLimit":                      `"item0.token_per_minute";r=0;t=30, "item0.query_per_minute";r=2;t=30`,
+			"content-type":                   "application/json",
+		} {
+			assert.Equal(t, want, plugintest.Header(local.Headers, name), name)
+		}
+		assert.JSONEq(t, `{"error":{"message":"Token rate limit exceeded: the limit of 1000 tokens per minute is used up (rule_item=0; key=sk-1). Try again in 30s.",
+			"type":"tokens","param":null,"code":"rate_limit_exceeded"}}`, string(local.Data))
+	})
+}
+
+// Without rejected_msg, a rejection is an error in the request's API's own
+// shape, naming the limit and when it has room again; other paths keep the
+// text they had; a configured rejected_msg wins everywhere.
+func TestRejectionSpeaksTheAPI(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		onClientsClock(t, redis)
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
+		require.True(t, p.Request(key).Passed())
+		for _, c := range []struct{ path, contentType, body string }{
+			{"/v1/messages", "application/json", `{"type":"error","error":{"type":"rate_limit_error",
+				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=sk-1). Try again in 30s."}}`},
+			{"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "application/json", `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED",
+				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=sk-1). Try again in 30s."}}`},
+			{"/v1/responses", "application/json", `{"error":{"type":"requests","param":null,"code":"rate_limit_exceeded",
+				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=sk-1). Try again in 30s."}}`},
+			{"/v1/some/other/api", "text/plain; charset=utf-8", `Too many requests`},
+		} {
+			local := p.SendTo(c.path, key).Answer().RequireRejected(429)
+			assert.Equal(t, c.contentType, plugintest.Header(local.Headers, "content-type"), c.path)
+			if c.contentType == "application/json" {
+				assert.JSONEq(t, c.body, string(local.Data), c.path)
+			} else {
+				assert.Equal(t, c.body, string(local.Data), c.path)
+			}
+		}
+		// An Anthropic client on a path of its own is known by its version header.
+		local := p.SendTo("/anthropic/proxy", key, [2]string{"anthropic-version", "2023-06-01"}).Answer().RequireRejected(429)
+		assert.Contains(t, string(local.Data), `"rate_limit_error"`)
+
+		p.Stop()
+		redis.Do("FLUSHALL")
+		p = plugintest.Start(t, redis, plugintest.APIKeyConfig(`"rejected_msg": "slow down",`, `"query_per_minute": 1`))
+		require.True(t, p.Request(key).Passed())
+		local = p.SendTo("/v1/messages", key).Answer().RequireRejected(429)
+		assert.Equal(t, "slow down", string(local.Data), "rejected_msg wins")
+	})
+}
+
+// A money limit's rejection names the budget in dollars.
+func TestRejectionNamesTheBudget(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		onClientsClock(t, redis)
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
+		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":400,"completion_tokens":100}}`) // $0.002
+		local := p.Request(key).RequireRejected(429)
+		assert.Contains(t, string(local.Data), `Spending limit exceeded: the budget of $0.001 per day is used up (rule_item=0; key=sk-1). Try again in 22h59m30s.`)
+		assert.Contains(t, string(local.Data), `"type":"usd"`)
+		assert.Equal(t, "82770000", plugintest.Header(local.Headers, "retry-after-ms"))
+	})
+}
+
+// shadow_mode: everything is counted and charged as usual, nothing is
+// rejected; what would have been is counted and logged.
+func TestShadowMode(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	test.RunTest(t, func(t *testing.T) {
+		onClientsClock(t, redis)
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true, "show_limit_quota_header": true,`,
+			`"token_per_minute": 500, "query_per_minute": 2, "max_concurrent_requests": 1`))
+		var open []*plugintest.Exchange
+		for i := range 4 {
+			x := p.Request(key)
+			require.True(t, x.Passed(), "request %d: shadow_mode rejects nothing", i)
+			open = append(open, x)
+		}
+		// Read at once: in WASM mode the emulator's log lines are views of
+		// the module's memory, which it reuses.
+		logs := strings.Join(p.Host.GetWarnLogs(), "\n")
+		assert.Contains(t, logs, "shadow_mode: rule chat would have answered 429: Too many concurrent requests: at most 1 may be in progress at once (rule_item=0; key=sk-1)")
+		assert.Equal(t, 1, strings.Count(logs, "shadow_mode:"), "one line every 10 s")
+		for _, x := range open {
+			x.Respond("application/json", `{"usage":{"prompt_tokens":150,"completion_tokens":50}}`)
+		}
+		minute := ":" + strconv.Itoa(clientsClock/60)
+		assert.Equal(t, int64(800), redis.Int("GET", plugintest.APIKeySubject+":t60"+minute), "every response charged, past the limit")
+		assert.Equal(t, int64(4), redis.Int("GET", plugintest.APIKeySubject+":q60"+minute), "every request counted")
+		assert.Equal(t, uint64(3), counted(p, "none", "token_ratelimit_shadow_reject_count"), "requests 2 to 4 would have been rejected")
+		assert.Zero(t, counted(p, "none", rejected))
+
+		x := p.Request(key)
+		require.True(t, x.Passed())
+		headers := x.ResponseHeaders("application/json")
+		assert.Equal(t, "0", plugintest.Header(headers, "X-TokenRateLimit-Remaining"), "the headers show the real quota")
+		x.Done()
+	})
+}
+
+// A request that matches no rule item passes unlimited: it is counted, and
+// a warning says what the rule items found in it (never a value).
+func TestUnmatchedRequestsAreCountedAndWarned(t *testing.T) {
+	redis := redistest.Start(t)
+	test.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 500`))
+		for range 3 {
+			x := p.Request([2]string{"authorization", "Bearer sk-secret"}) // the SDK's header, not x-api-key
+			require.True(t, x.Passed())
+			x.Done()
+		}
+		assert.Equal(t, uint64(3), counted(p, "none", "token_ratelimit_unmatched_count"))
+		logs := strings.Join(p.Host.GetWarnLogs(), "\n")
+		assert.Equal(t, 1, strings.Count(logs, "matched no rule item"), "rate-limited: %s", logs)
+		assert.Contains(t, logs, "rule chat: a request to /v1/chat/completions matched no rule item and passed unlimited (0 more since the last line); limit_by_header x-api-key: absent. "+
+			"Check that clients send what the rule items read, or set unmatched_threshold to limit such requests")
+		assert.NotContains(t, logs, "sk-secret")
+
+		p.Request([2]string{"x-api-key", "sk-2"}).Done() // present, but no key matches it
+		assert.Equal(t, uint64(4), counted(p, "none", "token_ratelimit_unmatched_count"))
+
+		p.Stop()
+		p = plugintest.Start(t, redis, `{"rule_name": "chat", "rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 500}]}],
+			"unmatched_threshold": {"query_per_minute": 100}, `+plugintest.RedisSection+`}`)
+		p.Request([2]string{"x-api-key", "sk-2"}).Done()
+		assert.Equal(t, uint64(1), counted(p, "none", "token_ratelimit_unmatched_count"), "limited by unmatched_threshold, still counted")
+		assert.NotContains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "matched no rule item", "but it is limited: no warning")
+	})
+}

@@ -1,0 +1,235 @@
+package limiter
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// The quota headers (quota_headers) a limited request's response carries,
+// and its rejection: each form the configuration lists.
+//
+//   - tokenratelimit: X-TokenRateLimit-Limit, -Remaining and -Reset (seconds)
+//     of the window that decides (the tightest token window, else request
+//     window; on a rejection, the closed one that has room last).
+//   - openai: x-ratelimit-{limit,remaining,reset}-tokens of the tightest
+//     token window and -requests of the tightest request window, the reset
+//     written as OpenAI writes it ("6m0s", "1s", "20ms").
+//   - ietf: RateLimit-Policy, one item per window (and concurrency limit) of
+//     every subject the request matched, and RateLimit, the tightest window
+//     of each kind (draft-ietf-httpapi-ratelimit-headers-11).
+//
+// Remaining counts what this request took at admission: one request in
+// request windows, and its reservation in token and money windows with
+// token_reservation (without, its tokens are charged when it ends, after
+// these headers left).
+
+// OpenAI's quota headers: a prefix, then "tokens" or "requests".
+const (
+	headerOpenAILimit     = "x-ratelimit-limit-"
+	headerOpenAIRemaining = "x-ratelimit-remaining-"
+	headerOpenAIReset     = "x-ratelimit-reset-"
+)
+
+// The IETF quota headers, and the quota units of their policies (requests
+// are the draft's default unit, left out).
+const (
+	headerRateLimitPolicy = "RateLimit-Policy"
+	headerRateLimit       = "RateLimit"
+)
+
+// kindQuota is the tightest window of one kind among every group of a
+// request (scripts.Verdict.ByKind), and the group it is in (nil: none).
+type kindQuota struct {
+	scripts.Tightest
+	g *group
+}
+
+// noteByKind merges a group's tightest window of each kind into the
+// request's: the one with the least left, then the later reset.
+func (r *request) noteByKind(g *group, v scripts.Verdict) {
+	if v.ByKind == nil {
+		return
+	}
+	if r.byKind == nil {
+		r.byKind = new([scripts.KindUSD + 1]kindQuota)
+	}
+	for k, t := range v.ByKind {
+		cur := &r.byKind[k]
+		if t.Limit > 0 && (cur.g == nil || t.Remaining < cur.Remaining || t.Remaining == cur.Remaining && t.ResetMs > cur.ResetMs) {
+			*cur = kindQuota{Tightest: t, g: g}
+		}
+	}
+}
+
+// appendQuotaHeaders appends the configured quota headers for v, the
+// verdict that decided the request (rejected: the closed limit; a
+// rejection carries X-TokenRateLimit-Reset and Retry-After already).
+func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejected bool) [][2]string {
+	forms := r.pc.rules.QuotaHeaders
+	if forms&config.QuotaHeadersTokenRateLimit != 0 && v.Limit > 0 {
+		remaining := v.Remaining
+		if rejected {
+			remaining = 0
+		}
+		dst = append(dst, [2]string{HeaderLimit, quotaValue(v.Kind, v.Limit)}, [2]string{HeaderRemaining, quotaValue(v.Kind, remaining)})
+		if !rejected {
+			dst = append(dst, [2]string{HeaderReset, strconv.FormatInt(v.Reset, 10)})
+		}
+	}
+	if forms&config.QuotaHeadersOpenAI != 0 && r.byKind != nil {
+		for _, k := range [...]scripts.Kind{scripts.KindTokens, scripts.KindRequests} {
+			q := &r.byKind[k]
+			if q.g == nil {
+				continue
+			}
+			unit := "tokens"
+			if k == scripts.KindRequests {
+				unit = "requests"
+			}
+			dst = append(dst,
+				[2]string{headerOpenAILimit + unit, strconv.FormatInt(q.Limit, 10)},
+				[2]string{headerOpenAIRemaining + unit, strconv.FormatInt(q.Remaining, 10)},
+				[2]string{headerOpenAIReset + unit, openAIDuration(q.ResetMs)})
+		}
+	}
+	if forms&config.QuotaHeadersIETF != 0 {
+		if policy := r.ratelimitPolicy(); policy != "" {
+			dst = append(dst, [2]string{headerRateLimitPolicy, policy})
+		}
+		if current := r.ratelimit(v, rejected); current != "" {
+			dst = append(dst, [2]string{headerRateLimit, current})
+		}
+	}
+	return dst
+}
+
+// openAIDuration writes milliseconds as OpenAI writes a reset: Go's
+// duration format ("6m0s", "1.5s", "20ms", "0s").
+func openAIDuration(ms int64) string {
+	return (time.Duration(min(max(ms, 0), maxResetMs)) * time.Millisecond).String()
+}
+
+// maxResetMs bounds a reset from Redis before it becomes a duration: a
+// year, far past any window's length.
+const maxResetMs = 366 * 86400 * 1000
+
+// ratelimitPolicy is the RateLimit-Policy value: an item per window and
+// concurrency limit of each subject the request matched, in the order they
+// were matched, e.g. "item0.token_per_minute";q=1000;w=60;qu="tokens".
+func (r *request) ratelimitPolicy() string {
+	var b strings.Builder
+	for gi := range r.groups {
+		g := &r.groups[gi]
+		for si, s := range g.subjects {
+			for _, w := range s.Windows {
+				if b.Len() > 0 {
+					b.WriteString(", ")
+				}
+				r.writePolicyID(&b, g, si, w.Field)
+				b.WriteString(";q=")
+				b.WriteString(strconv.FormatInt(w.Limit, 10))
+				b.WriteString(";w=")
+				b.WriteString(strconv.FormatInt(w.Seconds, 10))
+				switch w.Unit {
+				case config.UnitTokens:
+					b.WriteString(`;qu="tokens"`)
+				case config.UnitUSD:
+					b.WriteString(`;qu="nanodollars"`)
+				}
+			}
+			if s.Concurrent > 0 {
+				if b.Len() > 0 {
+					b.WriteString(", ")
+				}
+				r.writePolicyID(&b, g, si, concurrencyField)
+				b.WriteString(";q=")
+				b.WriteString(strconv.FormatInt(s.Concurrent, 10))
+				b.WriteString(`;qu="concurrency"`)
+			}
+		}
+	}
+	return b.String()
+}
+
+// concurrencyField names a concurrency limit in a policy id.
+const concurrencyField = "max_concurrent_requests"
+
+// ratelimit is the RateLimit value: the tightest window of each kind, as
+// "<policy id>";r=<remaining>;t=<seconds to its reset>, and on a
+// rejection by a concurrency limit, that limit (r=0;t=1).
+func (r *request) ratelimit(v scripts.Verdict, rejected bool) string {
+	var b strings.Builder
+	item := func(g *group, subject int, field string, remaining, seconds int64) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		r.writePolicyID(&b, g, subject, field)
+		b.WriteString(";r=")
+		b.WriteString(strconv.FormatInt(remaining, 10))
+		b.WriteString(";t=")
+		b.WriteString(strconv.FormatInt(seconds, 10))
+	}
+	if r.byKind != nil {
+		for _, k := range [...]scripts.Kind{scripts.KindTokens, scripts.KindRequests, scripts.KindUSD} {
+			if q := &r.byKind[k]; q.g != nil {
+				item(q.g, q.Subject, q.g.subjects[q.Subject].Windows[q.Window].Field, q.Remaining, (q.ResetMs+999)/1000)
+			}
+		}
+	}
+	if rejected && v.Kind == scripts.KindConcurrent && r.rejectedBy != nil {
+		item(r.rejectedBy, v.Subject, concurrencyField, 0, 1)
+	}
+	return b.String()
+}
+
+// writePolicyID writes the id of a policy (a structured-field string): what
+// the subject's match limits by ("global", "unmatched", or "item<i>" for
+// the rule item at index i of rule_items), its model for a model limit,
+// then the limit's field ("token_per_minute").
+func (r *request) writePolicyID(b *strings.Builder, g *group, subject int, field string) {
+	m := g.matches[subject]
+	b.WriteByte('"')
+	switch {
+	case m.Unmatched:
+		b.WriteString("unmatched")
+	case m.Item == nil:
+		b.WriteString("global")
+	default:
+		b.WriteString("item")
+		b.WriteString(strconv.Itoa(itemIndex(r.pc.rules, m.Item)))
+	}
+	if m.Model != "" {
+		b.WriteByte('.')
+		writeSFStringChars(b, m.Model)
+	}
+	b.WriteByte('.')
+	b.WriteString(field)
+	b.WriteByte('"')
+}
+
+// writeSFStringChars writes what a structured-field string may hold of s
+// (printable ASCII but '"' and '\'; anything else as '_'), at most
+// maxScopeValueBytes bytes: a model name comes from the client.
+func writeSFStringChars(b *strings.Builder, s string) {
+	for i := 0; i < len(s) && i < maxScopeValueBytes; i++ {
+		c := s[i]
+		if c < ' ' || c > '~' || c == '"' || c == '\\' {
+			c = '_'
+		}
+		b.WriteByte(c)
+	}
+}
+
+// itemIndex is the index of a rule item in rule_items (-1: not one).
+func itemIndex(rules *config.Config, item *config.RuleItem) int {
+	for i := range rules.Items {
+		if &rules.Items[i] == item {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,176 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+)
+
+// The gateway with the plugin itself (make build's main.wasm): what a user
+// of make run sees when it starts, and in its access log.
+
+var limiterPlugin struct {
+	once sync.Once
+	wasm []byte
+	err  error
+}
+
+// buildLimiter builds the plugin to WASM, once per test run.
+func buildLimiter(t *testing.T) []byte {
+	t.Helper()
+	limiterPlugin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "gateway-limiter")
+		if err != nil {
+			limiterPlugin.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "main.wasm")
+		if limiterPlugin.err = wasmbuild.Build(wasmbuild.Plugin, out); limiterPlugin.err == nil {
+			limiterPlugin.wasm, limiterPlugin.err = os.ReadFile(out)
+		}
+	})
+	require.NoError(t, limiterPlugin.err, "building the plugin")
+	return limiterPlugin.wasm
+}
+
+// syncBuffer is a log the gateway's goroutines write to.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// limiterConfig limits each x-api-key value to plenty of tokens a day.
+const limiterConfig = `{"rule_name": "gw", "rule_items": [{"limit_by_per_header": "x-api-key",
+	"limit_keys": [{"key": "*", "token_per_day": 1000000}]}], "redis": {"service_name": "redis.static", "timeout": 1000}}`
+
+// A configuration the plugin refuses is New's error, the plugin's one line
+// without its tags, and nothing is logged besides: the error says it.
+func TestNewSaysARefusedConfigurationOnce(t *testing.T) {
+	wasm := buildLimiter(t)
+	var log syncBuffer
+	_, err := New(Options{Wasm: wasm, Upstream: "http://127.0.0.1:9", Redis: "127.0.0.1:9", Log: &log,
+		Config: []byte(strings.Replace(limiterConfig, `"token_per_day": 1000000`, `"token_per_day": 0`, 1))})
+	var refused *ConfigError
+	require.ErrorAs(t, err, &refused)
+	const reason = "rule_items[0].limit_keys[0].token_per_day: must be a positive integer, got number 0"
+	assert.Equal(t, "configuration refused: "+reason, refused.Reason)
+	assert.Equal(t, "the plugin refused its configuration: "+reason, err.Error())
+	assert.Empty(t, log.String(), "the plugin's line is the error, not also a log line")
+
+	// A configuration it takes: what the plugin logged while starting is
+	// in the log.
+	g, err := New(Options{Wasm: wasm, Config: []byte(limiterConfig), Upstream: "http://127.0.0.1:9", Redis: "127.0.0.1:9", Log: &log})
+	require.NoError(t, err)
+	g.Close()
+	assert.Contains(t, log.String(), "plugin start successfully")
+}
+
+// The access log says a client went away only when it left before the end
+// of its response: not when it closes its connection as soon as it has
+// read a whole response of known length (as curl does), while the plugin
+// still holds the end of the stream until Redis has its charge.
+func TestAccessLogSaysClientWentAwayOnlyWhenItDid(t *testing.T) {
+	redis := redistest.Start(t)
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/stream" {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hi"}}]}`+"\n\n")
+			_ = http.NewResponseController(w).Flush()
+			select { // the rest never comes before the client leaves
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`)
+	}))
+	defer up.Close()
+	defer close(release)
+	var log syncBuffer
+	g, err := New(Options{Wasm: buildLimiter(t), Config: []byte(limiterConfig), Upstream: up.URL, Redis: redis.Addr,
+		Log: &log, AccessLog: true})
+	require.NoError(t, err)
+	defer g.Close()
+	front := httptest.NewServer(g)
+	defer front.Close()
+
+	// send writes a request on a connection of its own and reads the
+	// response's headers.
+	send := func(path string) (net.Conn, *http.Response) {
+		conn, err := net.Dial("tcp", front.Listener.Addr().String())
+		require.NoError(t, err)
+		body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: llm\r\nX-Api-Key: k\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", path, len(body), body)
+		require.NoError(t, err)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		require.NoError(t, err)
+		return conn, resp
+	}
+	idle := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, g.WaitIdle(ctx))
+	}
+
+	for range 5 {
+		conn, resp := send("/v1/chat/completions")
+		assert.Equal(t, 200, resp.StatusCode)
+		require.Positive(t, resp.ContentLength)
+		_, err := io.ReadAll(resp.Body) // all of it: the length says where it ends
+		require.NoError(t, err)
+		conn.Close()
+	}
+	idle()
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	finished := regexp.MustCompile(`gateway: 127\.0\.0\.1:\d+ POST /v1/chat/completions → 200 \(upstream\) in \d+ms$`)
+	n := 0
+	for _, l := range lines {
+		if strings.Contains(l, "POST /v1/chat/completions") {
+			n++
+			assert.Regexp(t, finished, l)
+		}
+	}
+	assert.Equal(t, 5, n, "one line per request:\n%s", log.String())
+
+	// A client that leaves in the middle of a stream did go away.
+	conn, resp := send("/v1/stream")
+	assert.Equal(t, 200, resp.StatusCode)
+	_, err = bufio.NewReader(resp.Body).ReadString('\n')
+	require.NoError(t, err)
+	conn.Close()
+	idle()
+	assert.Regexp(t, `gateway: 127\.0\.0\.1:\d+ POST /v1/stream → 200 \(upstream\), client went away in \d+ms\n$`, log.String())
+}
