@@ -316,15 +316,17 @@ func TestBodyModel(t *testing.T) {
 	}
 }
 
-// The README's sample line is what the command prints for a body reporting
-// that usage, under the README's weighted example configuration.
+// The sample line of docs/metrics.md is what the command prints for a body
+// reporting that usage, under the weighted example of docs/budgets.md.
 func TestReadmeSample(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	metrics, err := os.ReadFile("../../docs/metrics.md")
 	require.NoError(t, err)
-	sample := regexp.MustCompile("(?m)^go run ./cmd/atrl usage -config plugin.yaml response.sse\n(.*)$").FindSubmatch(readme)
-	require.NotNil(t, sample, "the README lost its atrl sample")
-	weighted := regexp.MustCompile("(?s)### Weighted cost\n.*?```yaml\n(.*?)```").FindSubmatch(readme)
-	require.NotNil(t, weighted, "the README lost its weighted example")
+	sample := regexp.MustCompile("(?m)^go run ./cmd/atrl usage -config plugin.yaml response.sse\n(.*)$").FindSubmatch(metrics)
+	require.NotNil(t, sample, "docs/metrics.md lost its atrl sample")
+	budgets, err := os.ReadFile("../../docs/budgets.md")
+	require.NoError(t, err)
+	weighted := regexp.MustCompile("(?ms)^#+ Weighted cost\n.*?```yaml\n(.*?)```").FindSubmatch(budgets)
+	require.NotNil(t, weighted, "docs/budgets.md lost its weighted example")
 	u := gjson.GetBytes(sample[1], "usage")
 	require.True(t, u.Get("input").Int() > 0, "%s", sample[1])
 
