@@ -46,7 +46,8 @@ type Client struct {
 	cluster  string // the gateway's name for the Redis cluster
 	ready    bool   // whether the gateway accepted RedisInit
 	replies  *bufio.Reader
-	breaker  *Breaker // nil: none
+	flat     flatReply // the flat integer replies, read without the RESP reader
+	breaker  *Breaker  // nil: none
 	// crossSlot: Redis refused a call whose keys span hash slots
 	// (CROSSSLOT), so it is a Redis Cluster (see CrossSlotRefused).
 	crossSlot bool
@@ -660,7 +661,71 @@ func (c *Client) readReply(status, size int) (resp.Value, error) {
 	if err != nil {
 		return resp.Value{}, fmt.Errorf("%w: reading the reply: %v", ErrUnavailable, err)
 	}
+	if v, ok := c.flat.read(raw); ok {
+		return v, nil
+	}
 	return ParseReply(raw, c.replies)
+}
+
+// flatReply reads what the scripts answer almost every call with, a flat
+// array of integers, into an array of values it reuses: the RESP reader
+// takes some twenty allocations for one. Anything else (an error, a bulk
+// string, a nested array, a malformed reply) is left to the reader. The
+// value is valid until the next reply: every caller reads it at once.
+type flatReply struct{ vals []resp.Value }
+
+// maxFlatReply bounds the integers of a flat reply read this way (a call
+// about many subjects and windows, or with many crossings, goes to the
+// RESP reader).
+const maxFlatReply = 256
+
+// read reads raw as "*<n>\r\n" followed by n integers ":<i>\r\n" and
+// nothing else, exactly as the RESP reader reads it.
+func (f *flatReply) read(raw []byte) (resp.Value, bool) {
+	if len(raw) < 4 || raw[0] != '*' {
+		return resp.Value{}, false
+	}
+	n, i, ok := readDecimal(raw, 1)
+	if !ok || n < 0 || n > maxFlatReply {
+		return resp.Value{}, false
+	}
+	f.vals = f.vals[:0]
+	for range n {
+		if i >= len(raw) || raw[i] != ':' {
+			return resp.Value{}, false
+		}
+		var x int64
+		if x, i, ok = readDecimal(raw, i+1); !ok {
+			return resp.Value{}, false
+		}
+		f.vals = append(f.vals, resp.IntegerValue(int(x)))
+	}
+	if i != len(raw) {
+		return resp.Value{}, false
+	}
+	return resp.ArrayValue(f.vals), true
+}
+
+// readDecimal reads an optionally negative decimal of at most 18 digits at
+// raw[i:], followed by "\r\n", and returns it and the index after the line.
+func readDecimal(raw []byte, i int) (int64, int, bool) {
+	neg := i < len(raw) && raw[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var x int64
+	for i < len(raw) && raw[i] >= '0' && raw[i] <= '9' && i-start < 18 {
+		x = x*10 + int64(raw[i]-'0')
+		i++
+	}
+	if i == start || i+1 >= len(raw) || raw[i] != '\r' || raw[i+1] != '\n' {
+		return 0, i, false
+	}
+	if neg {
+		x = -x
+	}
+	return x, i + 2, true
 }
 
 // ParseReply decodes one RESP reply. A Redis error reply becomes an error

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+
+	"github.com/tidwall/resp"
 )
 
 // FuzzReply: whatever bytes come back from Redis, reading them as a verdict
@@ -52,4 +54,64 @@ func FuzzReply(f *testing.F) {
 			t.Fatalf("%q read as %+v, %v; want %+v", wire, got, err, want)
 		}
 	})
+}
+
+// FuzzFlatReply: the fast path for flat integer replies reads a reply
+// exactly as the RESP reader does, and only replies the reader takes: what
+// it accepts, the reader reads as the same integers.
+func FuzzFlatReply(f *testing.F) {
+	f.Add([]byte("*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n"))
+	f.Add([]byte("*2\r\n:-5\r\n:007\r\n"))
+	f.Add([]byte("*0\r\n"))
+	f.Add([]byte("*1\r\n$1\r\n5\r\n"))
+	f.Add([]byte("*1\r\n:99999999999999999999\r\n"))
+	f.Add([]byte("*2\r\n:1\r\n"))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		var fast flatReply
+		v, ok := fast.read(raw)
+		if !ok {
+			return
+		}
+		ref, err := ParseReply(raw, nil)
+		if err != nil {
+			t.Fatalf("%q: the fast path read %v, the RESP reader refused it: %v", raw, v, err)
+		}
+		a, b := v.Array(), ref.Array()
+		if ref.Type() != resp.Array || len(a) != len(b) {
+			t.Fatalf("%q: the fast path read %v, the RESP reader %v", raw, v, ref)
+		}
+		for i := range a {
+			if b[i].Type() != resp.Integer || a[i].Integer() != b[i].Integer() {
+				t.Fatalf("%q: element %d: the fast path read %v, the RESP reader %v", raw, i, a[i], b[i])
+			}
+		}
+	})
+}
+
+// The fast path takes the replies the scripts send, and leaves the rest.
+func TestFlatReplies(t *testing.T) {
+	var f flatReply
+	for raw, want := range map[string][]int{
+		"*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n": {1, 100, 5, 3, 9, 0, 0, 1, 1},
+		"*2\r\n:-5\r\n:9007199254740992\r\n":                             {-5, 9007199254740992},
+		"*0\r\n":                                                         {},
+	} {
+		v, ok := f.read([]byte(raw))
+		if !ok {
+			t.Fatalf("%q not read", raw)
+		}
+		got := []int{}
+		for _, e := range v.Array() {
+			got = append(got, e.Integer())
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: got %v, want %v", raw, got, want)
+		}
+	}
+	for _, raw := range []string{"", "*", "*1\r\n", "*1\r\n$1\r\n5\r\n", "*1\r\n:1\r\n:2\r\n", "*1\r\n:1\r", "-ERR x\r\n", ":5\r\n",
+		"*-1\r\n", "*1\r\n*1\r\n:1\r\n", "*1\r\n:1234567890123456789\r\n", "*257\r\n", "*1\r\n:+1\r\n", "*1\r\n:\r\n"} {
+		if _, ok := f.read([]byte(raw)); ok {
+			t.Fatalf("%q read by the fast path", raw)
+		}
+	}
 }
