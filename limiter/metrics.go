@@ -24,7 +24,11 @@ const (
 	// metricEstimated counts responses charged by estimate: no usage reported.
 	metricEstimated = "token_ratelimit_estimated_count"
 	// metricInjected counts requests rewritten to ask for their stream's
-	// usage (stream_usage: inject).
+	// usage (stream_usage: inject): one counter per worker, without the
+	// route, model and consumer segments, tallied by each request and added
+	// from the tick (see startState.flushTallies). Most requests stream
+	// without asking: a counter per route and model would cost each of them
+	// two property reads, a header read and a name to build.
 	metricInjected = "token_ratelimit_stream_usage_injected_count"
 	// metricShadowRejected counts requests shadow_mode let through that a
 	// limit would have rejected.

@@ -119,7 +119,10 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			return action
 		}
 	}
-	size, _ := strconv.ParseInt(requestHeader("content-length"), 10, 64)
+	var size int64 // unknown, or none: 0
+	if v := requestHeader("content-length"); v != "" {
+		size, _ = strconv.ParseInt(v, 10, 64) // (an absent one would cost a parse error)
+	}
 	coding, readable := bodyCoding(ctx)
 	var model string
 	if pc.modelLimits {

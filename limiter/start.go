@@ -3,6 +3,8 @@ package limiter
 import (
 	"errors"
 
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 )
 
@@ -17,6 +19,24 @@ type startState struct {
 	breakers     map[string]*endpointBreaker // by endpoint (breaker.go)
 	locals       []*localState               // the local windows of failure_mode local (local.go)
 	alerts       []*pendingAlert             // budget alerts waiting for the tick (alerts.go)
+	injected     uint64                      // requests asked for their stream's usage since the last tick (metricInjected)
+}
+
+// injectedCounter is the worker's metricInjected (0: not defined yet): a
+// counter outlives the plugin's restarts.
+var injectedCounter proxywasm.MetricCounter
+
+// flushTallies adds to the gateway's counters what requests tallied since
+// the last tick.
+func (s *startState) flushTallies() {
+	if s.injected == 0 {
+		return
+	}
+	if injectedCounter == 0 {
+		injectedCounter = proxywasm.DefineCounterMetric(metricInjected)
+	}
+	injectedCounter.Increment(s.injected)
+	s.injected = 0
 }
 
 // started is the state of the plugin started last.
@@ -28,6 +48,7 @@ var errOutboxFull = errors.New("too many charges waiting to be sent")
 // parsed: they get a new state, ticked by the new plugin.
 func onPluginStart(wrapper.PluginContext) error {
 	started = nil
+	injectedCounter = 0 // defined again: by name, the gateway's counter is the same
 	return nil
 }
 
@@ -62,6 +83,7 @@ func (s *startState) onTick() {
 	s.catchUp()
 	s.renewDueLeases()
 	s.sendAlerts()
+	s.flushTallies()
 	if s.room != nil {
 		s.room.onTick()
 	}
