@@ -26,7 +26,7 @@ func TestMain(m *testing.M) { plugintest.Main(m) }
 // metric.
 func TestAdmitsChargesAndRejectsOnRealRedis(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
@@ -70,7 +70,7 @@ func TestAdmitsChargesAndRejectsOnRealRedis(t *testing.T) {
 // reserves its estimate; the charge settles the reservation to the usage.
 func TestRequestBodyIsReadBeforeAdmission(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
@@ -91,7 +91,7 @@ func TestRequestBodyIsReadBeforeAdmission(t *testing.T) {
 // plugin's context when its window turns.
 func TestTickRetriesAQueuedRequest(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		start := float64(redis.Now() + 3600)
 		redis.SetClock(start + 0.05)
@@ -114,7 +114,7 @@ func TestTickRetriesAQueuedRequest(t *testing.T) {
 // of Redis, nothing is changed.
 func TestRequestsNoRuleMatchesAreNotTouched(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1`))
 		x := p.Send([2]string{"x-api-key", "sk-other"}, [2]string{"accept-encoding", "gzip"})
 		assert.Equal(t, types.ActionContinue, x.Action)
@@ -132,14 +132,14 @@ func TestRequestsNoRuleMatchesAreNotTouched(t *testing.T) {
 
 // The plugin start: a configuration the parser refuses fails the start.
 func TestInvalidConfigurationsRefuseToStart(t *testing.T) {
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, config := range []string{
 			`{"rule_name": "x", ` + plugintest.RedisSection + `}`,
 			`{"rule_name": "x", "global_threshold": {"token_per_minute": 0}, ` + plugintest.RedisSection + `}`,
 			`{"rule_name": "x", "global_threshold": {"token_per_minute": 10}}`,
 			`{"rule_name": "x", "global_threshold": {"token_per_minute": 10}, "failure_mode": "maybe", ` + plugintest.RedisSection + `}`,
 		} {
-			host, status := test.NewTestHost([]byte(config))
+			host, status := plugintest.NewTestHost([]byte(config))
 			assert.Equal(t, types.OnPluginStartStatusFailed, status, config)
 			host.Reset()
 		}

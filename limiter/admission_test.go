@@ -15,7 +15,7 @@ import (
 
 func TestAllWindowsOfAKeyAreEnforcedInOneCall(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		key := [2]string{"x-api-key", "sk-1"}
 
@@ -63,7 +63,7 @@ func TestAllWindowsOfAKeyAreEnforcedInOneCall(t *testing.T) {
 
 func TestQuotaHeaders(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		key := [2]string{"x-api-key", "sk-1"}
 
@@ -122,7 +122,7 @@ func TestPerIPLimits(t *testing.T) {
 		}
 		return x
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("spoofed left-most entries do not escape with xff_num_trusted_hops", func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestPerIPLimits(t *testing.T) {
 
 func TestGlobalThreshold(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)
 		p := plugintest.Start(t, redis, `{"rule_name": "all", "global_threshold": {"token_per_day": 50}, `+plugintest.RedisSection+`}`)

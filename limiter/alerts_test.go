@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -85,7 +84,7 @@ func counter(p *plugintest.Plugin, name string) uint64 {
 // through another plugin instance on the same Redis.
 func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.SetClock(alertsClock)
 		t.Cleanup(func() { redis.SetClock(0) })
@@ -126,7 +125,7 @@ func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 // counted failed; nothing is sent again.
 func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.SetClock(alertsClock)
 		t.Cleanup(func() { redis.SetClock(0) })
@@ -146,7 +145,7 @@ func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
 // A money window alerts in dollars, written exactly.
 func TestAlertMoneyWindowInDollars(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.SetClock(alertsClock)
 		t.Cleanup(func() { redis.SetClock(0) })
@@ -166,7 +165,7 @@ func TestAlertMoneyWindowInDollars(t *testing.T) {
 // left, and its bucket alerts at 100 %.
 func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.SetClock(alertsClock)
 		t.Cleanup(func() { redis.SetClock(0) })

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -61,7 +60,7 @@ func TestOneReadingPerModelLimits(t *testing.T) {
 		{"a body in a coding the limiter does not read", "\x1b\x2f\x00\x00", [][2]string{{"content-encoding", "br"}}},
 		{"an object no parser reads", `{"model": "gpt-4o", ` + msgs + `,,}`, nil},
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, gpt4oMinute(""))
@@ -98,7 +97,7 @@ func TestOneReadingWeights(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	weights := `"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"input": 2, "output": 8}, "gpt-4o-mini": {"input": 0.25, "output": 1}}},`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range []struct {
 			name, body string
@@ -126,7 +125,7 @@ func TestOneReadingWeights(t *testing.T) {
 func TestOneReadingReject(t *testing.T) {
 	redis := redistest.Start(t)
 	alice := [2]string{"x-mse-consumer", "alice"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, gpt4oMinute(`"ambiguous_body": "reject",`))
 		for body, why := range map[string]string{
@@ -160,7 +159,7 @@ func TestOneReadingPromptOfUnknownSize(t *testing.T) {
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n",
 		"data: [DONE]\n\n",
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
 			t.Run(path, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -50,7 +49,7 @@ func logged(logs []string, text string) int {
 // logged once.
 func TestBreakerStopsWaitingOnAFailingRedis(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, breakerConfig)
 		key := [2]string{"x-api-key", "sk-1"}
@@ -103,7 +102,7 @@ func TestBreakerStopsWaitingOnAFailingRedis(t *testing.T) {
 // breaker_failures 0 it never opens.
 func TestBreakerNeedsFailuresInARow(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, failures := range []string{`"breaker_failures": 3`, `"breaker_failures": 0`} {
 			redis.Do("FLUSHALL")
 			config := strings.Replace(breakerConfig, `"breaker_failures": 3`, failures, 1)

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -46,7 +45,7 @@ func TestCalendarWindows(t *testing.T) {
 		require.NoError(t, err)
 		return n
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Cleanup(func() { redis.SetClock(0) })
 		for _, c := range []struct {
 			name, limits  string

@@ -5,7 +5,6 @@ import (
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -47,7 +46,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 		x.Done()
 	}
 
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("answered: the end goes on, charged once", func(t *testing.T) {

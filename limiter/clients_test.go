@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -32,7 +31,7 @@ func onClientsClock(t *testing.T, redis *redistest.Server) {
 func TestQuotaHeaderForms(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		onClientsClock(t, redis)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
 			`"token_per_minute": 1000, "token_per_day": 1500, "query_per_minute": 5`))
@@ -79,7 +78,7 @@ func TestQuotaHeaderForms(t *testing.T) {
 func TestRejectionSpeaksTheAPI(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		onClientsClock(t, redis)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
 		require.True(t, p.Request(key).Passed())
@@ -117,7 +116,7 @@ func TestRejectionSpeaksTheAPI(t *testing.T) {
 func TestRejectionNamesTheBudget(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		onClientsClock(t, redis)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":400,"completion_tokens":100}}`) // $0.002
@@ -133,7 +132,7 @@ func TestRejectionNamesTheBudget(t *testing.T) {
 func TestShadowMode(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		onClientsClock(t, redis)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true, "show_limit_quota_header": true,`,
 			`"token_per_minute": 500, "query_per_minute": 2, "max_concurrent_requests": 1`))
@@ -169,7 +168,7 @@ func TestShadowMode(t *testing.T) {
 // a warning says what the rule items found in it (never a value).
 func TestUnmatchedRequestsAreCountedAndWarned(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 500`))
 		for range 3 {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
@@ -73,7 +72,7 @@ func nodesOf(calls []redistest.Call) map[string]bool {
 // seconds) for every cluster test.
 func TestCluster(t *testing.T) {
 	cluster := redistest.StartCluster(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("every configuration keeps its keys in one slot", func(t *testing.T) {
 			clusterEveryConfigurationKeepsItsKeysInOneSlot(t, cluster)
 		})

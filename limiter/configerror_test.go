@@ -18,7 +18,7 @@ import (
 // under the wrapper's wording.
 func TestConfigErrorIsOneLine(t *testing.T) {
 	good := `"rule_name": "chat", "global_threshold": {"token_per_minute": 10}, ` + plugintest.RedisSection
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, tc := range []struct{ config, line string }{
 			{`{"rule_name": "chat", "global_threshold": {"token_per_minute": 0}, ` + plugintest.RedisSection + `}`,
 				"configuration refused: global_threshold.token_per_minute: must be a positive integer, got number 0"},
@@ -35,7 +35,7 @@ func TestConfigErrorIsOneLine(t *testing.T) {
 			{`{"_rules_": [{"_match_route_": ["a"], "rule_name": "chat", "global_threshold": {"token_per_minute": 10}, "redis": {"service_name": "redis.static", "password_env": "ATRL_TEST_UNSET_PASSWORD"}}]}`,
 				"configuration refused: _rules_[0].redis.password_env: the environment variable ATRL_TEST_UNSET_PASSWORD is not set (or empty) where the plugin runs: pass it to the VM (a WasmPlugin's vmConfig.env)"},
 		} {
-			host, status := test.NewTestHost([]byte(tc.config))
+			host, status := plugintest.NewTestHost([]byte(tc.config))
 			logs := slices.Concat(host.GetWarnLogs(), host.GetErrorLogs(), host.GetCriticalLogs())
 			host.Reset()
 			assert.Equal(t, types.OnPluginStartStatusFailed, status, tc.config)
@@ -51,8 +51,8 @@ func TestConfigErrorIsOneLine(t *testing.T) {
 // What the plugin takes still starts, rules and all, without a warning.
 func TestConfigErrorNoneForAGoodDocument(t *testing.T) {
 	good := `"rule_name": "chat", "global_threshold": {"token_per_minute": 10}, ` + plugintest.RedisSection
-	test.RunTest(t, func(t *testing.T) {
-		host, status := test.NewTestHost([]byte(`{"_plugin_id_": "p-1", ` + good + `, "_rules_": [{"_match_route_": ["a"], ` + good + `}]}`))
+	plugintest.RunTest(t, func(t *testing.T) {
+		host, status := plugintest.NewTestHost([]byte(`{"_plugin_id_": "p-1", ` + good + `, "_rules_": [{"_match_route_": ["a"], ` + good + `}]}`))
 		logs := slices.Concat(host.GetWarnLogs(), host.GetErrorLogs(), host.GetCriticalLogs())
 		host.Reset()
 		assert.Equal(t, types.OnPluginStartStatusOK, status)
@@ -65,7 +65,7 @@ func TestConfigErrorNoneForAGoodDocument(t *testing.T) {
 func TestConfigPasswordFromTheEnvironment(t *testing.T) {
 	t.Setenv("ATRL_TEST_PASSWORD", "s3cret")
 	test.RunGoTest(t, func(t *testing.T) {
-		host, status := test.NewTestHost([]byte(`{"rule_name": "chat", "global_threshold": {"token_per_minute": 10},
+		host, status := plugintest.NewTestHost([]byte(`{"rule_name": "chat", "global_threshold": {"token_per_minute": 10},
 			"redis": {"service_name": "redis.static", "password_env": "ATRL_TEST_PASSWORD"}}`))
 		host.Reset()
 		assert.Equal(t, types.OnPluginStartStatusOK, status)

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +21,7 @@ import (
 func TestEndpointAdminBodyEndingWithTrailers(t *testing.T) {
 	redis := redistest.Start(t)
 	trailers := [][2]string{{"x-checksum", "5d41402abc4b2a76"}}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, quotaConfig(""))
@@ -72,7 +71,7 @@ func TestEndpointAdminBodyEndingWithTrailers(t *testing.T) {
 // token to the upstream.
 func TestEndpointAdminTokenNeverGoesUpstream(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, quotaConfig(""))
 		for _, path := range []string{"/v1/chat/completions", "/v1/quota/x", "/atrlx/reset"} {
@@ -104,7 +103,7 @@ func TestEndpointAdminTokenNeverGoesUpstream(t *testing.T) {
 // answered by the plugin, never an LLM request that goes upstream.
 func TestEndpointPathsMatchAfterNormalisation(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, quotaConfig(""))
@@ -147,7 +146,7 @@ func TestEndpointPathsMatchAfterNormalisation(t *testing.T) {
 // as a completions path.
 func TestStreamUsageOnNormalisedPaths(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, path := range []string{"/v1/chat/%63ompletions", "/v1//chat/completions", "/v1/chat%2Fcompletions?x=1", "/v1/chat/completions/"} {
 			redis.Do("FLUSHALL")

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -83,7 +82,7 @@ func limitsOf(s quota.Subject) []quota.Limit {
 // changes nothing in Redis.
 func TestQuotaEndpointShowsWhatTheCountersHold(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, quotaConfig(""))
@@ -146,7 +145,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // 403, malformed requests 400, and neither changes anything in Redis.
 func TestAdminAPIRefusesAndChangesNothing(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, quotaConfig(""))
 		x := p.SendBody(chatNaming("gpt-4o"), key1).Answer()
@@ -205,7 +204,7 @@ func TestAdminAPIRefusesAndChangesNothing(t *testing.T) {
 // this one restarted); an override outlives the plugin.
 func TestAdminChangesReachEveryReplica(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		redis.Do("FLUSHALL")
 		a := plugintest.Start(t, redis, quotaConfig(""))
@@ -264,7 +263,7 @@ func TestAdminChangesReachEveryReplica(t *testing.T) {
 // the request, and leave nothing paused.
 func TestEndpointsWhenRedisIsDown(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		p := plugintest.Start(t, redis, quotaConfig(""))
 		redis.Stop()
 		defer redis.Restart()

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,7 +37,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 	const estimated = "token_ratelimit_estimated_count"
 	config := plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`)
 
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("a stream that never reports usage", func(t *testing.T) {

@@ -3,7 +3,6 @@ package limiter_test
 import (
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -43,7 +42,7 @@ func TestRedisRestartMidRun(t *testing.T) {
 			x.Done()
 		}
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("checked and charged after: usage in flight lands in the new counters", func(t *testing.T) {
 			redis.Do("FLUSHALL")
 			redis.AvoidWindowEdge(86400, 10)
@@ -106,7 +105,7 @@ func TestRedisTroubleAppliesTheFailureModeAndNeverLeavesARequestPaused(t *testin
 		{"wrong shape", 0, "*2\r\n:1\r\n:5\r\n"},
 		{"empty", 0, ""},
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, mode := range []string{"allow", "deny"} {
 			for _, f := range failures {
 				t.Run(mode+"/"+f.name, func(t *testing.T) {

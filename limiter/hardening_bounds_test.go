@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -38,7 +37,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 		{"total_tokens", ""},
 		{"weighted", `"token_count_strategy": "weighted", "token_weights": {"output": 4},`},
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		for _, s := range strategies {
 			t.Run(s.name+": a used-up window rejects it", func(t *testing.T) {
@@ -103,7 +102,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 func TestHardening2FloatOutputCap(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		for _, cap := range []string{"4096.0", "4.096e3", "4096E0", "409.55e1"} {
 			t.Run(cap, func(t *testing.T) {
@@ -128,7 +127,7 @@ func TestHardening2HugeUsage(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	const most = "9007199254740992" // the largest count tokenusage reads
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		for _, s := range []struct{ name, extra string }{
 			{"total_tokens", ""},
@@ -159,7 +158,7 @@ func TestHardening2HugeUsage(t *testing.T) {
 // plugin starts; 2^53 itself works in every layer.
 func TestHardening7HugeLimits(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("above 2^53: refused at start", func(t *testing.T) {
 			for _, limits := range []string{
 				`"token_per_day": 9223372036854775295`,
@@ -167,7 +166,7 @@ func TestHardening7HugeLimits(t *testing.T) {
 				`"query_per_second": 9223372036854775807`,
 				`"max_concurrent_requests": 1e17`,
 			} {
-				host, status := test.NewTestHost([]byte(plugintest.APIKeyConfig(`"rule_match_mode": "all",`, limits)))
+				host, status := plugintest.NewTestHost([]byte(plugintest.APIKeyConfig(`"rule_match_mode": "all",`, limits)))
 				assert.Equal(t, types.OnPluginStartStatusFailed, status, limits)
 				host.Reset()
 			}
@@ -228,7 +227,7 @@ func TestHardening7HugeLimits(t *testing.T) {
 func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, windowType := range []string{"fixed", "sliding"} {
 			t.Run(windowType, func(t *testing.T) {
 				redis.Do("FLUSHALL")
@@ -270,7 +269,7 @@ func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
 func TestHardening8BucketsRefundedToZeroAreDeleted(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000, "token_per_day": 1000000`))

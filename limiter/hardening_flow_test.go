@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -48,7 +47,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 		return x, p.Host.CallOnRequestTrailers(x.ID, trailers)
 	}
 
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("over the limit: rejected, three times", func(t *testing.T) {
@@ -132,7 +131,7 @@ func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
 	key := [2]string{"x-api-key", "sk-1"}
 	upgrade := [][2]string{{"connection", "Upgrade"}, {"upgrade", "websocket"}}
 	usage := `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],"usage":{"prompt_tokens":400,"completion_tokens":600,"total_tokens":1000}}`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("a POST that asks to upgrade is answered 200: charged", func(t *testing.T) {
@@ -188,7 +187,7 @@ func TestHardening5MetricsDoNotGrowWithClientConsumers(t *testing.T) {
 		return p.Host.GetCounterMetric("route.test-route-default.upstream.test-cluster-default.model.none.consumer." +
 			consumer + ".metric.token_ratelimit_count")
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, config)
@@ -226,7 +225,7 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 	config := plugintest.APIKeyConfig(plugintest.ReservationOn+
 		`"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"output": 10}}},`, `"token_per_day": 100000`)
 	body := plugintest.ChatBody(100)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range []struct {
 			name    string
@@ -280,7 +279,7 @@ func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
 	}
 	leases := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
 
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("Redis runs the admission, the stream has gone when it answers", func(t *testing.T) {

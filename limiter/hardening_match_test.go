@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +29,7 @@ func TestHardening6LastModelOfALargeBody(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	padding := `"messages":[{"role":"user","content":"` + strings.Repeat("pad ", 64) + `"}]`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range []struct {
 			name, body string
@@ -61,7 +60,7 @@ func TestHardening6PercentEncodedGeminiPath(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	const body = `{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for path, want := range map[string]int64{
 			"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse":     750,
@@ -95,7 +94,7 @@ func TestHardening6DatedModelAlias(t *testing.T) {
 		"claude-opus-4*": {"input": 5, "output": 25},
 		"claude-opus-4-1*": {"input": 6, "output": 30},
 		"regexp:^gpt-4o-\\d{4}-\\d{2}-\\d{2}$": {"input": 2, "output": 8}}},`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range []struct {
 			model string
@@ -137,7 +136,7 @@ func spendOn(p *plugintest.Plugin, path string, extra ...[2]string) *plugintest.
 func TestHardening8RepeatedQueryParameter(t *testing.T) {
 	redis := redistest.Start(t)
 	subject := func(v string) string { return "atrl:{q|limit_by_per_param|apikey|" + v + "}" }
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, `{"rule_name": "q", "rule_items": [{"limit_by_per_param": "apikey",
@@ -164,7 +163,7 @@ func TestHardening8RepeatedCookie(t *testing.T) {
 	redis := redistest.Start(t)
 	subject := func(v string) string { return "atrl:{c|limit_by_per_cookie|session|" + v + "}" }
 	cookie := func(v string) [2]string { return [2]string{"cookie", v} }
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, `{"rule_name": "c", "rule_items": [{"limit_by_per_cookie": "session",
@@ -192,7 +191,7 @@ func TestHardening8IPv6ClientsShareTheirPrefix(t *testing.T) {
 		require.NoError(p.T, p.Host.SetProperty([]string{"source", "address"}, []byte(peer)))
 		return spendOn(p, "/v1/chat/completions")
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("a /64 by default", func(t *testing.T) {
@@ -235,7 +234,7 @@ func TestHardening8IPv6ClientsShareTheirPrefix(t *testing.T) {
 func TestHardening8UnmatchedThreshold(t *testing.T) {
 	redis := redistest.Start(t)
 	const unmatched = "atrl:{chat|unmatched_threshold||}"
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, mode := range []string{"first", "all"} {
 			t.Run(mode, func(t *testing.T) {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
@@ -116,7 +115,7 @@ func queryArgs(query []byte) []resp.Value {
 func TestHierarchy(t *testing.T) {
 	redis := redistest.Start(t)
 	cluster := redistest.StartCluster(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, b := range []struct {
 			name    string
 			backend redistest.Backend

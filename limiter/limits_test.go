@@ -19,7 +19,7 @@ import (
 
 func TestRequestWindowAdmitsExactlyItsLimit(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.SetClock(float64((redis.Now()/86400+1)*86400) + 0.5) // tomorrow: no day boundary mid-test
 		defer redis.SetClock(0)
@@ -43,7 +43,7 @@ func TestRequestWindowAdmitsExactlyItsLimit(t *testing.T) {
 
 func TestConcurrencyLimit(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		start := float64(redis.Now() + 3600)
 		redis.SetClock(start)
@@ -146,7 +146,7 @@ func TestSlidingWindowThroughThePlugin(t *testing.T) {
 		late       int
 	}{{"fixed", 10}, {"sliding", 0}} {
 		t.Run(c.windowType, func(t *testing.T) {
-			test.RunTest(t, func(t *testing.T) {
+			plugintest.RunTest(t, func(t *testing.T) {
 				redis.Do("FLUSHALL")
 				minute := float64((redis.Now()/60 + 60) * 60)
 				defer redis.SetClock(0)
@@ -175,7 +175,7 @@ func TestSlidingWindowThroughThePlugin(t *testing.T) {
 // make one Redis call at admission and one at the end.
 func TestEveryLimitAtOnceIsOneCallPerPhase(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // no NOSCRIPT retry to count
 		redis.AvoidWindowEdge(60, 5)

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -64,7 +63,7 @@ func TestLocalRefundAfterTheCatchUpReachesRedis(t *testing.T) {
 		p.Host.CallOnResponseBody(x.ID, []byte(plugintest.OpenAIStream(1, used, 0)), true)
 		x.Done()
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("caught up, then refunded", func(t *testing.T) {
 			redis.AvoidWindowEdge(60, 20)
 			p := plugintest.Start(t, redis, localReservedConfig)
@@ -101,7 +100,7 @@ func TestLocalRefundAfterTheCatchUpReachesRedis(t *testing.T) {
 // counts it once.
 func TestLocalCatchUpWhoseAnswerIsLostCountsOnce(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 20)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, localConfig)

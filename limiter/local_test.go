@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -26,7 +25,7 @@ const localConfig = `{"rule_name": "chat", "failure_mode": "local", "local_share
 // is added to the Redis window it belongs to, from the tick, once.
 func TestLocalLimitHoldsDuringAnOutageAndCatchesUp(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 20)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, localConfig)
@@ -80,7 +79,7 @@ func TestLocalLimitHoldsDuringAnOutageAndCatchesUp(t *testing.T) {
 // window and is added to Redis once Redis answers.
 func TestLocalKeepsAFailedChargeForTheCatchUp(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 20)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, localConfig)
@@ -106,7 +105,7 @@ func TestLocalKeepsAFailedChargeForTheCatchUp(t *testing.T) {
 // caught up), and each change of the breaker is logged once.
 func TestRedisFlappingUnderConcurrency(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 30)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, strings.Replace(localConfig, `"token_per_minute": 1000`, `"token_per_minute": 1000000`, 1))

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -53,7 +52,7 @@ const (
 func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("rejected after its body was read: the body's model", func(t *testing.T) {
@@ -153,7 +152,7 @@ func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 func TestMetricsGiveAtMostSoManyModelsCountersOfTheirOwn(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTestOnFreshVM(t, func(t *testing.T) {
 		forgetModels(t)
 		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)

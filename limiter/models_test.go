@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -55,7 +54,7 @@ func TestModelBudgets(t *testing.T) {
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, prompt, completion))...)
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, modelBudgets("", 300000))
@@ -94,7 +93,7 @@ func TestModelSources(t *testing.T) {
 		return redis.Int("GET", keys[0])
 	}
 	usage := `{"usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		for _, c := range []struct {
 			name, sources, path, body, header, want string
@@ -155,7 +154,7 @@ func TestModelSources(t *testing.T) {
 // in flight: with reservation, the tokens admitted never exceed it.
 func TestModelCapAcrossConsumersUnderConcurrency(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, `{"rule_name": "llm", "rule_match_mode": "all", `+plugintest.ReservationOn+`

@@ -4,7 +4,6 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
@@ -31,7 +30,7 @@ func moneyQuotaConfig() string {
 func TestMoneyQuotaAndAdmin(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")

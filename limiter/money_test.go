@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -34,7 +33,7 @@ func dollarsToday(p *plugintest.Plugin, subject string) int64 {
 func TestMoneyDailyBudget(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		redis.Do("FLUSHALL")
 		// $0.01 a day.
@@ -68,7 +67,7 @@ func TestMoneyDailyBudget(t *testing.T) {
 func TestMoneyPricedAsBilled(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, reserve := range []string{"", plugintest.ReservationOn} {
 			t.Run(fmt.Sprintf("reservation %v", reserve != ""), func(t *testing.T) {

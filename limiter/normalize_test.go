@@ -3,7 +3,6 @@ package limiter_test
 import (
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -22,7 +21,7 @@ func TestNormalizedQuotedCookie(t *testing.T) {
 	redis := redistest.Start(t)
 	subject := func(v string) string { return "atrl:{c|limit_by_per_cookie|session|" + v + "}" }
 	cookie := func(v string) [2]string { return [2]string{"cookie", v} }
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, `{"rule_name": "c", "rule_items": [{"limit_by_per_cookie": "session",
@@ -49,7 +48,7 @@ func TestNormalizedAuthorizationScheme(t *testing.T) {
 	redis := redistest.Start(t)
 	subject := func(v string) string { return "atrl:{a|limit_by_per_header|authorization|" + v + "}" }
 	auth := func(v string) [2]string { return [2]string{"authorization", v} }
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, `{"rule_name": "a", "rule_items": [{"limit_by_per_header": "authorization",

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +34,7 @@ func queueConfig(extra string) string {
 // (compiling one takes seconds).
 func TestQueue(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("queueAdmitsOverLimitRequestsWhenTheWindowTurns", func(t *testing.T) { queueAdmitsOverLimitRequestsWhenTheWindowTurns(t, redis) })
 		t.Run("queueRejectsWhenRoomComesAfterTheMaximumWait", func(t *testing.T) { queueRejectsWhenRoomComesAfterTheMaximumWait(t, redis) })
 		t.Run("queueWaitsForAConcurrencySlotUntilItsMaximum", func(t *testing.T) { queueWaitsForAConcurrencySlotUntilItsMaximum(t, redis) })

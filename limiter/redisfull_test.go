@@ -143,7 +143,7 @@ func usageStream(tokens int) []string {
 
 func TestRedisFull(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("noeviction", func(t *testing.T) { redisFullNoEviction(t, redis) })
 		t.Run("volatile-lru: a flood of new subjects does not free an active one", func(t *testing.T) {
 			f := floodRedis(t, redis, "volatile-lru")

@@ -3,7 +3,6 @@ package limiter_test
 import (
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
@@ -29,7 +28,7 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 				{"key": "*", "query_per_day": 1}]}],
 			` + plugintest.RedisSection + `}`
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("the first matching item's key, encoded for a header", func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +40,7 @@ func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 		}
 		return admitted, p.MinuteCounter(plugintest.APIKeySubject)
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 
 		t.Run("reservation on: admitted tokens stay within the limit", func(t *testing.T) {
@@ -78,7 +77,7 @@ func TestReservationStopsSequentialOvershoot(t *testing.T) {
 		}
 		return admitted
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 		t.Run("reservation on", func(t *testing.T) {
 			redis.Do("FLUSHALL")
@@ -111,7 +110,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 		x.DoneAndTick()
 		return true
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 		t.Run("reservation on", func(t *testing.T) {
 			redis.Do("FLUSHALL")
@@ -165,7 +164,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 func TestReservationDetails(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 
 		t.Run("remaining counts this request's reservation", func(t *testing.T) {
@@ -229,7 +228,7 @@ func TestReservationDetails(t *testing.T) {
 // windows on a test clock).
 func TestReconcileChargesTheExcessToTheWindowCurrentAtTheEnd(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_second": 1000000`))
 		redis.AvoidWindowEdge(1, 1) // start just after a second begins
@@ -267,7 +266,7 @@ func TestLayeredRulesAllApply(t *testing.T) {
 	counters := func(p *plugintest.Plugin) [3]int64 {
 		return [3]int64{p.DayCounter(consumer), p.MinuteCounter(ip), p.DayCounter(tier)}
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 		for _, mode := range []string{"check", "reserve"} {
 			t.Run(mode, func(t *testing.T) {
@@ -308,7 +307,7 @@ func TestWeightedCost(t *testing.T) {
 	redis := redistest.Start(t)
 	weighted := `"token_count_strategy": "weighted", "token_weights": {"input": 1, "output": 5, "cache_read": 0.1, "cache_creation": 1.25,
 		"models": {"claude-opus-4": {"input": 3, "output": 15, "cache_read": 0.3, "cache_creation": 3.75}}},`
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range []struct {
 			name, extra, body string

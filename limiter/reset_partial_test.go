@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -93,7 +92,7 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 		assert.Zero(t, len(p.Host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID)), "nothing left to send")
 	}
 
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		for _, first := range []string{"x-mse-consumer|bob", "x-tier|free"} {
 			t.Run(first+" answered, reset, the other cancelled before it runs", func(t *testing.T) {
 				p, x := start(t)

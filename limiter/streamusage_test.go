@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -81,7 +80,7 @@ var sse = [][2]string{{"content-type", "text/event-stream; charset=utf-8"}}
 // WASM mode (one test, so that the module is compiled once).
 func TestStreamUsage(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		t.Run("streams are asked for their usage", func(t *testing.T) { streamsAreAskedForTheirUsage(t, redis) })
 		t.Run("streams that need no asking", func(t *testing.T) { streamsThatNeedNoAsking(t, redis) })

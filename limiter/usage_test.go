@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -35,7 +34,7 @@ func TestUsageIsChargedExactlyHoweverTheBodyIsCut(t *testing.T) {
 		{"openai responses stream", "text/event-stream", plugintest.CutAt(responses, len(responses)-40), 444},
 		{"whole JSON body in three chunks, usage quoted in the content", "application/json", plugintest.CutAt(whole, 60, len(whole)-20), 42},
 	}
-	test.RunTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {

@@ -32,7 +32,7 @@ type Plugin struct {
 func Start(t redistest.TB, redis redistest.Backend, config string) *Plugin {
 	t.Helper()
 	require.True(t, json.Valid([]byte(config)), "test config is not JSON: %s", config)
-	host, status := test.NewTestHost(json.RawMessage(config))
+	host, status := NewTestHost(json.RawMessage(config))
 	p := &Plugin{T: t, Host: host, Redis: redis, reset: host.Reset}
 	t.Cleanup(p.Stop)
 	require.Equal(t, types.OnPluginStartStatusOK, status, "plugin refused the configuration")

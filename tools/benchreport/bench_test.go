@@ -156,3 +156,24 @@ func BenchmarkReservationWASM(b *testing.B) {
 		stop()
 	}
 }
+
+// BenchmarkDefaultStreamWASM: the headline request, as the official OpenAI
+// SDK sends it: a 1 KiB streaming chat body that does not ask for its
+// usage (stream_usage: inject rewrites it), two token windows, a 50-event
+// stream with its usage at the end. The baseline reads the body too.
+func BenchmarkDefaultStreamWASM(b *testing.B) {
+	events := streamEvents()
+	body := []byte(requestbody.Conversation(1 << 10))
+	for _, p := range []struct{ name, pkg string }{{"noop", noopplugin.WASM}, {"limiter", wasmbuild.Plugin}} {
+		host, stop := wasmHost(b, buildWasm(b, p.pkg), benchConfig)
+		fullRequestWithBody(b, host, body, events) // warm up
+		b.Run(p.name, func(b *testing.B) {
+			sent := 0
+			for i := 0; i < b.N; i++ {
+				sent += fullRequestWithBody(b, host, body, events)
+			}
+			b.ReportMetric(float64(sent)/float64(b.N), "redis-bytes/req")
+		})
+		stop()
+	}
+}
