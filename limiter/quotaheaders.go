@@ -122,38 +122,39 @@ const maxResetMs = 366 * 86400 * 1000
 // were matched, e.g. "item0.token_per_minute";q=1000;w=60;qu="tokens".
 func (r *request) ratelimitPolicy() string {
 	var b strings.Builder
+	item := func(g *group, subject int, field string, quota, seconds int64, unit string) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		r.writePolicyID(&b, g, subject, field)
+		b.WriteString(";q=")
+		b.WriteString(strconv.FormatInt(quota, 10))
+		if seconds > 0 {
+			b.WriteString(";w=")
+			b.WriteString(strconv.FormatInt(seconds, 10))
+		}
+		if unit != "" { // requests are the draft's default unit
+			b.WriteString(`;qu="`)
+			b.WriteString(unit)
+			b.WriteByte('"')
+		}
+	}
 	for gi := range r.groups {
 		g := &r.groups[gi]
 		for si, s := range g.subjects {
 			for _, w := range s.Windows {
-				if b.Len() > 0 {
-					b.WriteString(", ")
-				}
-				r.writePolicyID(&b, g, si, w.Field)
-				b.WriteString(";q=")
-				b.WriteString(strconv.FormatInt(w.Limit, 10))
-				b.WriteString(";w=")
-				b.WriteString(strconv.FormatInt(w.Seconds, 10))
-				switch w.Unit {
-				case config.UnitTokens:
-					b.WriteString(`;qu="tokens"`)
-				case config.UnitUSD:
-					b.WriteString(`;qu="nanodollars"`)
-				}
+				item(g, si, w.Field, w.Limit, w.Seconds, policyUnits[w.Unit])
 			}
 			if s.Concurrent > 0 {
-				if b.Len() > 0 {
-					b.WriteString(", ")
-				}
-				r.writePolicyID(&b, g, si, concurrencyField)
-				b.WriteString(";q=")
-				b.WriteString(strconv.FormatInt(s.Concurrent, 10))
-				b.WriteString(`;qu="concurrency"`)
+				item(g, si, concurrencyField, s.Concurrent, 0, "concurrency")
 			}
 		}
 	}
 	return b.String()
 }
+
+// policyUnits are the quota units of the policies of windows, by unit.
+var policyUnits = [...]string{config.UnitTokens: "tokens", config.UnitRequests: "", config.UnitUSD: "nanodollars"}
 
 // concurrencyField names a concurrency limit in a policy id.
 const concurrencyField = "max_concurrent_requests"

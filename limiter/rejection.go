@@ -133,7 +133,7 @@ func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64) (
 		}
 		return rules.RejectedMsg, contentTypeText
 	}
-	msg := r.rejectionMessage(v, scope, waitMs)
+	msg := rejectionMessage(r.rejectedBy, v, scope, waitMs)
 	var body any
 	switch which {
 	case apiAnthropic:
@@ -186,13 +186,13 @@ var openAIErrorType = [...]string{
 	scripts.KindUSD:        "usd",
 }
 
-// rejectionMessage says which limit closed and when it has room again:
-// "Token rate limit exceeded: the limit of 1000 tokens per minute is used
-// up (rule_item=0; key=alice). Try again in 12s."
-func (r *request) rejectionMessage(v scripts.Verdict, scope string, waitMs int64) string {
+// rejectionMessage says which limit closed (v, the verdict of group g)
+// and when it has room again: "Token rate limit exceeded: the limit of 1000
+// tokens per minute is used up (rule_item=0; key=alice). Try again in 12s."
+func rejectionMessage(g *group, v scripts.Verdict, scope string, waitMs int64) string {
 	var b strings.Builder
 	per := ""
-	if g := r.rejectedBy; g != nil && v.Subject < len(g.subjects) && v.Window >= 0 && v.Window < len(g.subjects[v.Subject].Windows) {
+	if g != nil && v.Subject < len(g.subjects) && v.Window >= 0 && v.Window < len(g.subjects[v.Subject].Windows) {
 		if _, unit, ok := strings.Cut(g.subjects[v.Subject].Windows[v.Window].Field, "_per_"); ok {
 			per = " per " + unit
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // What operators see of the requests the limits do not stop: in
@@ -61,16 +60,7 @@ func (r *request) shadowReject() {
 		waitMs = max(v.Reset, 1) * 1000
 	}
 	log.Warnf("shadow_mode: rule %s would have answered %d: %s (%d more since the last line)",
-		r.pc.rules.RuleName, r.pc.rules.RejectedCode, r.shadowMessage(g, v, waitMs), more)
-}
-
-// shadowMessage is the message the request would have been rejected with
-// (as rejectionMessage writes it) for the group's soft limit.
-func (r *request) shadowMessage(g *group, v scripts.Verdict, waitMs int64) string {
-	saved := r.rejectedBy
-	r.rejectedBy = g // rejectionMessage names the window of the rejecting group
-	defer func() { r.rejectedBy = saved }()
-	return r.rejectionMessage(v, scopeOf(r.pc.rules, g, &v), waitMs)
+		r.pc.rules.RuleName, r.pc.rules.RejectedCode, rejectionMessage(g, v, scopeOf(r.pc.rules, g, &v), waitMs), more)
 }
 
 // noteUnmatched counts a request that no rule item matched (matches is
