@@ -85,9 +85,7 @@ func counter(p *plugintest.Plugin, name string) uint64 {
 func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(alertsClock)
-		t.Cleanup(func() { redis.SetClock(0) })
+		redis.StartOver(t, alertsClock)
 		config := alertsConfig("100, 50, 80", "", `"token_per_day": 1000`)
 		alert := func(threshold, used int) string {
 			return `{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"day",` +
@@ -126,9 +124,7 @@ func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(alertsClock)
-		t.Cleanup(func() { redis.SetClock(0) })
+		redis.StartOver(t, alertsClock)
 		p := plugintest.Start(t, redis, alertsConfig("100", "", `"token_per_day": 1000`))
 		spendTokens(t, p, 1000)
 		want := `{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"day",` +
@@ -146,9 +142,7 @@ func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
 func TestAlertMoneyWindowInDollars(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(alertsClock)
-		t.Cleanup(func() { redis.SetClock(0) })
+		redis.StartOver(t, alertsClock)
 		p := plugintest.Start(t, redis, alertsConfig("50, 80", pricing, `"usd_per_day": 0.01`))
 		// gpt-4o: 1,000 × $2.50 + 300 × $10 per million tokens: $0.0055.
 		x := p.SendBody(chatNaming("gpt-4o"), [2]string{"x-api-key", "sk-1"}).Answer()
@@ -166,9 +160,7 @@ func TestAlertMoneyWindowInDollars(t *testing.T) {
 func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.SetClock(alertsClock)
-		t.Cleanup(func() { redis.SetClock(0) })
+		redis.StartOver(t, alertsClock)
 		p := plugintest.Start(t, redis, alertsConfig("100", `"show_limit_quota_header": true,`,
 			`"token_per_minute": 100, "soft": true`))
 		spendTokens(t, p, 150)

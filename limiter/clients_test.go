@@ -18,21 +18,13 @@ import (
 // 30 s, the day in 82,770 s.
 const clientsClock = 20834*86400 + 3600 + 30
 
-// onClientsClock empties Redis and runs the scripts at clientsClock until
-// the test ends.
-func onClientsClock(t *testing.T, redis *redistest.Server) {
-	redis.Do("FLUSHALL")
-	redis.SetClock(clientsClock)
-	t.Cleanup(func() { redis.SetClock(0) })
-}
-
 // Each quota header form, on a 200 and on a 429, with exact values: two
 // token windows and a request window, 300 tokens spent by a first request.
 func TestQuotaHeaderForms(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		onClientsClock(t, redis)
+		redis.StartOver(t, clientsClock)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
 			`"token_per_minute": 1000, "token_per_day": 1500, "query_per_minute": 5`))
 		p.Request(key).Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 200, 100))...)
@@ -79,7 +71,7 @@ func TestRejectionSpeaksTheAPI(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		onClientsClock(t, redis)
+		redis.StartOver(t, clientsClock)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
 		require.True(t, p.Request(key).Passed())
 		for _, c := range []struct{ path, contentType, body string }{
@@ -117,7 +109,7 @@ func TestRejectionNamesTheBudget(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		onClientsClock(t, redis)
+		redis.StartOver(t, clientsClock)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":400,"completion_tokens":100}}`) // $0.002
 		local := p.Request(key).RequireRejected(429)
@@ -133,7 +125,7 @@ func TestShadowMode(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		onClientsClock(t, redis)
+		redis.StartOver(t, clientsClock)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true, "show_limit_quota_header": true,`,
 			`"token_per_minute": 500, "query_per_minute": 2, "max_concurrent_requests": 1`))
 		var open []*plugintest.Exchange

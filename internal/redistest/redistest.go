@@ -84,6 +84,16 @@ type clock struct {
 // expiries without sleeping.
 func (c *clock) SetClock(seconds float64) { c.seconds = seconds }
 
+// StartOver empties the server and runs the limiter's script calls at the
+// given second until the test ends (then on Redis's clock again): a test
+// whose resets and windows are exact.
+func (s *Server) StartOver(tb TB, seconds float64) {
+	tb.Helper()
+	s.Do("FLUSHALL")
+	s.SetClock(seconds)
+	tb.Cleanup(func() { s.SetClock(0) })
+}
+
 // Clock returns the time SetClock set.
 func (c *clock) Clock() float64 { return c.seconds }
 
