@@ -57,7 +57,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./estimate/
-	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam FuzzCanonicalPath; do \
+	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam FuzzCanonicalPath FuzzRegexpLiteral; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./config/ || exit 1; done
 
 # The long suites: the soak test with 100,000 random requests through the

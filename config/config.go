@@ -475,6 +475,10 @@ type LimitKey struct {
 	Key    string // as configured; a per_model entry's model pattern
 	Kind   KeyKind
 	Regexp *regexp.Regexp // KeyRegexp
+	// literal is Regexp's literal when it is a plain one, matched without
+	// running it (see literal.go); form says how (notLiteral: run it).
+	literal string
+	form    literalForm
 	// Prefix is set for KeyIPNet: masked, a bare IP becoming /32 or /128, and
 	// IPv4-mapped IPv6 prefixes of 96 bits or more turned into IPv4 ones (the
 	// client IP is unmapped too).

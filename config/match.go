@@ -336,7 +336,7 @@ func (c *Config) matchAddr(it *RuleItem, addr netip.Addr) (Match, bool) {
 			if s == "" {
 				s = addr.String()
 			}
-			if !k.Regexp.MatchString(s) {
+			if !k.matchRegexp(s) {
 				continue
 			}
 		default:
@@ -496,6 +496,15 @@ func toLowerASCII(c byte) byte {
 	return c
 }
 
+// matchRegexp matches v against a KeyRegexp key's regexp: by its literal
+// when it is a plain one.
+func (k *LimitKey) matchRegexp(v string) bool {
+	if k.form != notLiteral {
+		return matchLiteral(v, k.literal, k.form)
+	}
+	return k.Regexp.MatchString(v)
+}
+
 func (k *LimitKey) matchString(v string) bool {
 	switch k.Kind {
 	case KeyAny:
@@ -503,7 +512,7 @@ func (k *LimitKey) matchString(v string) bool {
 	case KeyExact:
 		return v == k.Key
 	case KeyRegexp:
-		return k.Regexp.MatchString(v)
+		return k.matchRegexp(v)
 	case KeyPrefix:
 		return strings.HasPrefix(v, k.Key[:len(k.Key)-1])
 	}

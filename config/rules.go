@@ -148,6 +148,7 @@ func (k *LimitKey) parseKey(path string, t LimitType) error {
 			return err
 		}
 		k.Kind, k.Regexp = KeyRegexp, re
+		k.literal, k.form = literalOf(re.String())
 	case t == ByPerIP:
 		p, ok := parseIPKey(s)
 		if !ok {
