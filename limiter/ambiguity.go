@@ -158,7 +158,7 @@ func (r *request) ambiguous(ctx wrapper.HttpContext, e estimate.Estimate) (actio
 		}
 		return 0, false
 	}
-	ctx.SetContext(stateKey, nil)
+	setCurrentRequest(nil)
 	return rejectAmbiguous(r.pc, e.Ambiguous), true
 }
 

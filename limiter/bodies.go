@@ -3,7 +3,6 @@ package limiter
 import (
 	"strings"
 
-	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
@@ -39,6 +38,9 @@ import (
 func bodyCoding(ctx wrapper.HttpContext) (coding string, readable bool) {
 	if !ctx.HasRequestBody() || opensWebSocket(ctx) {
 		return "", false
+	}
+	if !ctx.IsBinaryRequestBody() {
+		return "", true // the wrapper read the headers: no Content-Encoding (the common case, without a host call)
 	}
 	encoding := requestHeader("content-encoding")
 	if !compressed(encoding) {
@@ -124,7 +126,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	matches := r.pc.matchRequest(ctx, model, others)
 	r.pc.noteUnmatched(ctx, model, matches)
 	if len(matches) == 0 {
-		ctx.SetContext(stateKey, nil)
+		setCurrentRequest(nil)
 		return types.ActionContinue
 	}
 	if e.Ambiguous != "" {
@@ -142,9 +144,9 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	return r.admitWithBody(body, cost)
 }
 
-// readResponse decides, at the response's headers, whether its body is read.
-func (r *request) readResponse() {
-	encoding, _ := proxywasm.GetHttpResponseHeader("content-encoding")
+// readResponse decides, at the response's headers, whether its body (in
+// the given Content-Encoding) is read.
+func (r *request) readResponse(encoding string) {
 	r.readsResponse = (r.admitted || r.filter != nil) && r.status != 101 && !compressed(encoding)
 }
 

@@ -24,9 +24,6 @@ import (
 // changes any subject's (package quota says what they share with the CLI).
 // Neither counts, reserves or limits anything of the request itself.
 
-// endpointKey is where an endpoint call keeps its state in the HTTP context.
-const endpointKey = "ai-token-ratelimit-endpoint"
-
 // Metric names of the endpoints (see metrics.go for the rest of the name).
 const (
 	// metricAdminAction counts the admin API's writes: resets, grants,
@@ -107,7 +104,9 @@ func (pc PluginConfig) serveEndpoint(ctx wrapper.HttpContext) (action types.Acti
 		if !ctx.HasRequestBody() {
 			return e.serveAdmin(), true
 		}
-		ctx.SetContext(endpointKey, e)
+		if current != nil {
+			current.ep = e
+		}
 		return types.HeaderStopIteration, true // the body comes to bodyChunk
 	}
 	return types.ActionContinue, false

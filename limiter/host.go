@@ -64,10 +64,15 @@ func (p pluginContext) NewHttpContext(id uint32) types.HttpContext {
 	return &httpContext{HttpContext: p.PluginContext.NewHttpContext(id), id: id}
 }
 
-// httpContext wraps the wrapper's HTTP context of one request.
+// httpContext wraps the wrapper's HTTP context of one request, and holds
+// the limiter's state of it: a field read by every hook, where the
+// wrapper's context map would cost an allocation per request and a lookup
+// per response chunk.
 type httpContext struct {
 	types.HttpContext
-	id uint32
+	id  uint32
+	req *request  // the request's state, once a rule applies to it (nil: none)
+	ep  *endpoint // the state of an admin API request whose body is being read
 }
 
 // current is the HTTP context whose hook runs now (nil between hooks): a
@@ -84,26 +89,43 @@ func (h *httpContext) OnHttpRequestHeaders(n int, end bool) types.Action {
 	return h.HttpContext.OnHttpRequestHeaders(n, end)
 }
 
-// request returns the limiter's state of the HTTP context's request (nil:
-// no rule applies, or the wrapper has no state for it).
-func (h *httpContext) request() *request {
-	ctx := h.wrapperContext()
-	if ctx == nil {
-		return nil
-	}
-	r, _ := ctx.GetContext(stateKey).(*request)
-	return r
+// OnHttpResponseHeaders and OnHttpStreamDone only make h the current
+// context for the wrapper's hooks (onResponseHeaders, onStreamDone).
+func (h *httpContext) OnHttpResponseHeaders(n int, end bool) types.Action {
+	current = h
+	defer func() { current = nil }()
+	return h.HttpContext.OnHttpResponseHeaders(n, end)
 }
+
+func (h *httpContext) OnHttpStreamDone() {
+	current = h
+	defer func() { current = nil }()
+	h.HttpContext.OnHttpStreamDone()
+}
+
+// request returns the limiter's state of the HTTP context's request (nil:
+// no rule applies).
+func (h *httpContext) request() *request { return h.req }
 
 // endpoint returns the state of an admin API request whose body is being
 // read (endpoints.go), nil for any other request.
-func (h *httpContext) endpoint() *endpoint {
-	ctx := h.wrapperContext()
-	if ctx == nil {
+func (h *httpContext) endpoint() *endpoint { return h.ep }
+
+// currentRequest is the limiter's state of the request whose hook runs now
+// (nil: none, or no rule applies to it).
+func currentRequest() *request {
+	if current == nil {
 		return nil
 	}
-	e, _ := ctx.GetContext(endpointKey).(*endpoint)
-	return e
+	return current.req
+}
+
+// setCurrentRequest makes r (nil: none) the state of the request whose
+// hook runs now, for its later hooks.
+func setCurrentRequest(r *request) {
+	if current != nil {
+		current.req = r
+	}
 }
 
 // wrapperContext is the wrapper's HTTP context of the request.

@@ -28,7 +28,6 @@ const (
 )
 
 const (
-	stateKey          = "ai-token-ratelimit"
 	consumerHeader    = "x-mse-consumer"
 	unavailableStatus = 503
 	unavailableBody   = "Token rate limit unavailable: the limiter could not reach its store, and failure_mode is deny"
@@ -131,7 +130,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			// The model is in the body, and decides which limits apply:
 			// the request is matched once its body has come (bodyEnded).
 			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true, coding: coding}
-			ctx.SetContext(stateKey, r)
+			setCurrentRequest(r)
 			r.prepare(ctx, readable, size)
 			r.readsBody = true
 			return types.HeaderStopIteration
@@ -147,7 +146,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return types.ActionContinue
 	}
 	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), coding: coding}
-	ctx.SetContext(stateKey, r)
+	setCurrentRequest(r)
 	r.limitBy(ctx, matches, model, nil)
 	r.prepare(ctx, readable, size)
 

@@ -19,15 +19,19 @@ import (
 // usage is filtered even when the request is not charged (failure_mode
 // allow): the client gets what it asked for.
 func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
-	r, _ := ctx.GetContext(stateKey).(*request)
+	r := currentRequest()
 	if r == nil {
 		return types.ActionContinue
 	}
 	if status, err := proxywasm.GetHttpResponseHeader(":status"); err == nil {
 		r.status, _ = strconv.Atoi(status)
 	}
-	r.filterResponse()
-	r.readResponse()
+	var encoding string // none: the wrapper read the headers, and says so without a host call
+	if ctx.IsBinaryResponseBody() {
+		encoding, _ = proxywasm.GetHttpResponseHeader("content-encoding")
+	}
+	r.filterResponse(encoding)
+	r.readResponse(encoding)
 	if r.admitted && pc.rules.QuotaHeaders != 0 {
 		var buf [12][2]string // every form: 3 + 6 + 2 headers
 		for _, h := range r.appendQuotaHeaders(buf[:0], r.verdict, false) {
@@ -43,7 +47,7 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 // client gave up) leaves it; one whose admission Redis has not answered yet
 // has it cancelled.
 func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
-	r, _ := ctx.GetContext(stateKey).(*request)
+	r := currentRequest()
 	if r == nil {
 		return
 	}

@@ -61,17 +61,16 @@ func (r *request) askForUsage(body []byte) {
 }
 
 // filterResponse decides, at the response's headers, whether the response
-// of a request whose body was rewritten goes through a Filter: only an
-// uncompressed server-sent event stream (an error answer in JSON has no
-// usage chunk, and a compressed one cannot be read). The filtered body is
-// shorter, so its Content-Length is removed.
-func (r *request) filterResponse() {
-	if !r.injected {
+// (in the given Content-Encoding) of a request whose body was rewritten
+// goes through a Filter: only an uncompressed server-sent event stream (an
+// error answer in JSON has no usage chunk, and a compressed one cannot be
+// read). The filtered body is shorter, so its Content-Length is removed.
+func (r *request) filterResponse(encoding string) {
+	if !r.injected || encoding != "" {
 		return
 	}
 	contentType, _ := proxywasm.GetHttpResponseHeader("content-type")
-	encoding, _ := proxywasm.GetHttpResponseHeader("content-encoding")
-	if encoding != "" || !isEventStream(contentType) {
+	if !isEventStream(contentType) {
 		return
 	}
 	_ = proxywasm.RemoveHttpResponseHeader("content-length")
