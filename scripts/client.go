@@ -581,9 +581,17 @@ func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Valu
 // sendRetrying sends a call encoded by digest or by source, and sends it
 // once more when Redis asks: by source when it does not have the script,
 // with bounds worked out again when its clock is a period off this one's
-// (learning Redis's time: see Clock).
+// (learning Redis's time: see Clock). Each outcome goes to the breaker.
+// One closure per try takes the host's answer to the end (every request
+// makes two calls: the chain of closures was the most of its allocations).
 func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clockRetry bool, done func(resp.Value, error)) error {
-	return c.send(encode(bySource), func(v resp.Value, err error) {
+	query := encode(bySource)
+	err := c.dispatchQuery(query, func(status, size int) {
+		// The host may read the query after the call returns (the test host
+		// does): keep it from being collected and reused until the reply.
+		runtime.KeepAlive(query)
+		v, err := c.readReply(status, size)
+		c.noteOutcome(err)
 		retry := false
 		switch {
 		case err == nil:
@@ -600,32 +608,33 @@ func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clock
 			done(resp.Value{}, err)
 		}
 	})
-}
-
-// send sends a query; its outcome goes to the breaker.
-func (c *Client) send(query []byte, done func(resp.Value, error)) error {
-	err := c.call(query, func(v resp.Value, err error) {
-		c.breaker.Record(err, time.Now())
-		if err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT") {
-			c.crossSlot = true
-		}
-		done(v, err)
-	})
 	if err != nil {
 		c.breaker.Record(err, time.Now())
 	}
 	return err
 }
 
-// call sends a query to the gateway's Redis cluster.
+// noteOutcome records a call's outcome in the breaker, and notes a
+// refusal of keys in several slots (see CrossSlotRefused).
+func (c *Client) noteOutcome(err error) {
+	c.breaker.Record(err, time.Now())
+	if err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		c.crossSlot = true
+	}
+}
+
+// call sends a query to the gateway's Redis cluster; done gets the reply.
 func (c *Client) call(query []byte, done func(resp.Value, error)) error {
-	_, err := proxywasm.DispatchRedisCall(c.cluster, query, func(status, size int) {
-		// The host may read the query after the call returns (the test host
-		// does): keep it from being collected and reused until the reply.
-		runtime.KeepAlive(query)
+	return c.dispatchQuery(query, func(status, size int) {
+		runtime.KeepAlive(query) // as in sendRetrying
 		done(c.readReply(status, size))
 	})
-	if err != nil {
+}
+
+// dispatchQuery hands a query to the gateway's Redis cluster; reply gets
+// the host's answer.
+func (c *Client) dispatchQuery(query []byte, reply func(status, size int)) error {
+	if _, err := proxywasm.DispatchRedisCall(c.cluster, query, reply); err != nil {
 		return fmt.Errorf("%w: dispatch to %s failed: %v", ErrUnavailable, c.cluster, err)
 	}
 	return nil
