@@ -63,8 +63,12 @@ const (
 // compared with theirs.
 const (
 	firstKindsCase = "two token windows (minute, day)"
-	endpointsCase  = "the same + quota_path and admin.path configured (limit_overrides off)"
-	endpointsOn    = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
+	// headlineCase is the request users send most: a chat completion
+	// streamed as the official OpenAI SDK sends it (stream_usage: inject
+	// asks it for its usage), limited by two token windows.
+	headlineCase  = "the default streaming request: a stream asked for its usage (stream_usage: inject, the default), 1 KiB body, two token windows"
+	endpointsCase = "the same + quota_path and admin.path configured (limit_overrides off)"
+	endpointsOn   = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
 )
 
 var modelHeader = [][2]string{{"x-higress-llm-model", "gpt-4o"}}
@@ -90,6 +94,7 @@ func keyConfig(topLevel, limits string) string {
 // configurations, so the numbers compare.
 func costCases(s reportScale) []costCase {
 	kinds := []costCase{
+		{name: headlineCase, config: benchConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
 		{name: firstKindsCase, config: benchConfig, windows: 2},
 		{name: "the same with the circuit breaker off (redis.breaker_failures: 0; on by default, as in every other row)",
 			config: withBreakerOff(benchConfig), windows: 2},
@@ -102,8 +107,7 @@ func costCases(s reportScale) []costCase {
 		{name: "token_reservation, 1 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
 		{name: "token_reservation, 16 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: "token_reservation, 16 KiB body, stream_usage: off (the stream not asked for its usage)", config: withStreamUsageOff(benchReservationConfig), body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
-		{name: "a stream asked for its usage (stream_usage: inject, the default), 1 KiB body", config: benchConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
-		{name: "the same, 1 KiB body, stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		{name: "the default streaming request (the first row) with stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
 		{name: "a stream asked for its usage (stream_usage: inject, the default), 16 KiB body", config: benchConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: "the same, 16 KiB body, stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: agentBodyCase(64, false), config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true},
@@ -392,6 +396,7 @@ type costRow struct {
 	wasm    costSamples
 	native  costSamples
 	traffic redisTraffic
+	allocs  [2]float64 // allocations per request (or event): the do-nothing plugin's, the plugin's (see allocs.go)
 }
 
 // measureCosts times every case in WASM mode, then in Go mode, each plugin
@@ -417,6 +422,7 @@ func measureCosts(t tb, s reportScale, native goVMs) []costRow {
 		if wasm := rows[i].traffic; traffic.calls != wasm.calls || abs(traffic.bytes-wasm.bytes) > 8*wasm.calls {
 			t.Errorf("%s: Go mode sends %+v to Redis, WASM mode %+v", rows[i].c.name, traffic, wasm)
 		}
+		rows[i].allocs = [2]float64{guestAllocs(t, native.noop, rows[i].c), guestAllocs(t, native.plugin, rows[i].c)}
 	}
 	return rows
 }
