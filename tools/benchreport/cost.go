@@ -428,12 +428,10 @@ func measureCosts(t tb, s reportScale, native goVMs) []costRow {
 }
 
 // measureWASM times every case with the plugin and the do-nothing plugin
-// compiled to WASM. A WASM VM in the emulator never frees an HTTP context
-// (the emulator never calls the module's proxy_on_delete), so what a request
-// leaves behind piles up, and the garbage collector of a module whose memory
-// keeps growing would be timed too: at full scale each case gets fresh VMs,
-// and a case with large bodies fresh VMs for each round, and a fixed number
-// of requests per run.
+// compiled to WASM, each HTTP context deleted at its end as a gateway does
+// (deleteAfterLog). At full scale each case gets fresh VMs, and a case with
+// large bodies fresh VMs for each round and a fixed number of requests per
+// run: a module's memory keeps the size its largest body made it.
 func measureWASM(t tb, s reportScale, rows []costRow) {
 	noopModule := buildWasm(t, noopplugin.WASM)
 	pluginModule := buildWasm(t, wasmbuild.Plugin)

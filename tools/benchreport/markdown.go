@@ -140,9 +140,14 @@ func (r benchReport) writeMethod(b *strings.Builder) {
 		"as a configuration reload does.\n")
 	b.WriteString("- **Go mode** is the same two plugins compiled natively (each installed by its `Register` function), " +
 		"driven through the same emulator: the plugin's work without WASM's overhead, against the same baseline.\n")
-	fmt.Fprintf(b, "- **Large bodies** (the 64 and 256 KiB rows): the emulator never frees a WASM module's HTTP contexts "+
-		"(it never calls `proxy_on_delete`), so what each request leaves in the module piles up and a growing heap "+
-		"would be timed too. Those rows run %s requests per run, on freshly compiled VMs every round.\n", strings.TrimSuffix(r.scale.largeBenchTime, "x"))
+	b.WriteString("- **Contexts deleted as a gateway deletes them**: Envoy calls a module's `proxy_on_delete` when a stream " +
+		"is done, and the SDK drops the context and all a plugin keeps for the request; the emulator never does, so in a " +
+		"long run every request would stay live in the module, its heap growing without end (collected over and over, and " +
+		"copied by wazero each time the module's memory grows). Both modules are rewritten before they run " +
+		"(`tools/benchreport/ondelete.go`) so that `proxy_on_log`, which the emulator calls at a stream's end, also " +
+		"deletes the context, as the gateway does right after.\n")
+	fmt.Fprintf(b, "- **Large bodies** (the 64 and 256 KiB rows) run %s requests per run, on freshly compiled VMs every "+
+		"round: a module's memory keeps the size the largest body made it.\n", strings.TrimSuffix(r.scale.largeBenchTime, "x"))
 	b.WriteString("- **Allocations** are per request (per event in the event table), the do-nothing plugin's and this " +
 		"plugin's: those their own code makes (the plugin, the wrapper, the SDK and the libraries they call), counted with " +
 		"Go's memory profiler in Go mode, where it sees every allocation and its stack, leaving out the host emulator's " +

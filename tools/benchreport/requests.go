@@ -35,8 +35,19 @@ var (
 )
 
 // buildWasm compiles a plugin's main package (wasmbuild.Plugin, or
-// noopplugin.WASM) to WASM, with build tags.
+// noopplugin.WASM) to WASM, with build tags, for the emulator to run as a
+// gateway would: each HTTP context deleted at its end (deleteAfterLog).
 func buildWasm(tb redistest.TB, pkg string, tags ...string) []byte {
+	tb.Helper()
+	module, err := deleteAfterLog(builtWasm(tb, pkg, tags...))
+	if err != nil {
+		tb.Fatalf("%s: %v", pkg, err)
+	}
+	return module
+}
+
+// builtWasm is the module as go build makes it.
+func builtWasm(tb redistest.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "plugin.wasm")
 	if err := wasmbuild.Build(pkg, out, tags...); err != nil {
