@@ -37,6 +37,7 @@ type pendingCharge struct {
 	id       string // marks it applied in Redis (see charge.lua)
 	cancel   string // the marker of an admission it cancels instead (see cancelAdmission)
 	retried  bool   // this is its second try
+	holds    bool   // its first try holds the response's last chunk until answered
 }
 
 // charge adds the amounts (negative: gives back) to every window of their
@@ -54,14 +55,9 @@ func (r *request) charge(subjects []scripts.Subject, a scripts.Amounts, at int64
 		c.postpone()
 		return
 	}
-	err := c.send(func(err error) {
-		r.holding--
-		c.answered(err)
-		if r.holding == 0 {
-			_ = proxywasm.ResumeHttpResponse()
-		}
-	})
-	if err != nil {
+	c.holds = true
+	if err := c.send(); err != nil {
+		c.holds = false
 		c.answered(err)
 		return
 	}
@@ -69,16 +65,32 @@ func (r *request) charge(subjects []scripts.Subject, a scripts.Amounts, at int64
 	holdLastChunk()
 }
 
-// send dispatches the charge call; done gets its answer.
-func (c *pendingCharge) send(done func(error)) error {
+// send dispatches the charge call; reply gets its answer.
+func (c *pendingCharge) send() error {
 	r := c.r
 	if c.cancel != "" {
-		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, done)
+		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, c.reply)
 	}
 	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.at, r.leaseID, c.id, func(crossed []scripts.Crossing, err error) {
 		r.alertCrossings(c.subjects, crossed) // budget alerts: sent from the tick
-		done(err)
+		c.reply(err)
 	})
+}
+
+// reply takes the answer to a try, and lets the last chunk the try held go
+// once no other charge holds it.
+func (c *pendingCharge) reply(err error) {
+	if !c.holds {
+		c.answered(err)
+		return
+	}
+	r := c.r
+	c.holds = false
+	r.holding--
+	c.answered(err)
+	if r.holding == 0 {
+		_ = proxywasm.ResumeHttpResponse()
+	}
 }
 
 // answered takes the answer to one try: a first failure is tried again
@@ -117,7 +129,7 @@ func (s *startState) sendPostponed() {
 	out := s.outbox
 	s.outbox = nil
 	for _, c := range out {
-		if err := c.send(c.answered); err != nil {
+		if err := c.send(); err != nil {
 			c.answered(err)
 		}
 	}

@@ -206,12 +206,15 @@ func (h *httpContext) requestBody(size int) []byte {
 // and holds the last chunk when the hook asked to: the host buffers it and
 // the end of the stream until ResumeHttpResponse.
 func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
-	current, held = h, false
-	defer func() { current, held = nil, false }()
 	r := h.request()
 	if r == nil || !r.readsResponse {
+		current, held = h, false
+		defer func() { current, held = nil, false }()
 		return h.HttpContext.OnHttpResponseBody(size, end)
 	}
+	// Every chunk of a stream comes here: no deferred closure (a panic
+	// would end the VM anyway, past any reset).
+	current, held = h, false
 	var chunk []byte
 	if size > 0 {
 		chunk, _ = proxywasm.GetHttpResponseBody(0, size)
@@ -221,7 +224,9 @@ func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 			log.Warnf("replacing a response chunk failed: %v", err)
 		}
 	}
-	if end && held {
+	hold := end && held
+	current, held = nil, false
+	if hold {
 		return types.ActionPause
 	}
 	return types.ActionContinue
