@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -451,6 +452,9 @@ func measureWASM(t tb, s reportScale, rows []costRow) {
 		} else {
 			vms = compileVMs(t, noopModule, pluginModule)
 		}
+		if !c.large {
+			warmUp(t, c, vms[0], vms[1])
+		}
 		return vmPair{vms[0], vms[1]}
 	}
 	stale := true // no VMs yet, or those of a large case
@@ -471,6 +475,23 @@ func measureWASM(t tb, s reportScale, rows []costRow) {
 		})
 		t.Logf("WASM, %s: %s, do-nothing %s", c.name, micros(median(rows[i].wasm.plugin)), micros(median(rows[i].wasm.baseline)))
 	}
+}
+
+// warmUpRequests are run on freshly compiled VMs before a case is timed.
+const warmUpRequests = "300x"
+
+// warmUp runs a case untimed on each VM, so that the first timed run does
+// not pay for what a module does once (its heap growing to the size the
+// case keeps it at, each growth a copy of its memory in wazero), and
+// collects the host's own garbage (compiling a module leaves hundreds of
+// MB), whose collection would otherwise run beside the first runs.
+func warmUp(t tb, c costCase, vms ...types.VMContext) {
+	t.Helper()
+	c.benchTime = warmUpRequests
+	for _, vm := range vms {
+		timeRun(t, vm, c)
+	}
+	runtime.GC()
 }
 
 // compileVMs compiles modules side by side: each takes seconds on one core.

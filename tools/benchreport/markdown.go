@@ -135,9 +135,11 @@ func (r benchReport) writeMethod(b *strings.Builder) {
 		"the same hooks through the same wrapper, doing nothing) and this plugin **alternating** (ABBA), and the tables "+
 		"give the **median** of each, so that the drift of a shared machine hits both alike. *Spread* is the plugin's "+
 		"(slowest − fastest run) / median: how far to trust a figure.\n", r.scale.benchTime, r.scale.rounds)
-	b.WriteString("- **WASM mode** is the plugin as a gateway runs it: `GOOS=wasip1 GOARCH=wasm`, in the proxy-wasm host " +
-		"emulator (wazero). Both plugins keep their VM through a case's runs; each run starts a new plugin context on it, " +
-		"as a configuration reload does.\n")
+	fmt.Fprintf(b, "- **WASM mode** is the plugin as a gateway runs it: `GOOS=wasip1 GOARCH=wasm`, in the proxy-wasm host "+
+		"emulator (wazero). Both plugins keep their VM through a case's runs; each run starts a new plugin context on it, "+
+		"as a configuration reload does. A case's VMs are warmed up with %s untimed requests first: a module's heap grows "+
+		"once to the size the case keeps it at (each growth a copy of its memory), and compiling a module leaves the host "+
+		"garbage to collect.\n", strings.TrimSuffix(warmUpRequests, "x"))
 	b.WriteString("- **Go mode** is the same two plugins compiled natively (each installed by its `Register` function), " +
 		"driven through the same emulator: the plugin's work without WASM's overhead, against the same baseline.\n")
 	b.WriteString("- **Contexts deleted as a gateway deletes them**: Envoy calls a module's `proxy_on_delete` when a stream " +
