@@ -103,14 +103,6 @@ func (h *httpContext) OnHttpStreamDone() {
 	h.HttpContext.OnHttpStreamDone()
 }
 
-// request returns the limiter's state of the HTTP context's request (nil:
-// no rule applies).
-func (h *httpContext) request() *request { return h.req }
-
-// endpoint returns the state of an admin API request whose body is being
-// read (endpoints.go), nil for any other request.
-func (h *httpContext) endpoint() *endpoint { return h.ep }
-
 // currentRequest is the limiter's state of the request whose hook runs now
 // (nil: none, or no rule applies to it).
 func currentRequest() *request {
@@ -142,10 +134,10 @@ func (h *httpContext) wrapperContext() wrapper.HttpContext {
 func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 	current = h
 	defer func() { current = nil }()
-	if e := h.endpoint(); e != nil {
+	if e := h.ep; e != nil {
 		return e.bodyChunk(size, end)
 	}
-	r := h.request()
+	r := h.req
 	if r != nil && !r.readsBody && (r.pending > 0 || r.queue != nil) {
 		return types.ActionPause
 	}
@@ -169,10 +161,10 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
 	current = h
 	defer func() { current = nil }()
-	if e := h.endpoint(); e != nil {
+	if e := h.ep; e != nil {
 		return e.trailers()
 	}
-	r := h.request()
+	r := h.req
 	switch {
 	case r == nil:
 		return h.HttpContext.OnHttpRequestTrailers(n)
@@ -206,7 +198,7 @@ func (h *httpContext) requestBody(size int) []byte {
 // and holds the last chunk when the hook asked to: the host buffers it and
 // the end of the stream until ResumeHttpResponse.
 func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
-	r := h.request()
+	r := h.req
 	if r == nil || !r.readsResponse {
 		current, held = h, false
 		defer func() { current, held = nil, false }()
@@ -238,7 +230,7 @@ func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 func (h *httpContext) OnHttpResponseTrailers(n int) types.Action {
 	current, held = h, false
 	defer func() { current, held = nil, false }()
-	r := h.request()
+	r := h.req
 	if r == nil || !r.readsResponse {
 		return h.HttpContext.OnHttpResponseTrailers(n)
 	}
