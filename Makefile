@@ -53,6 +53,7 @@ bench: redis-server $(WAZERO)
 # Each fuzz target for FUZZTIME.
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzChunkCuts$$' -fuzztime $(FUZZTIME) ./tokenusage/
+	$(GO) test -run '^$$' -fuzz '^FuzzLineMemo$$' -fuzztime $(FUZZTIME) ./tokenusage/
 	$(GO) test -run '^$$' -fuzz '^FuzzSubjectKeys$$' -fuzztime $(FUZZTIME) ./cachekey/
 	$(GO) test -run '^$$' -fuzz '^FuzzReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatReply$$' -fuzztime $(FUZZTIME) ./scripts/

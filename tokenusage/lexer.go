@@ -106,7 +106,7 @@ loop:
 			switch state {
 			case expectFirstKey, expectKey:
 				if c == '"' && i+minKeyRoom <= len(data) {
-					i, state, n, depth = p.members(data, i, lines, depth)
+					i, state, n, depth = p.members(data, i, lines, depth, false)
 					continue
 				}
 				if c == '"' { // a key near the end of data
@@ -314,10 +314,15 @@ loop:
 // jumps cost in WASM: keys, "null" and runs of digits are read a word at a
 // time, a key is looked up without a loop or a branch, and blank space is
 // looked for only where the expected byte is not found.
-func (p *Parser) members(data []byte, i int, lines bool, depth int) (_ int, state lexState, n node, _ int) {
+//
+// With remember (lexLine reading a line from its start), it notes the line
+// up to its first text value in p.memo (see lineMemo).
+func (p *Parser) members(data []byte, i int, lines bool, depth int, remember bool) (_ int, state lexState, n node, _ int) {
 	lx := &p.lex
-	top := lx.open[depth-1] // the object or array (never a root array) being read
+	top := lx.open[depth-1]  // the object or array (never a root array) being read
+	keyAt, keyDepth := -1, 0 // the key whose value is being read, for remember
 	for {
+		keyAt, keyDepth = i, depth
 		// data[i] is the quote opening a key. Keys are short: the closing
 		// quote is looked for in the 8 bytes after it, a word at a time,
 		// which also make the key's prefix for keySlots. Longer keys are
@@ -375,6 +380,10 @@ func (p *Parser) members(data []byte, i int, lines bool, depth int) (_ int, stat
 			if q < 0 || data[q] == '\\' {
 				return i, expectValue, n, depth
 			}
+			if remember && keyAt >= 0 {
+				p.memo.remember(p, data, keyAt, i, q, keyDepth)
+				remember = false
+			}
 			p.textBytes += int64(q - i - 1)
 			i = q + 1
 		} else if !endsScalar[c] && at.count == noField {
@@ -417,6 +426,7 @@ func (p *Parser) members(data []byte, i int, lines bool, depth int) (_ int, stat
 			if i >= len(data) || data[i] <= ' ' || data[i] == ']' {
 				return i, expectFirstValue, n, depth
 			}
+			keyAt = -1 // an element has no key
 			goto value
 		} else {
 			return i, expectValue, n, depth
@@ -443,6 +453,7 @@ func (p *Parser) members(data []byte, i int, lines bool, depth int) (_ int, stat
 					if i >= len(data) || data[i] <= ' ' || data[i] == ']' {
 						return i, expectValue, n, depth
 					}
+					keyAt = -1
 					goto value
 				}
 				if i >= len(data) || data[i] != '"' {
@@ -532,11 +543,26 @@ func (p *Parser) lexLine(data []byte) int {
 		return p.lexJSON(data, true)
 	}
 	// An object at the top level, its first key next: as lexJSON would
-	// start it.
+	// start it, or where the last line's first text value was, when this
+	// line starts with the same bytes (see lineMemo).
+	m := &p.memo
 	lx.open[0] = level{node: root}
-	i, state, n, depth := p.members(data, 1, true, 1)
+	i, depth, remember := 1, 1, true
+	if m.key > 0 && m.matches(data) {
+		if end := m.sameLine(p, data); end > 0 {
+			return end
+		}
+		i, depth, remember = m.key, m.depth, false
+		copy(lx.open[:depth], m.open[:depth])
+	} else {
+		m.forget(p)
+	}
+	i, state, n, depth := p.members(data, i, true, depth, remember)
 	lx.state, lx.node, lx.depth = state, n, depth
 	if i < len(data) && data[i] == '\n' && state == expectValue && depth == 0 {
+		if remember && m.key > 0 {
+			m.rememberTail(p, data, i)
+		}
 		return i
 	}
 	return i + p.lexJSON(data[i:], true)

@@ -67,6 +67,7 @@ func (u Usage) Total() int64 { return u.Input + u.Output }
 type Parser struct {
 	frames frames
 	lex    lexer
+	memo   lineMemo // the last data line's start, see lineMemo
 
 	usage     rawUsage // what the completed roots reported
 	pending   rawUsage // what the root being read has reported so far
