@@ -158,18 +158,26 @@ func (r *request) readResponse(encoding string) {
 // chunks a filter passes whole). The last chunk may be held until its
 // charges are answered (charges.go): the host keeps it, replaced, until
 // then.
+//
+// A filter removes the usage chunk whose usage the parser read (one
+// reading of the stream: what is charged is what the client does not get),
+// so a chunk of whole events in which the parser came upon no usage object
+// passes without the filter looking into it.
 func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bool) {
+	noUsage := false
 	if r.admitted {
+		seen := r.usage.UsageObjects()
 		r.usage.Write(chunk)
+		noUsage = r.usage.UsageObjects() == seen
 		if last {
 			r.settleAtEnd()
 		}
 	}
-	if r.filter != nil {
-		out = r.filter.Write(chunk, last)
-		return out, !sameBytes(out, chunk)
+	if r.filter == nil || noUsage && r.filter.Passes(chunk) {
+		return chunk, false
 	}
-	return chunk, false
+	out = r.filter.Write(chunk, last)
+	return out, !sameBytes(out, chunk)
 }
 
 // sameBytes says whether out is chunk itself, as a Filter returns a chunk

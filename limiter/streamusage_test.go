@@ -277,6 +277,19 @@ func streamsCutBeforeTheirUsagePayTheEstimate(t *testing.T, redis *redistest.Ser
 		assert.Equal(t, uint64(1), counted(p, "none", estimated))
 	})
 
+	// One reading: the filter takes out the usage chunk whose usage was
+	// charged. A usage chunk the parser does not read (its key escaped,
+	// which no upstream is known to do) is not charged, and the client
+	// gets it rather than a stream whose usage vanished unread.
+	t.Run("a usage chunk whose usage is not read goes to the client", func(t *testing.T) {
+		p, x := start(t)
+		unread := strings.Join(events[:5], "") + `data: {"id":"c","choices":[],"\u0075sage":{"prompt_tokens":19,"completion_tokens":10}}` + "\n\n"
+		got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(unread))
+		assert.Equal(t, unread, got)
+		assert.Equal(t, int64(prompt+firstFive), p.DayCounter(plugintest.APIKeySubject))
+		assert.Equal(t, uint64(1), counted(p, "none", estimated))
+	})
+
 	t.Run("the upstream fails after some content", func(t *testing.T) {
 		p, x := start(t)
 		failed := strings.Join(events[:5], "") + `data: {"error":{"message":"The server had an error while processing your request.","type":"server_error"}}` + "\n\n"

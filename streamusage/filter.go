@@ -66,10 +66,19 @@ func (f *Filter) Write(chunk []byte, last bool) []byte {
 	}
 	// The common case: the chunk starts and ends on an event boundary and
 	// holds no usage chunk.
-	if len(f.held) == 0 && !f.cr && endsEvent(chunk) && !hasEmptyChoices(chunk) {
+	if f.Passes(chunk) && !hasEmptyChoices(chunk) {
 		return chunk
 	}
 	return f.write(chunk, last)
+}
+
+// Passes reports whether Write would pass chunk on whole without looking
+// into it, unless it holds a usage-only event: the Filter holds nothing of
+// an earlier chunk and chunk ends an event (or the Filter gave up, and
+// passes everything). A caller that knows chunk holds no usage object can
+// then skip Write, which would not change the Filter.
+func (f *Filter) Passes(chunk []byte) bool {
+	return f.passing || len(f.held) == 0 && !f.cr && endsEvent(chunk)
 }
 
 // Dropped returns how many events the Filter has removed since it was

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -482,4 +483,77 @@ func TestHasEmptyChoices(t *testing.T) {
 			t.Errorf("hasEmptyChoices(%q) = %v, want %v", in, got, want)
 		}
 	}
+}
+
+// TestFilterPasses: Passes says yes exactly when the Filter holds nothing
+// and the chunk ends an event (or it gave up), and then a chunk without a
+// usage chunk goes through Write whole, leaving the Filter as it was: a
+// caller may skip Write for it. Checked on every chunk of generated streams
+// cut anywhere.
+func TestFilterPasses(t *testing.T) {
+	var f Filter
+	for _, c := range []struct {
+		before, chunk string
+		passes        bool
+	}{
+		{"", "data: {}\n\n", true},
+		{"", "data: {}\r\n\r\n", true},
+		{"", "data: {}\n", false},               // the event goes on
+		{"", "data: {}\n\r", false},             // a '\n' may complete the '\r'
+		{"data: {", "}\n\n", false},             // the event's start is held
+		{"data: {}\n\r", "data: {}\n\n", false}, // after a '\r'
+	} {
+		f.Reset()
+		f.Write([]byte(c.before), false)
+		if got := f.Passes([]byte(c.chunk)); got != c.passes {
+			t.Errorf("after %q, Passes(%q) = %v, want %v", c.before, c.chunk, got, c.passes)
+		}
+	}
+	f.Reset()
+	f.Write(make([]byte, MaxHeldBytes+1), false) // given up
+	if !f.Passes([]byte("data: {")) {
+		t.Error("a Filter that gave up does not pass a chunk")
+	}
+
+	r := newRand(7)
+	skippable := 0
+	for i := range 2000 {
+		in, _ := genStream(r)
+		f.Reset()
+		chunks := randomCuts(r, in, 12)
+		if i%2 == 0 {
+			chunks = plugEvents(in)
+		}
+		for k, chunk := range chunks {
+			if !f.Passes(chunk) || hasEmptyChoices(chunk) {
+				f.Write(chunk, k == len(chunks)-1)
+				continue
+			}
+			skippable++
+			before := f
+			before.held, before.out, before.scratch = bytes.Clone(f.held), bytes.Clone(f.out), bytes.Clone(f.scratch)
+			out := f.Write(chunk, k == len(chunks)-1)
+			if !bytes.Equal(out, chunk) || !reflect.DeepEqual(before, f) {
+				t.Fatalf("%q after %q: Write gave %q and changed the Filter from %+v to %+v", chunk, chunks[:k], out, before, f)
+			}
+		}
+	}
+	if skippable < 500 {
+		t.Fatalf("only %d chunks could be skipped: the streams test little", skippable)
+	}
+}
+
+// plugEvents cuts a stream after each blank line, one event per chunk, as
+// upstreams flush them.
+func plugEvents(in []byte) [][]byte {
+	var chunks [][]byte
+	for len(in) > 0 {
+		i := bytes.Index(in, []byte("\n\n"))
+		if i < 0 {
+			return append(chunks, in)
+		}
+		chunks = append(chunks, in[:i+2])
+		in = in[i+2:]
+	}
+	return chunks
 }

@@ -162,6 +162,7 @@ loop:
 				case '{':
 					switch {
 					case at.usage:
+						p.usageObjects++
 						state = inSkipped
 						lx.startSkip(false)
 						lx.capture, lx.objOver = true, false

@@ -69,10 +69,11 @@ type Parser struct {
 	lex    lexer
 	memo   lineMemo // the last data line's start, see lineMemo
 
-	usage     rawUsage // what the completed roots reported
-	pending   rawUsage // what the root being read has reported so far
-	textBytes int64
-	finished  bool
+	usage        rawUsage // what the completed roots reported
+	pending      rawUsage // what the root being read has reported so far
+	textBytes    int64
+	usageObjects int // usage objects come upon, read or not
+	finished     bool
 }
 
 // Write feeds the next bytes of the body. It never retains chunk.
@@ -107,6 +108,14 @@ func (p *Parser) Usage() (Usage, bool) {
 // tool-call arguments sent as JSON by their raw size.
 func (p *Parser) TextBytes() int64 {
 	return p.textBytes
+}
+
+// UsageObjects returns how many usage objects (at UsagePaths) the Parser
+// has come upon so far, counted at their opening brace: whether or not
+// they were whole, JSON or within MaxUsageObjectBytes. A chunk after which
+// the count has not changed had none, nor the start of one.
+func (p *Parser) UsageObjects() int {
+	return p.usageObjects
 }
 
 // Reset prepares the Parser for a new body, keeping its buffer for reuse.

@@ -518,3 +518,28 @@ func BenchmarkMembers(b *testing.B) {
 		})
 	}
 }
+
+// TestUsageObjects: the count of usage objects changes in the chunk that
+// opens one, whole or not, read or not, and in no other.
+func TestUsageObjects(t *testing.T) {
+	var p Parser
+	steps := []struct {
+		chunk string
+		want  int
+	}{
+		{`data: {"choices":[{"delta":{"content":"hi"}}],"usage":null}` + "\n\n", 0},
+		{`data: {"choices":[],"us`, 0},
+		{`age":{"prompt_tokens":`, 1}, // the brace opens it
+		{`3}}` + "\n\n", 1},
+		{`data: {"x":{"usage":{"prompt_tokens":1}}}` + "\n\n", 1}, // not at a usage path
+		{`data: {"message":{"usage":{"input_tokens":2}}}` + "\n\n", 2},
+		{`data: {"\u0075sage":{"prompt_tokens":4}}` + "\n\n", 2}, // an escaped key is not read
+		{`data: {"usage":{"prompt_tokens":` + strings.Repeat("1", MaxUsageObjectBytes) + `}}` + "\n\n", 3},
+	}
+	for _, s := range steps {
+		p.Write([]byte(s.chunk))
+		if got := p.UsageObjects(); got != s.want {
+			t.Fatalf("after %.60q: %d usage objects, want %d", s.chunk, got, s.want)
+		}
+	}
+}
