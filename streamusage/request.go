@@ -8,6 +8,8 @@ import (
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
 // MaxBodyBytes is the largest request body AskForUsage rewrites. It is a
@@ -112,33 +114,27 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 
 	// One pass over the top level reads the members a parser may take for
 	// stream and stream_options. A body that is not what we want is refused
-	// here, before the dearer validation. (gjson steps over values without
-	// recursing into them, so this is safe on any bytes. It reads the body
-	// through a string view, not a copy: nothing it returns outlives this
-	// function but the Results, which body outlives.)
-	var (
-		options           gjson.Result // the last stream_options
-		nStream, nOptions int
-		streams           bool   // a stream member is true
-		spelled           = true // each key is "stream" or "stream_options"
-	)
-	gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body))).ForEach(func(key, value gjson.Result) bool {
-		switch k := key.Str; {
-		case strings.EqualFold(k, "stream"):
-			nStream++
-			streams = streams || value.Type == gjson.True
-			spelled = spelled && k == "stream"
-		case strings.EqualFold(k, "stream_options"):
-			nOptions++
-			options = value
-			spelled = spelled && k == "stream_options"
-		}
-		return true
-	})
+	// here, before the dearer validation. The pass crosses each value with
+	// estimate.SkipValue, and falls back to gjson for a body it does not
+	// take whole (an escaped key, a value that is not valid JSON): gjson
+	// steps over values without recursing into them, so this is safe on
+	// any bytes. Both read the body through a string view, not a copy:
+	// nothing they return outlives this function but the Results, which
+	// body outlives.
+	var top topLevel
+	text := unsafe.String(unsafe.SliceData(body), len(body))
+	if !eachMember(text, top.note) {
+		top = topLevel{}
+		gjson.Parse(text).ForEach(func(key, value gjson.Result) bool {
+			top.note(key.Str, value.Raw)
+			return true
+		})
+	}
+	options, nOptions := top.options, top.nOptions
 	switch {
-	case !streams:
+	case !top.streams:
 		return nil, false
-	case nStream > 1 || nOptions > 1 || !spelled:
+	case top.nStream > 1 || nOptions > 1 || top.misspelled:
 		return normalize(body)
 	}
 
@@ -191,6 +187,88 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 		return nil, false
 	}
 	return rewritten, true
+}
+
+// topLevel is what AskForUsage reads of a body's top-level members.
+type topLevel struct {
+	options           gjson.Result // the last stream_options
+	nStream, nOptions int
+	streams           bool // a stream member is true
+	misspelled        bool // a key is a stream or stream_options in another case
+}
+
+// note takes a top-level member, its key (decoded) and its raw value.
+// Keys match without case, as Go's encoding/json matches them.
+func (t *topLevel) note(key, raw string) {
+	switch {
+	case strings.EqualFold(key, "stream"):
+		t.nStream++
+		t.streams = t.streams || gjson.Parse(raw).Type == gjson.True
+		t.misspelled = t.misspelled || key != "stream"
+	case strings.EqualFold(key, "stream_options"):
+		t.nOptions++
+		t.options = gjson.Parse(raw)
+		t.misspelled = t.misspelled || key != "stream_options"
+	}
+}
+
+// eachMember calls member with the key and the raw value of each member of
+// body's top-level object, in order, and returns true, when body is a JSON
+// object (blank space around it) whose keys have no escapes and whose
+// values are valid JSON; otherwise it returns false, maybe after calling
+// member for some members. What it reads is what gjson's ForEach reads.
+func eachMember(body string, member func(key, raw string)) bool {
+	i := skipBlank(body, 0)
+	if i == len(body) || body[i] != '{' {
+		return false
+	}
+	if i = skipBlank(body, i+1); i < len(body) && body[i] == '}' {
+		return skipBlank(body, i+1) == len(body)
+	}
+	for {
+		if i == len(body) || body[i] != '"' {
+			return false
+		}
+		q := strings.IndexByte(body[i+1:], '"')
+		if q < 0 {
+			return false
+		}
+		key := body[i+1 : i+1+q]
+		for j := 0; j < len(key); j++ {
+			if key[j] < ' ' || key[j] == '\\' { // not JSON, or escaped: gjson's to read
+				return false
+			}
+		}
+		if i = skipBlank(body, i+2+q); i == len(body) || body[i] != ':' {
+			return false
+		}
+		start := skipBlank(body, i+1)
+		end, ok := estimate.SkipValue(body, start)
+		if !ok {
+			return false
+		}
+		member(key, body[start:end])
+		if i = skipBlank(body, end); i == len(body) {
+			return false
+		}
+		switch body[i] {
+		case ',':
+			i = skipBlank(body, i+1)
+		case '}':
+			return skipBlank(body, i+1) == len(body)
+		default:
+			return false
+		}
+	}
+}
+
+// skipBlank returns the index of the first byte at or after s[i] that is
+// not JSON's blank space, or len(s).
+func skipBlank(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 // normalize rewrites a streaming body whose stream, stream_options or

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 const chatPath = "/v1/chat/completions"
@@ -356,6 +359,7 @@ func FuzzAskForUsage(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
+		checkEachMember(t, body)
 		got, ok := AskForUsage(chatPath, []byte(body))
 		valid := json.Valid([]byte(body)) && isObject([]byte(body))
 		if !ok {
@@ -376,4 +380,43 @@ func FuzzAskForUsage(f *testing.F) {
 		}
 		checkRewrite(t, []byte(body), got)
 	})
+}
+
+// checkEachMember: the members eachMember reads, when it reads a body
+// whole, are gjson's, key for key and value for value; and it reads every
+// valid object whose keys have no escapes and that nests at most 63 deep.
+func checkEachMember(t *testing.T, body string) {
+	t.Helper()
+	var fast, slow [][2]string
+	whole := eachMember(body, func(key, raw string) { fast = append(fast, [2]string{key, raw}) })
+	if !whole {
+		plain := json.Valid([]byte(body)) && isObject([]byte(body)) && !strings.Contains(body, `\`) && strings.Count(body, "{")+strings.Count(body, "[") <= 63
+		if plain {
+			t.Fatalf("eachMember did not read %q", body)
+		}
+		return
+	}
+	gjson.Parse(body).ForEach(func(key, value gjson.Result) bool {
+		slow = append(slow, [2]string{key.Str, value.Raw})
+		return true
+	})
+	if !slices.Equal(fast, slow) {
+		t.Fatalf("%q: eachMember read %q, gjson %q", body, fast, slow)
+	}
+	if !json.Valid([]byte(body)) {
+		t.Fatalf("eachMember read %q whole, which is not JSON", body)
+	}
+}
+
+func TestEachMember(t *testing.T) {
+	for _, body := range []string{
+		string(chatBody(4 << 10)), `{}`, ` { } `, `{"a":1}`, `{"stream":true,"stream":false,"x":{"y":[1,{"z":null}]}}`,
+		"{\n\t\"stream\" : true ,\r\n\"messages\":[]\n}\n",
+		`{"a":1,}`, `{"a" 1}`, `{"a":1}x`, `{"\u0073tream":true}`, `{"a":tru}`, `{"a":1`, `[1]`, `{"a":"\"}`,
+	} {
+		checkEachMember(t, body)
+	}
+	if !eachMember(string(chatBody(4<<10)), func(string, string) {}) {
+		t.Fatal("a chat body is not read by eachMember")
+	}
 }

@@ -28,13 +28,14 @@ import (
 // Nothing before the text has an effect (text, usage) that would be
 // skipped with the bytes: members reads only values without one.
 type lineMemo struct {
-	key   int                // the key's opening quote (0: nothing remembered)
-	text  int                // the text value's opening quote
-	depth int                // objects and arrays open at the key
-	open  [maxLevels]level   // them, outermost first
-	line  [maxMemoBytes]byte // the line up to the text, its opening quote included
-	tail  [maxMemoBytes]byte // from the text's closing quote to the line's end
-	tailN int                // bytes in tail; 0: none, -1: the line after did not match it
+	key   int              // the key's opening quote (0: nothing remembered)
+	text  int              // the text value's opening quote
+	depth int              // objects and arrays open at the key
+	open  [maxLevels]level // them, outermost first
+	tailN int              // bytes of the line's end; 0: none, -1: the line after did not match it
+	// The line up to the text (its opening quote included), then its end
+	// from the text's closing quote: the text is what lines differ by.
+	buf [maxMemoBytes]byte
 
 	// At the start of the line being read and remembered: the Parser's
 	// text bytes, to tell whether there was more text after the text; and
@@ -45,7 +46,7 @@ type lineMemo struct {
 
 // maxMemoBytes bounds what is remembered of a line before and after its
 // text: more than every provider's events need (OpenAI's, the longest,
-// ~230 bytes before their content).
+// ~215 bytes before their content and ~55 after).
 const maxMemoBytes = 320
 
 // forget starts a line that did not match: it may be remembered instead.
@@ -63,7 +64,7 @@ func (m *lineMemo) remember(p *Parser, data []byte, key, text, textEnd, depth in
 	if text >= maxMemoBytes {
 		return
 	}
-	copy(m.line[:], data[:text+1])
+	copy(m.buf[:], data[:text+1])
 	m.key, m.text, m.textEnd, m.depth = key, text, textEnd, depth
 	copy(m.open[:depth], p.lex.open[:depth])
 }
@@ -74,23 +75,23 @@ func (m *lineMemo) remember(p *Parser, data []byte, key, text, textEnd, depth in
 // then nothing after it had an effect (members leaves usage to the switch).
 func (m *lineMemo) rememberTail(p *Parser, data []byte, end int) {
 	textLen := int64(m.textEnd - m.text - 1)
-	if end-m.textEnd > maxMemoBytes || p.textBytes != m.textBytes+textLen {
+	if m.text+1+end-m.textEnd > maxMemoBytes || p.textBytes != m.textBytes+textLen {
 		return
 	}
-	m.tailN = copy(m.tail[:], data[m.textEnd:end])
+	m.tailN = copy(m.buf[m.text+1:], data[m.textEnd:end])
 }
 
 // matches says whether data, a data line starting at a fresh root, starts
 // with the remembered bytes up to the key's opening quote.
 func (m *lineMemo) matches(data []byte) bool {
-	return len(data) > m.key && samePrefix(data[:m.key+1], m.line[:m.key+1])
+	return len(data) > m.key && samePrefix(data[:m.key+1], m.buf[:m.key+1])
 }
 
 // sameLine reads data, a data line that matches, when it is the remembered
 // line but for its text: it counts the text and returns where the line ends
 // (0: it is not).
 func (m *lineMemo) sameLine(p *Parser, data []byte) int {
-	if m.tailN <= 0 || len(data) <= m.text || !samePrefix(data[m.key+1:m.text+1], m.line[m.key+1:m.text+1]) {
+	if m.tailN <= 0 || len(data) <= m.text || !samePrefix(data[m.key+1:m.text+1], m.buf[m.key+1:m.text+1]) {
 		return 0
 	}
 	text := data[m.text+1:]
@@ -99,7 +100,8 @@ func (m *lineMemo) sameLine(p *Parser, data []byte) int {
 		return 0
 	}
 	end := m.text + 1 + q // the text's closing quote
-	if len(data) <= end+m.tailN || data[end+m.tailN] != '\n' || !samePrefix(data[end:end+m.tailN], m.tail[:m.tailN]) {
+	tail := m.buf[m.text+1 : m.text+1+m.tailN]
+	if len(data) <= end+m.tailN || data[end+m.tailN] != '\n' || !samePrefix(data[end:end+m.tailN], tail) {
 		m.tailN = -1 // lines differ after their text: not worth comparing again
 		return 0
 	}
