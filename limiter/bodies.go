@@ -53,6 +53,9 @@ func bodyCoding(ctx wrapper.HttpContext) (coding string, readable bool) {
 // compressed says whether a Content-Encoding makes a body unreadable: any
 // coding but identity.
 func compressed(contentEncoding string) bool {
+	if contentEncoding == "" {
+		return false // the common case, without the split's allocation
+	}
 	for _, coding := range strings.Split(contentEncoding, ",") {
 		if c := strings.TrimSpace(coding); c != "" && !strings.EqualFold(c, "identity") {
 			return true
