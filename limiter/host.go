@@ -186,13 +186,16 @@ func (h *httpContext) requestBody(size int) []byte {
 	if size <= 0 {
 		return nil
 	}
-	body, err := proxywasm.GetHttpRequestBody(0, size)
-	if err != nil {
-		log.Debugf("reading the request body: %v", err)
-		return nil
-	}
-	return body
+	return hostBuffer(requestBodyBuffer, size)
 }
+
+// bodyBuffer is a body's buffer type in proxy-wasm's ABI.
+type bodyBuffer uint32
+
+const (
+	requestBodyBuffer  bodyBuffer = 0
+	responseBodyBuffer bodyBuffer = 1
+)
 
 // OnHttpResponseBody hands each chunk of a response the limiter reads to it,
 // and holds the last chunk when the hook asked to: the host buffers it and
@@ -209,7 +212,7 @@ func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 	current, held = h, false
 	var chunk []byte
 	if size > 0 {
-		chunk, _ = proxywasm.GetHttpResponseBody(0, size)
+		chunk = hostBuffer(responseBodyBuffer, size)
 	}
 	if out, changed := r.responseChunk(chunk, end); changed {
 		if err := proxywasm.ReplaceHttpResponseBody(out); err != nil {

@@ -1,0 +1,37 @@
+//go:build wasm
+
+package limiter
+
+import "unsafe"
+
+// hostBuffer returns the first size bytes of the body the host buffered
+// (the request's, or the response's chunk), nil when there is none. It is
+// the SDK's GetHttpRequestBody and GetHttpResponseBody, but for where the
+// host writes the buffer's address and length: the SDK passes two
+// variables of its own, which a pointer handed to an import moves to the
+// heap, two allocations on every chunk of every stream. These are the
+// VM's, whose hooks run one at a time (the host calls back into the module
+// only to allocate the copy, which reads no body), at addresses that never
+// move.
+func hostBuffer(b bodyBuffer, size int) []byte {
+	returned.data, returned.size = nil, 0
+	status := proxyGetBufferBytes(uint32(b), 0, int32(min(size, maxBufferedBody)), unsafe.Pointer(&returned.data), &returned.size)
+	data, n := returned.data, returned.size
+	returned.data = nil // the copy is the caller's, not kept alive here
+	if status != 0 || data == nil {
+		return nil
+	}
+	return unsafe.Slice(data, n)
+}
+
+// returned is where the host writes a buffer's address and length.
+var returned struct {
+	data *byte
+	size int32
+}
+
+// proxyGetBufferBytes is the host's proxy_get_buffer_bytes (proxy-wasm ABI
+// 0.2.1), as the SDK declares it.
+//
+//go:wasmimport env proxy_get_buffer_bytes
+func proxyGetBufferBytes(bufferType uint32, start, maxSize int32, returnData unsafe.Pointer, returnSize *int32) uint32
