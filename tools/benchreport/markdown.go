@@ -154,7 +154,9 @@ func (r benchReport) writeMethod(b *strings.Builder) {
 		"plugin's: those their own code makes (the plugin, the wrapper, the SDK and the libraries they call), counted with " +
 		"Go's memory profiler in Go mode, where it sees every allocation and its stack, leaving out the host emulator's " +
 		"and the benchmark's. The emulator gives no way into a WASM module's runtime; the same source compiled to WASM " +
-		"allocates at the same places, plus the host's copy of each value it hands the module (a header, a chunk).\n")
+		"allocates at the same places, plus the host's copy of each value it hands the module (a header, a chunk), " +
+		"except that the plugin's WASM build reads bodies without the SDK's two allocations per read, which Go mode " +
+		"still counts (`limiter/hostbuffer_wasm.go`: two fewer per chunk in WASM than shown here).\n")
 	b.WriteString("- **Redis calls** and **bytes to Redis** are per request, counted in WASM mode (the same in Go mode): " +
 		"the round trips the request waits for or triggers, and the bytes of the queries (`EVALSHA` with keys and arguments; " +
 		"where a concurrency limit is involved, they vary by a byte or two with the length of the lease id's counter).\n")
