@@ -320,8 +320,8 @@ loop:
 // up to its first text value in p.memo (see lineMemo).
 func (p *Parser) members(data []byte, i int, lines bool, depth int, remember bool) (_ int, state lexState, n node, _ int) {
 	lx := &p.lex
-	top := lx.open[depth-1]  // the object or array (never a root array) being read
-	keyAt, keyDepth := -1, 0 // the key whose value is being read, for remember
+	top := lx.open[depth-1] // the object or array (never a root array) being read
+	var keyAt, keyDepth int // the key whose value is being read (-1: an element's), for remember
 	for {
 		keyAt, keyDepth = i, depth
 		// data[i] is the quote opening a key. Keys are short: the closing
