@@ -186,7 +186,11 @@ func (h *httpContext) requestBody(size int) []byte {
 	if size <= 0 {
 		return nil
 	}
-	return hostBuffer(requestBodyBuffer, size)
+	body := hostBuffer(requestBodyBuffer, size)
+	if body == nil {
+		log.Debugf("reading the request body: the host gave none of its %d bytes", size)
+	}
+	return body
 }
 
 // bodyBuffer is a body's buffer type in proxy-wasm's ABI.
