@@ -2,8 +2,14 @@
 // configuration and matches requests against its rules.
 //
 // It accepts every configuration the Higress ai-token-ratelimit plugin
-// accepts, with the same meaning, plus these extensions:
+// accepts, with the same meaning as in Higress 2.2.4 (every rule item a
+// request matches applies, and global_threshold may be set beside
+// rule_items: see Config.MatchAll), plus these extensions:
 //
+//   - rule_match_mode: first, the first-match behaviour of earlier Higress
+//     releases; any number of rule items (Higress: 10); and rule items whose
+//     keys name one subject count it once, at each window's tightest limit
+//     (see Shared), where Higress counts it once per item.
 //   - A limit key may set several windows (token_per_second, token_per_minute,
 //     token_per_hour, token_per_day); all of them are enforced. Higress
 //     silently keeps only one.
@@ -98,10 +104,12 @@ const (
 // Parse and safe for concurrent use.
 type Config struct {
 	RuleName string
-	// Global is set when global_threshold is used; its Key is "*" and its Kind
-	// KeyAny. Items is then empty.
+	// Global is set when global_threshold is used: a limit every request
+	// counts in, beside the rule items it matches, if any. Its Key is "*"
+	// and its Kind KeyAny.
 	Global *LimitKey
-	// Items are the rule_items, in configuration order.
+	// Items are the rule_items, in configuration order; under MatchAll,
+	// every one a request matches limits it.
 	Items []RuleItem
 
 	RejectedCode uint32

@@ -11,8 +11,8 @@ import (
 type MatchMode uint8
 
 const (
-	MatchFirst MatchMode = iota // "first" (default, Higress): the first matching item
-	MatchAll                    // "all": every matching item, each with its first matching key
+	MatchFirst MatchMode = iota // "first": the first matching item only (Higress before 2.2.4)
+	MatchAll                    // "all" (default, Higress since 2.2.4): every matching item, each with its first matching key
 )
 
 // Reservation is token_reservation: estimate a request's cost before

@@ -46,7 +46,8 @@ func TestCostOptionsInvalid(t *testing.T) {
 
 func TestCostOptionsDefaultsAndValues(t *testing.T) {
 	c := mustParse(t, withGlobal(""))
-	assert.Equal(t, MatchFirst, c.MatchMode)
+	assert.Equal(t, MatchAll, c.MatchMode, "Higress 2.2.4's: every matching rule item applies")
+	assert.Equal(t, MatchFirst, mustParse(t, withGlobal(`,"rule_match_mode":"first"`)).MatchMode)
 	assert.Equal(t, Reservation{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
 	assert.Equal(t, CountTotal, c.Cost.Strategy)
 

@@ -211,43 +211,70 @@ func checkMatches(t *testing.T, c *Config, r *fakeRequest) {
 		t.Fatalf("bad match: %+v", m)
 	}
 	all := c.MatchAll(r, nil)
-	if ok != (len(all) > 0) || ok && all[0] != m && c.MatchMode == MatchFirst {
+	if ok != (len(all) > 0) || ok && all[0].withoutShared() != m && c.MatchMode == MatchFirst {
 		t.Fatalf("Match %+v %v, MatchAll %+v", m, ok, all)
 	}
 	// Each rule item reads at most two values, and each match may be
-	// followed by a per_model match.
-	if len(all) > 4*max(len(c.Items), 1) {
+	// followed by a per_model match; the thresholds add one each, with
+	// theirs.
+	if len(all) > 4*len(c.Items)+4 {
 		t.Fatalf("%d matches for %d rule items", len(all), len(c.Items))
 	}
+	itemMatched := slices.ContainsFunc(all, func(m Match) bool { return m.Item != nil })
 	for i, m := range all {
 		if m.Item != nil && m.Item.Type.PerValue() && m.Value == "" {
 			t.Fatalf("per-value match with empty value: %+v", m)
 		}
-		if m.Unmatched && (len(all) > 2 || all[0].Key != c.Unmatched) {
-			t.Fatalf("unmatched beside other matches: %+v", all)
+		if m.Unmatched && itemMatched {
+			t.Fatalf("unmatched beside rule items' matches: %+v", all)
 		}
-		byModel := m.Item != nil && m.Item.Type.ModelValued()
-		if (m.Model != "") != (byModel || m.Parent != nil) || m.Model != "" && m.Model != r.model {
-			t.Fatalf("match with model %q for a request with %q: %+v", m.Model, r.model, m)
+		if (m.Item == nil && !m.Unmatched) != (c.Global != nil && (m.Key == c.Global || m.Parent == c.Global)) {
+			t.Fatalf("a global match that is not the global threshold's: %+v", all)
+		}
+		for _, mm := range m.Merged() {
+			checkMatchModel(t, r, mm)
+			if !mm.SameSubject(&m) {
+				t.Fatalf("match %d merges another subject's: %+v", i, all)
+			}
 		}
 		if m.Parent != nil {
-			p := all[i-1]
-			if p.Key != m.Parent || p.Item != m.Item || p.Value != m.Value || p.Unmatched != m.Unmatched || byModel ||
-				m.Key != firstEntry(m.Parent.PerModel, m.Model) {
-				t.Fatalf("per_model match %d is not its parent's first matching entry: %+v", i, all)
+			// Its parent came before it, and it is the first entry of
+			// each of its merged parents that matches the model.
+			if !slices.ContainsFunc(all[:i], func(p Match) bool {
+				return p.Parent == nil && p.Item == m.Item && p.Value == m.Value && p.Unmatched == m.Unmatched &&
+					slices.ContainsFunc(p.Merged(), func(pm Match) bool { return pm.Key == m.Parent })
+			}) {
+				t.Fatalf("per_model match %d without its parent before it: %+v", i, all)
 			}
-		} else if want := firstEntry(m.Key.PerModel, r.model); r.model != "" && want != nil {
-			if i+1 == len(all) || all[i+1].Parent != m.Key {
-				t.Fatalf("match %d is not followed by its per_model match: %+v", i, all)
+			for _, mm := range m.Merged() {
+				if mm.Key != firstEntry(mm.Parent.PerModel, mm.Model) {
+					t.Fatalf("per_model match %d is not its parent's first matching entry: %+v", i, all)
+				}
 			}
-		} else if i+1 < len(all) && all[i+1].Parent != nil {
-			t.Fatalf("match %d is followed by a per_model match: %+v", i, all)
+		} else if r.model != "" {
+			for _, mm := range m.Merged() {
+				if want := firstEntry(mm.Key.PerModel, r.model); want != nil && !slices.ContainsFunc(all[i+1:], func(e Match) bool {
+					return e.Parent != nil && slices.ContainsFunc(e.Merged(), func(em Match) bool { return em.Parent == mm.Key && em.Key == want })
+				}) {
+					t.Fatalf("match %d is not followed by its per_model match: %+v", i, all)
+				}
+			}
 		}
 		for _, o := range all[:i] {
-			if o == m {
+			if o.SameSubject(&m) {
 				t.Fatalf("a subject twice: %+v", all)
 			}
 		}
+	}
+}
+
+// checkMatchModel checks that a match has a model where it depends on
+// the request's, and that model.
+func checkMatchModel(t *testing.T, r *fakeRequest, m Match) {
+	t.Helper()
+	byModel := m.Item != nil && m.Item.Type.ModelValued()
+	if (m.Model != "") != (byModel || m.Parent != nil) || m.Model != "" && m.Model != r.model || byModel && m.Parent != nil {
+		t.Fatalf("match with model %q for a request with %q: %+v", m.Model, r.model, m)
 	}
 }
 
@@ -280,7 +307,7 @@ var fuzzRequests = []*fakeRequest{
 // checkConfig asserts the invariants of an accepted configuration.
 func checkConfig(t *testing.T, c *Config) {
 	t.Helper()
-	if c.RuleName == "" || (c.Global == nil) == (len(c.Items) == 0) || c.Global != nil && c.Unmatched != nil ||
+	if c.RuleName == "" || c.Global == nil && len(c.Items) == 0 || c.Unmatched != nil && len(c.Items) == 0 ||
 		c.IPv6PrefixLength < 1 || c.IPv6PrefixLength > 128 {
 		t.Fatalf("bad config: %+v", c)
 	}

@@ -94,16 +94,19 @@ type Match struct {
 	// MatchAll's output). Its subject is the parent's, narrowed to Model
 	// (see cachekey.AppendModel). nil otherwise.
 	Parent *LimitKey
+	// Shared is set when other matches of the request name the same
+	// subject: they are merged into this one, which then has all their
+	// limits, each window once (see Shared, and Windows, MaxConcurrent
+	// and WindowFrom, which read it). nil otherwise: the limits are Key's.
+	Shared *Shared
 }
 
-// Match returns the limit that applies to r under rule_match_mode
-// "first": the global threshold if configured, otherwise the first rule
-// item, in order, whose value is present in the request and matched by one
-// of its keys (the first that matches, in order), otherwise the unmatched
-// threshold if configured. ok is false when no limit applies. A request
-// that repeats a parameter or cookie may have a second limit, and a
-// matched key with per_model a second limit for the request's model (see
-// MatchAll): Match returns the first, never a per_model match.
+// Match returns the first limit MatchAll returns for r, without the
+// limits it may merge into it (see Shared): the global threshold if
+// configured, otherwise the first rule item, in order, whose value is
+// present in the request and matched by one of its keys (the first that
+// matches, in order), otherwise the unmatched threshold if configured. ok
+// is false when no limit applies. Match never returns a per_model match.
 func (c *Config) Match(r Request) (m Match, ok bool) {
 	if c.Global != nil {
 		return Match{Key: c.Global}, true
@@ -119,10 +122,11 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 }
 
 // MatchAll appends to dst every limit that applies to r: the global
-// threshold; or under rule_match_mode "all" each rule item whose value is
-// present and matched by one of its keys (the first that matches), in
-// configuration order, and under "first" the first such item, as Match;
-// or, when no rule item matches, the unmatched threshold.
+// threshold, when configured, which every request counts in; then, under
+// rule_match_mode "all" (the default, as Higress since 2.2.4), each rule
+// item whose value is present and matched by one of its keys (the first
+// that matches), in configuration order, and under "first" the first such
+// item only; or, when no rule item matches, the unmatched threshold.
 //
 // A query parameter or cookie that the request sends more than once with
 // different values is read both ways upstreams read it: as its first value
@@ -132,8 +136,11 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 // upstream or its auth layer takes, the subject it names is charged: a
 // client cannot add a value of its choosing to reach a fresh budget. The
 // values in between are not read by any of those, and are ignored, which
-// also bounds the subjects of a request, at two per rule item. Matches that
-// name the same subject are appended once.
+// also bounds the subjects of a request, at two per rule item.
+//
+// Matches that name the same subject (see Match.SameSubject) are one: the
+// first made, with the others merged into it (see Shared), so that the
+// request counts once in each of the subject's windows.
 //
 // Right after each match whose Key has per_model, when the request has a
 // model (Request.Model), comes the first per_model entry that matches the
@@ -146,8 +153,9 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 func (c *Config) MatchAll(r Request, dst []Match) []Match {
 	start := len(dst)
 	if c.Global != nil {
-		return appendMatch(dst, start, Match{Key: c.Global}, r)
+		dst = appendMatch(dst, start, Match{Key: c.Global}, r)
 	}
+	items := len(dst)
 	if c.MatchMode == MatchFirst {
 		m, ok, repeated := c.matchFirst(r, false)
 		if ok {
@@ -175,7 +183,7 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 	if r.Model() == UnknownModel {
 		dst = c.appendUnknownModel(dst, start)
 	}
-	if len(dst) == start && c.Unmatched != nil {
+	if len(dst) == items && c.Unmatched != nil {
 		dst = appendMatch(dst, start, c.unmatched(), r)
 	}
 	return dst
@@ -213,16 +221,11 @@ func (unknownModelRequest) Model() string { return UnknownModel }
 // unmatched is the match of a request no rule item matches.
 func (c *Config) unmatched() Match { return Match{Key: c.Unmatched, Unmatched: true} }
 
-// appendMatch appends m to dst unless dst[start:] holds it already, then
-// its per_model match, if any: the first entry of m.Key.PerModel that
-// matches r's model.
+// appendMatch adds m to dst[start:] (see addMatch: a match of a subject
+// already there is merged into it), then its per_model match, if any: the
+// first entry of m.Key.PerModel that matches r's model.
 func appendMatch(dst []Match, start int, m Match, r Request) []Match {
-	for _, d := range dst[start:] {
-		if d.Item == m.Item && d.Key == m.Key && d.Value == m.Value {
-			return dst
-		}
-	}
-	dst = append(dst, m)
+	dst = addMatch(dst, start, m)
 	if m.Key.PerModel == nil {
 		return dst
 	}
@@ -233,13 +236,13 @@ func appendMatch(dst []Match, start int, m Match, r Request) []Match {
 	if model == UnknownModel { // every entry: which one the model matches cannot be told
 		for i := range m.Key.PerModel {
 			e := &m.Key.PerModel[i]
-			dst = append(dst, Match{Item: m.Item, Key: e, Value: m.Value, Unmatched: m.Unmatched, Model: unknownModelOf(e), Parent: m.Key})
+			dst = addMatch(dst, start, Match{Item: m.Item, Key: e, Value: m.Value, Unmatched: m.Unmatched, Model: unknownModelOf(e), Parent: m.Key})
 		}
 		return dst
 	}
 	for i := range m.Key.PerModel {
 		if e := &m.Key.PerModel[i]; e.matchString(model) {
-			return append(dst, Match{Item: m.Item, Key: e, Value: m.Value, Unmatched: m.Unmatched, Model: model, Parent: m.Key})
+			return addMatch(dst, start, Match{Item: m.Item, Key: e, Value: m.Value, Unmatched: m.Unmatched, Model: model, Parent: m.Key})
 		}
 	}
 	return dst

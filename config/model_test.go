@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -266,9 +267,22 @@ func modelMatches(c *Config, r Request) []string {
 		if m.Parent != nil {
 			d += " <" + m.Parent.Key
 		}
+		for _, o := range m.Merged()[1:] { // merged into it: the key of each, and its item's index
+			d += " +" + o.Key.Key + "#" + strconv.Itoa(itemIndex(c, o.Item))
+		}
 		out = append(out, d)
 	}
 	return out
+}
+
+// itemIndex is the index of a rule item in c.Items, -1 for none.
+func itemIndex(c *Config, it *RuleItem) int {
+	for i := range c.Items {
+		if it == &c.Items[i] {
+			return i
+		}
+	}
+	return -1
 }
 
 // The configuration of the issue: each consumer has a daily budget for all
@@ -414,20 +428,31 @@ func TestMatchPerModelUnderThresholds(t *testing.T) {
 // by its own per_model match, and a subject both readings name is limited
 // once, its model too.
 func TestMatchPerModelWithRepeatedParameter(t *testing.T) {
-	c := mustParse(t, withItems(`{"limit_by_param":"apikey","limit_keys":[{"key":"regexp:^k","token_per_minute":1,"per_model":[{"model":"*","token_per_minute":1}]}]},
-		{"limit_by_per_param":"apikey","limit_keys":[{"key":"*","token_per_minute":1,"per_model":[{"model":"gpt*","token_per_minute":1}]}]}`))
-	require.Equal(t, []string{
+	items := `{"limit_by_param":"apikey","limit_keys":[{"key":"regexp:^k","token_per_minute":1,"per_model":[{"model":"*","token_per_minute":1}]}]},
+		{"limit_by_per_param":"apikey","limit_keys":[{"key":"*","token_per_minute":1,"per_model":[{"model":"gpt*","token_per_minute":1}]}]}`
+	perParam := []string{
 		"limit_by_per_param#1/*=a", "limit_by_per_param#1/gpt*=a @gpt-4o <*",
 		"limit_by_per_param#1/*=b", "limit_by_per_param#1/gpt*=b @gpt-4o <*",
-	}, modelMatches(c, req("/v1?apikey=a&apikey=b", "").withModel("gpt-4o")))
-	require.Equal(t, []string{
-		"limit_by_param#0/regexp:^k=regexp:^k", "limit_by_param#0/*=regexp:^k @gpt-4o <regexp:^k",
-	}, modelMatches(c, req("/v1?apikey=k1&apikey=k2", "").withModel("gpt-4o")))
+	}
+	byParam := []string{"limit_by_param#0/regexp:^k=regexp:^k", "limit_by_param#0/*=regexp:^k @gpt-4o <regexp:^k"}
+
+	c := mustParse(t, withItems(items, `"rule_match_mode":"first",`))
+	require.Equal(t, perParam, modelMatches(c, req("/v1?apikey=a&apikey=b", "").withModel("gpt-4o")))
+	require.Equal(t, byParam, modelMatches(c, req("/v1?apikey=k1&apikey=k2", "").withModel("gpt-4o")))
+
+	// Every item: the keys' shared subject once, each reading's own.
+	c = mustParse(t, withItems(items))
+	require.Equal(t, perParam, modelMatches(c, req("/v1?apikey=a&apikey=b", "").withModel("gpt-4o")))
+	require.Equal(t, append(byParam,
+		"limit_by_per_param#1/*=k1", "limit_by_per_param#1/gpt*=k1 @gpt-4o <*",
+		"limit_by_per_param#1/*=k2", "limit_by_per_param#1/gpt*=k2 @gpt-4o <*",
+	), modelMatches(c, req("/v1?apikey=k1&apikey=k2", "").withModel("gpt-4o")))
+
 	// Into a slice that holds earlier matches: those are left alone.
 	dst := c.MatchAll(req("/v1?apikey=k1", "").withModel("gpt-4o"), nil)
 	dst = c.MatchAll(req("/v1?apikey=k1", "").withModel("gpt-4o"), dst)
-	require.Len(t, dst, 4)
-	require.Equal(t, dst[:2], dst[2:])
+	require.Len(t, dst, 8)
+	require.Equal(t, dst[:4], dst[4:])
 }
 
 // Matching with models allocates nothing: the model is the request's

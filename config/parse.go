@@ -271,6 +271,7 @@ func newConfig() *Config {
 		LocalMaxSubjects: DefaultLocalMaxSubjects,
 		XFFTrustedHops:   xffTrustedHopsUnset,
 		IPv6PrefixLength: DefaultIPv6PrefixLength,
+		MatchMode:        MatchAll,
 		Redis: Redis{TimeoutMs: DefaultRedisTimeoutMs, BreakerFailures: DefaultBreakerFailures,
 			BreakerProbeMs: DefaultBreakerProbeMs, Cluster: true},
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,
@@ -292,15 +293,15 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 	if c.Shadow && c.AmbiguousBody == AmbiguousReject {
 		c.AmbiguousBody = AmbiguousStrictest
 	}
-	switch hasGlobal, hasItems := isSet(members[globalField]), isSet(members[itemsField]); {
-	case hasGlobal && hasItems:
-		return fieldErr("", globalField, " and ", itemsField, " cannot both be set")
-	case !hasGlobal && !hasItems:
+	// global_threshold and rule_items may be set together (as Higress
+	// allows since 2.2.4): every request counts in the first, and each
+	// also in the items it matches.
+	if !isSet(members[globalField]) && !isSet(members[itemsField]) {
 		return fieldErr("", "one of ", globalField, " or ", itemsField, " is required")
 	}
-	// Under global_threshold every request is matched: a threshold for the
-	// unmatched ones would never apply.
-	if isSet(members[unmatchedField]) && c.Global != nil {
+	// The unmatched requests are those no rule item matches: without rule
+	// items, a threshold for them would be a second global_threshold.
+	if isSet(members[unmatchedField]) && !isSet(members[itemsField]) {
 		return fieldErr(unmatchedField, "applies only with ", itemsField, ", to the requests no rule item matches: ",
 			globalField, " already limits every request")
 	}

@@ -58,7 +58,6 @@ func TestParseInvalid(t *testing.T) {
 		{"rule_name empty", `{"rule_name":"","global_threshold":{"token_per_minute":1},` + redisOK + `}`, `rule_name: must not be empty`},
 		{"rule_name number", `{"rule_name":1,"global_threshold":{"token_per_minute":1},` + redisOK + `}`, `rule_name: must be a string, got number 1`},
 		{"neither global nor items", `{"rule_name":"r",` + redisOK + `}`, `one of global_threshold or rule_items is required`},
-		{"both global and items", `{"rule_name":"r","global_threshold":{"token_per_minute":1},"rule_items":[` + item(hdr, `"k"`) + `],` + redisOK + `}`, `global_threshold and rule_items cannot both be set`},
 		{"unknown top-level", withGlobal(`,"rule_itms":[]`), `rule_itms: unknown field (did you mean rule_items?)`},
 		{"unknown top-level far", withGlobal(`,"max_concurrent_requests":3`), `max_concurrent_requests: unknown field`},
 		{"odd top-level key", withGlobal(`,"a b":1`), `"a b": unknown field`},
@@ -611,8 +610,6 @@ func TestParseIPv6PrefixLengthAndUnmatchedThreshold(t *testing.T) {
 		{`{"rule_name":"r","unmatched_threshold":{"token_per_minute":1},"global_threshold":{"token_per_minute":1},` + redisOK + `}`,
 			`unmatched_threshold: applies only with rule_items, to the requests no rule item matches: global_threshold already limits every request`},
 		{`{"rule_name":"r","unmatched_threshold":{"token_per_minute":1},` + redisOK + `}`, `one of global_threshold or rule_items is required`},
-		{`{"rule_name":"r","unmatched_threshold":{"token_per_minute":1},"global_threshold":{"token_per_minute":1},` + items + `,` + redisOK + `}`,
-			`global_threshold and rule_items cannot both be set`},
 	} {
 		_, err := ParseString(tt.json)
 		require.EqualError(t, err, tt.want, tt.json)

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -149,54 +150,72 @@ func (e subjectError) Unwrap() error { return ErrNoSuchSubject }
 // Resolve returns the limits of the subject ref names, as a request with
 // that value (and model) would be matched: the subject's own match and,
 // with Model, the per_model match of that model within it (as
-// Config.MatchAll appends them). With Model, the first is the parent.
+// Config.MatchAll appends them). With Model, the first is the parent. The
+// other rule items whose keys name the same subject for that value are
+// merged into it, as MatchAll merges them (see Shared).
 func (c *Config) Resolve(ref SubjectRef) ([]Match, error) {
-	var m Match
+	var ms []Match
 	switch {
 	case ref.Threshold == GlobalThreshold && c.Global != nil:
-		m = Match{Key: c.Global}
+		ms = []Match{{Key: c.Global}}
 	case ref.Threshold == UnmatchedThreshold && c.Unmatched != nil:
-		m = c.unmatched()
+		ms = []Match{c.unmatched()}
 	case ref.Threshold != "":
 		return nil, subjectError(ref.Threshold + " is not configured")
 	case ref.Item < 0 || ref.Item >= len(c.Items):
 		return nil, subjectError("rule item " + strconv.Itoa(ref.Item) + " does not exist: the rule has " + strconv.Itoa(len(c.Items)))
 	default:
 		it := &c.Items[ref.Item]
-		var ok bool
-		switch {
-		case it.Type == ByPerIP:
-			m, ok = c.resolveIP(it, ref.Value)
-		case !it.Type.PerValue():
-			// A shared key's subject is the key: the status shows its text
-			// as the value, and that text names it back.
-			if m, ok = it.keyNamed(ref.Value); !ok {
-				m, ok = it.matchValue(ref.Value)
-			}
-		default:
-			m, ok = it.matchValue(ref.Value)
-		}
+		m, ok := c.resolveItem(it, ref.Value)
 		if !ok {
 			return nil, subjectError("no key of rule item " + strconv.Itoa(ref.Item) + " (" + it.Type.String() + ") matches the value " + strconv.Quote(ref.Value))
+		}
+		ms = []Match{m}
+		for i := range c.Items {
+			if other := &c.Items[i]; other != it && other.Type == it.Type && other.Name == it.Name {
+				if o, ok := c.resolveItem(other, ref.Value); ok && o.SameSubject(&m) {
+					ms = append(ms, o)
+				}
+			}
 		}
 		if it.Type.ModelValued() {
 			if ref.Model != "" && ref.Model != ref.Value {
 				return nil, subjectError("rule item " + strconv.Itoa(ref.Item) + " limits by model: its value is the model, " + strconv.Quote(ref.Value) + ", not " + strconv.Quote(ref.Model))
 			}
-			return []Match{m}, nil
+			ref.Model = "" // the value is the model: no per_model within it
 		}
 	}
+	all := make([]Match, 0, 2)
+	for _, m := range ms {
+		all = appendMatch(all, 0, m, modelOnly(ref.Model))
+	}
 	if ref.Model == "" {
-		return []Match{m}, nil
+		return all, nil
 	}
-	if m.Key.PerModel == nil {
-		return nil, subjectError("the subject's key " + strconv.Quote(m.Key.Key) + " has no per_model limits")
+	key := strconv.Quote(ms[0].Key.Key)
+	if !slices.ContainsFunc(ms, func(m Match) bool { return m.Key.PerModel != nil }) {
+		return nil, subjectError("the subject's key " + key + " has no per_model limits")
 	}
-	all := appendMatch(make([]Match, 0, 2), 0, m, modelOnly(ref.Model))
 	if len(all) < 2 {
-		return nil, subjectError("no per_model entry of the key " + strconv.Quote(m.Key.Key) + " matches the model " + strconv.Quote(ref.Model))
+		return nil, subjectError("no per_model entry of the key " + key + " matches the model " + strconv.Quote(ref.Model))
 	}
 	return all, nil
+}
+
+// resolveItem matches a rule item against a value as an operator names
+// it (see SubjectRef.Value).
+func (c *Config) resolveItem(it *RuleItem, value string) (Match, bool) {
+	switch {
+	case it.Type == ByPerIP:
+		return c.resolveIP(it, value)
+	case !it.Type.PerValue():
+		// A shared key's subject is the key: the status shows its text
+		// as the value, and that text names it back.
+		if m, ok := it.keyNamed(value); ok {
+			return m, true
+		}
+	}
+	return it.matchValue(value)
 }
 
 // keyNamed is the match of a shared-key item's key whose text is key

@@ -92,7 +92,7 @@ func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.C
 		if c.Subject >= len(matches) {
 			continue // not the request's group: never the case
 		}
-		body := alertJSON(r.pc.rules, matches[c.Subject], subjects[c.Subject].Windows[c.Window], c)
+		body := alertJSON(r.pc.rules, matches[c.Subject].WindowFrom(c.Window), subjects[c.Subject].Windows[c.Window], c)
 		log.Infof("budget alert: %s", body)
 		r.pc.start.queueAlert(&pendingAlert{to: a, body: body})
 	}

@@ -34,7 +34,8 @@ const (
 	// limit would have rejected.
 	metricShadowRejected = "token_ratelimit_shadow_reject_count"
 	// metricUnmatched counts requests no rule item matched: limited by
-	// unmatched_threshold when it is set, otherwise not at all.
+	// unmatched_threshold (and global_threshold) when set, otherwise not at
+	// all.
 	metricUnmatched = "token_ratelimit_unmatched_count"
 )
 

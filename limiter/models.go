@@ -1,8 +1,6 @@
 package limiter
 
 import (
-	"slices"
-
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
@@ -88,7 +86,8 @@ func (m modelRequest) Model() string { return m.model }
 
 // matchRequest matches the request against the rules, with its model when
 // the configuration has model limits: as each model it may name (the
-// others of an ambiguous body), every limit that any of them matches.
+// others of an ambiguous body), every limit that any of them matches, each
+// subject once (see config.AddMatch).
 func (pc PluginConfig) matchRequest(ctx wrapper.HttpContext, model string, others []string) []config.Match {
 	if !pc.modelLimits {
 		return pc.rules.MatchAll(hostRequest{ctx}, nil)
@@ -96,9 +95,7 @@ func (pc PluginConfig) matchRequest(ctx wrapper.HttpContext, model string, other
 	matches := pc.rules.MatchAll(modelRequest{hostRequest{ctx}, model}, nil)
 	for _, other := range others {
 		for _, m := range pc.rules.MatchAll(modelRequest{hostRequest{ctx}, other}, nil) {
-			if !slices.Contains(matches, m) {
-				matches = append(matches, m)
-			}
+			matches = config.AddMatch(matches, m)
 		}
 	}
 	return matches

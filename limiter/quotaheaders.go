@@ -122,11 +122,11 @@ const maxResetMs = 366 * 86400 * 1000
 // were matched, e.g. "item0.token_per_minute";q=1000;w=60;qu="tokens".
 func (r *request) ratelimitPolicy() string {
 	var b strings.Builder
-	item := func(g *group, subject int, field string, quota, seconds int64, unit string) {
+	item := func(g *group, subject, window int, field string, quota, seconds int64, unit string) {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		r.writePolicyID(&b, g, subject, field)
+		r.writePolicyID(&b, g, subject, window, field)
 		b.WriteString(";q=")
 		b.WriteString(strconv.FormatInt(quota, 10))
 		if seconds > 0 {
@@ -142,11 +142,11 @@ func (r *request) ratelimitPolicy() string {
 	for gi := range r.groups {
 		g := &r.groups[gi]
 		for si, s := range g.subjects {
-			for _, w := range s.Windows {
-				item(g, si, w.Field, w.Limit, w.Seconds, policyUnits[w.Unit])
+			for j, w := range s.Windows {
+				item(g, si, j, w.Field, w.Limit, w.Seconds, policyUnits[w.Unit])
 			}
 			if s.Concurrent > 0 {
-				item(g, si, concurrencyField, s.Concurrent, 0, "concurrency")
+				item(g, si, -1, concurrencyField, s.Concurrent, 0, "concurrency")
 			}
 		}
 	}
@@ -164,11 +164,11 @@ const concurrencyField = "max_concurrent_requests"
 // rejection by a concurrency limit, that limit (r=0;t=1).
 func (r *request) ratelimit(v scripts.Verdict, rejected bool) string {
 	var b strings.Builder
-	item := func(g *group, subject int, field string, remaining, seconds int64) {
+	item := func(g *group, subject, window int, field string, remaining, seconds int64) {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		r.writePolicyID(&b, g, subject, field)
+		r.writePolicyID(&b, g, subject, window, field)
 		b.WriteString(";r=")
 		b.WriteString(strconv.FormatInt(remaining, 10))
 		b.WriteString(";t=")
@@ -177,22 +177,24 @@ func (r *request) ratelimit(v scripts.Verdict, rejected bool) string {
 	if r.byKind != nil {
 		for _, k := range [...]scripts.Kind{scripts.KindTokens, scripts.KindRequests, scripts.KindUSD} {
 			if q := &r.byKind[k]; q.g != nil {
-				item(q.g, q.Subject, q.g.subjects[q.Subject].Windows[q.Window].Field, q.Remaining, (q.ResetMs+999)/1000)
+				item(q.g, q.Subject, q.Window, q.g.subjects[q.Subject].Windows[q.Window].Field, q.Remaining, (q.ResetMs+999)/1000)
 			}
 		}
 	}
 	if rejected && v.Kind == scripts.KindConcurrent && r.rejectedBy != nil {
-		item(r.rejectedBy, v.Subject, concurrencyField, 0, 1)
+		item(r.rejectedBy, v.Subject, -1, concurrencyField, 0, 1)
 	}
 	return b.String()
 }
 
 // writePolicyID writes the id of a policy (a structured-field string): what
-// the subject's match limits by ("global", "unmatched", or "item<i>" for
+// the limit's match limits by ("global", "unmatched", or "item<i>" for
 // the rule item at index i of rule_items), its model for a model limit,
-// then the limit's field ("token_per_minute").
-func (r *request) writePolicyID(b *strings.Builder, g *group, subject int, field string) {
-	m := g.matches[subject]
+// then the limit's field ("token_per_minute"). The limit is window j of
+// the subject (-1: its concurrency limit), whose match is the one it is
+// from where the subject is shared (see config.Shared).
+func (r *request) writePolicyID(b *strings.Builder, g *group, subject, window int, field string) {
+	m := limitFrom(&g.matches[subject], window)
 	b.WriteByte('"')
 	switch {
 	case m.Unmatched:

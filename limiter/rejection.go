@@ -258,7 +258,7 @@ func scopeOf(rules *config.Config, g *group, v *scripts.Verdict) string {
 	if g == nil || v == nil || v.Subject < 0 || v.Subject >= len(g.matches) {
 		return ""
 	}
-	m := g.matches[v.Subject]
+	m := limitFrom(&g.matches[v.Subject], v.Window)
 	var b strings.Builder
 	switch {
 	case m.Unmatched:
@@ -281,6 +281,16 @@ func scopeOf(rules *config.Config, g *group, v *scripts.Verdict) string {
 		appendScopeValue(&b, m.Model)
 	}
 	return b.String()
+}
+
+// limitFrom is the match that window j of a match's subject is from (-1:
+// its concurrency limit): the match itself, unless other matches of the
+// request were merged into it (see config.Shared).
+func limitFrom(m *config.Match, window int) config.Match {
+	if window < 0 {
+		return m.ConcurrencyFrom()
+	}
+	return m.WindowFrom(window)
 }
 
 // appendScopeValue writes a value into a scope header, percent-encoding

@@ -68,15 +68,12 @@ func (r *request) shadowReject() {
 // what each item found in it: a header an SDK sends under another name
 // leaves every call of that SDK unlimited, and uncharged.
 func (pc PluginConfig) noteUnmatched(ctx wrapper.HttpContext, model string, matches []config.Match) {
-	if pc.rules.Global != nil {
-		return // every request is matched
-	}
-	if len(matches) > 0 && (pc.rules.Unmatched == nil || !slices.ContainsFunc(matches, func(m config.Match) bool { return m.Unmatched })) {
-		return
+	if len(pc.rules.Items) == 0 || slices.ContainsFunc(matches, func(m config.Match) bool { return m.Item != nil }) {
+		return // a rule item matched (or there are none: the global threshold is all there is)
 	}
 	pc.metrics.count(metricUnmatched, requestHeader(consumerHeader), model)
 	if len(matches) > 0 {
-		return // unmatched_threshold limits it
+		return // global_threshold or unmatched_threshold limits it
 	}
 	ok, more := pc.unmatchedLog.allow()
 	if !ok {

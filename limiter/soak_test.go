@@ -115,17 +115,20 @@ const (
 
 // soakConfig is one plugin configuration with one rule per route.
 //
-//	soak-a: first match, no reservation; exact, regexp and "*" keys on a
-//	        header, a shared counter and counters per value.
-//	soak-b: rule_match_mode all with token_reservation: a tenant (with a
-//	        request window), the client IP behind one trusted proxy, a tier
-//	        (with a concurrency limit); small bodies_per_token and
-//	        max_body_bytes so that some bodies are estimated by size.
+//	soak-a: rule_match_mode first, no reservation; exact, regexp and "*"
+//	        keys on a header, a shared counter and counters per value.
+//	soak-b: every matching item (the default) with token_reservation: a
+//	        tenant (with a request window), the client IP behind one
+//	        trusted proxy, a tier (with a concurrency limit), and 10.0.0.0/8
+//	        again in an item of its own (with a request window), which
+//	        names the same subject as the IP item: counted once; small
+//	        bodies_per_token and max_body_bytes so that some bodies are
+//	        estimated by size.
 //	soak-c: weighted cost with a per-model override, and token_reservation.
 //	soak-d: a global threshold, weighted cost with a per-model override,
 //	        no reservation (the body is read for its model only).
 var soakConfig = strings.NewReplacer("LIMIT", strconv.FormatInt(soakLimit, 10)).Replace(`{"_rules_": [
-	{"_match_route_": ["soak-a"], "rule_name": "soak-a",
+	{"_match_route_": ["soak-a"], "rule_name": "soak-a", "rule_match_mode": "first",
 	 "rule_items": [
 		{"limit_by_header": "x-api-key", "limit_keys": [
 			{"key": "sk-gold", "token_per_hour": LIMIT, "token_per_day": LIMIT},
@@ -134,7 +137,7 @@ var soakConfig = strings.NewReplacer("LIMIT", strconv.FormatInt(soakLimit, 10)).
 			{"key": "regexp:^sk-user-", "token_per_minute": LIMIT, "token_per_day": LIMIT, "query_per_day": LIMIT},
 			{"key": "*", "token_per_day": LIMIT}]}],
 	 "redis": {"service_name": "redis.static", "timeout": 1000}},
-	{"_match_route_": ["soak-b"], "rule_name": "soak-b", "rule_match_mode": "all", "xff_num_trusted_hops": 1,
+	{"_match_route_": ["soak-b"], "rule_name": "soak-b", "xff_num_trusted_hops": 1,
 	 "token_reservation": {"enabled": true, "bytes_per_token": 3, "default_completion_tokens": 300, "max_body_bytes": 16384},
 	 "rule_items": [
 		{"limit_by_per_header": "x-tenant", "limit_keys": [{"key": "*", "token_per_day": LIMIT, "query_per_day": LIMIT}]},
@@ -144,7 +147,9 @@ var soakConfig = strings.NewReplacer("LIMIT", strconv.FormatInt(soakLimit, 10)).
 			{"key": "::/0", "token_per_day": LIMIT}]},
 		{"limit_by_header": "x-tier", "limit_keys": [
 			{"key": "free", "token_per_day": LIMIT},
-			{"key": "pro", "token_per_day": LIMIT, "max_concurrent_requests": 1000}]}],
+			{"key": "pro", "token_per_day": LIMIT, "max_concurrent_requests": 1000}]},
+		{"limit_by_per_ip": "from-header-x-forwarded-for", "limit_keys": [
+			{"key": "10.0.0.0/8", "token_per_day": LIMIT, "query_per_day": LIMIT}]}],
 	 "redis": {"service_name": "redis.static", "timeout": 1000}},
 	{"_match_route_": ["soak-c"], "rule_name": "soak-c",
 	 "token_reservation": {"enabled": true, "max_body_bytes": 20000},
@@ -287,7 +292,11 @@ func pickSoakB(r *rand.Rand) soakMatch {
 	default:
 		ip = soakPeer
 	}
-	m.subjects = append(m.subjects, soakSubject(rule, "limit_by_per_ip", "x-forwarded-for", ip))
+	ipSubject := soakSubject(rule, "limit_by_per_ip", "x-forwarded-for", ip)
+	m.subjects = append(m.subjects, ipSubject)
+	if strings.HasPrefix(ip, "10.") { // the last item's too: the same subject, counted once
+		m.counted = append(m.counted, ipSubject)
+	}
 	switch n := r.IntN(10); {
 	case n < 4:
 		m.headers = append(m.headers, [2]string{"x-tier", "free"})

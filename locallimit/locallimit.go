@@ -126,7 +126,7 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 			_, end := l.bucket(w.Window, now)
 			kind, reset := scripts.KindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
-			if !fits && !subjects[i].Soft { // a soft window counts, but never rejects
+			if !fits && !subjects[i].WindowSoft(j) { // a soft window counts, but never rejects
 				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i, Window: j}
 			}
 			if left := max(limit-w.used-take, 0); best.Subject < 0 || !fits && !best.OverSoft || fits == !best.OverSoft && left < best.Remaining {

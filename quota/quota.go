@@ -26,6 +26,11 @@ type Document struct {
 // Subject is one limited subject and its limits.
 type Subject struct {
 	Name
+	// Merged names the other limit keys that name the same subject, whose
+	// limits are merged into its own (see config.Shared): rule items of one
+	// type reading one source whose keys all match its value. Absent when
+	// none.
+	Merged []Name  `json:"merged,omitempty"`
 	Limits []Limit `json:"limits"`
 }
 
@@ -198,6 +203,9 @@ func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts
 	d := Document{Subjects: make([]Subject, 0, len(matches))}
 	for i, m := range matches {
 		s := Subject{Name: NameOf(rules, m), Limits: make([]Limit, 0, len(statuses[i]))}
+		for _, o := range m.Merged()[1:] {
+			s.Merged = append(s.Merged, NameOf(rules, o))
+		}
 		for _, l := range statuses[i] {
 			out := Limit{Kind: kindNames[l.Kind], Limit: l.Limit, Used: l.Used, Remaining: l.Remaining(), Overridden: l.Overridden}
 			if l.Kind != scripts.KindConcurrent {
@@ -347,7 +355,7 @@ func (r Request) Plan(rules *config.Config) (Plan, error) {
 	switch r.Op {
 	case OpReset, OpGrant:
 		p.Target.Windows = nil
-		for _, w := range target.Key.Windows {
+		for _, w := range target.Windows() {
 			if r.actsOn(w) {
 				p.Target.Windows = append(p.Target.Windows, w)
 			}
@@ -363,7 +371,7 @@ func (r Request) Plan(rules *config.Config) (Plan, error) {
 			return Plan{}, badRequest("limits: name at least one limit to override (removing them all is a DELETE, or `override rm`)")
 		}
 		for _, l := range r.Limits {
-			name, err := overrideName(target.Key, l.Field)
+			name, err := overrideName(&target, l.Field)
 			if err != nil {
 				return Plan{}, err
 			}
@@ -414,10 +422,10 @@ func describeWindows(r Request) string {
 
 // overrideName checks that an override names a limit the key configures,
 // and returns its name in the scripts.
-func overrideName(k *config.LimitKey, field string) (string, error) {
+func overrideName(m *config.Match, field string) (string, error) {
 	if field == config.MaxConcurrentField {
-		if k.MaxConcurrent == 0 {
-			return "", badRequest("limits.", field, ": the subject's key ", strconv.Quote(k.Key), " has no ", field, " to override (an override changes a configured limit, never adds one)")
+		if m.MaxConcurrent() == 0 {
+			return "", badRequest("limits.", field, ": the subject's key ", strconv.Quote(m.Key.Key), " has no ", field, " to override (an override changes a configured limit, never adds one)")
 		}
 		return scripts.ConcurrencyOverride, nil
 	}
@@ -425,12 +433,12 @@ func overrideName(k *config.LimitKey, field string) (string, error) {
 	if !ok {
 		return "", badRequest("limits.", field, ": unknown limit; overrides take token_per_*, query_per_*, usd_per_* and ", config.MaxConcurrentField)
 	}
-	for _, w := range k.Windows {
+	for _, w := range m.Windows() {
 		if w.Unit == unit && w.Seconds == seconds {
 			return scripts.OverrideName(unit, seconds), nil
 		}
 	}
-	return "", badRequest("limits.", field, ": the subject's key ", strconv.Quote(k.Key), " has no ", field, " to override (an override changes a configured limit, never adds one)")
+	return "", badRequest("limits.", field, ": the subject's key ", strconv.Quote(m.Key.Key), " has no ", field, " to override (an override changes a configured limit, never adds one)")
 }
 
 // Fields returns overrides as an operator writes them: configuration field

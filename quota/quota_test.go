@@ -185,3 +185,37 @@ func TestParseRequest(t *testing.T) {
 		assert.True(t, IsBadRequest(err))
 	}
 }
+
+// A subject two rule items name (their keys both match its value) is one:
+// its plan acts on all its windows, an override may name a window either
+// item set, and its status names the other item's key under merged.
+func TestPlanOfASharedSubject(t *testing.T) {
+	c, err := config.ParseString(`{"rule_name":"chat","limit_overrides":true,"rule_items":[
+		{"limit_by_per_header":"x-key","limit_keys":[{"key":"regexp:^sk-free-","token_per_minute":1000}]},
+		{"limit_by_per_header":"x-key","limit_keys":[{"key":"*","token_per_minute":5000,"token_per_day":90000,"max_concurrent_requests":2}]}],
+		"redis":{"service_name":"redis.static"}}`)
+	require.NoError(t, err)
+	for _, item := range []int{0, 1} {
+		ref := config.SubjectRef{Item: item, Value: "sk-free-1"}
+		p, err := Request{Op: OpReset, Ref: ref}.Plan(c)
+		require.NoError(t, err)
+		require.Len(t, p.Target.Windows, 2, "the minute (item 0's 1,000) and the day (item 1's)")
+		assert.Equal(t, int64(1000), p.Target.Windows[0].Limit)
+		assert.Equal(t, int64(2), p.Target.Concurrent)
+		p, err = Request{Op: OpSetOverrides, Ref: ref, Limits: []FieldLimit{{"token_per_day", 5}, {config.MaxConcurrentField, 1}}}.Plan(c)
+		require.NoError(t, err)
+		assert.Len(t, p.Overrides, 2)
+		d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil})
+		require.Len(t, d.Subjects, 1)
+		require.Len(t, d.Subjects[0].Merged, 1)
+		assert.Equal(t, item, *d.Subjects[0].RuleItem)
+		assert.Equal(t, 1-item, *d.Subjects[0].Merged[0].RuleItem)
+	}
+	p, err := Request{Op: OpReset, Ref: config.SubjectRef{Item: 1, Value: "sk-paid"}}.Plan(c)
+	require.NoError(t, err)
+	assert.Equal(t, int64(5000), p.Target.Windows[0].Limit, "a value only one item matches: its limits alone")
+	d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil})
+	js, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.NotContains(t, string(js), "merged")
+}

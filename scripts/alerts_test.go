@@ -46,7 +46,7 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 	// window an 's' to its limit; a charge that may alert adds them (and
 	// 'o' for overrides) and each window's limit. A cancel alerts nothing.
 	c.options.Thresholds = []int64{50, 80, 100}
-	subjects[0].Soft = true
+	subjects[0].SoftWindows = AllSoft
 	admitAlerting := strings.NewReplacer("$23\r\nfo60:lease.1!5/marker.2", "$33\r\nfo60:lease.1!5/marker.2#50,80,100",
 		"$4\r\n1000\r\n", "$5\r\n1000s\r\n", "$3\r\n100\r\n", "$4\r\n100s\r\n").Replace(admit)
 	assert.Equal(t, admitAlerting, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
@@ -111,14 +111,14 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	assert.Equal(t, 4, len(r.Keys(subject+"*:!*")), "one marker per bucket and threshold")
 
 	// Soft: over its limit, an admission still goes, and counts.
-	subjects[0].Soft = true
+	subjects[0].SoftWindows = AllSoft
 	v = admit()
 	assert.True(t, v.Allowed, "the token minute is used up, but soft")
 	assert.Equal(t, int64(0), v.Remaining)
 	v = admit()
 	assert.True(t, v.Allowed)
 	assert.Equal(t, []int64{100}, []int64{v.Crossings[0].Threshold}, "4 of 4 requests")
-	subjects[0].Soft = false
+	subjects[0].SoftWindows = 0
 	v = admit()
 	assert.False(t, v.Allowed, "the same windows, hard")
 }

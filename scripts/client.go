@@ -164,11 +164,20 @@ type Subject struct {
 	// admissions and charges then send the suffix alone, in the subject's
 	// head, rather than a key of its own.
 	Suffix int
-	// Soft says its windows never reject (config.LimitKey.Soft,
-	// shadow_mode), and SoftConcurrency that its concurrency limit does
-	// not either (shadow_mode): they count, lease and show as usual.
-	Soft, SoftConcurrency bool
+	// SoftWindows has bit j set when Windows[j] is soft: it never rejects
+	// (config.LimitKey.Soft of the key the window is from, shadow_mode);
+	// AllSoft for all of them. SoftConcurrency says its concurrency limit
+	// does not reject either (shadow_mode). They count, lease and show as
+	// usual.
+	SoftWindows     uint32
+	SoftConcurrency bool
 }
+
+// AllSoft is Subject.SoftWindows when every window is soft.
+const AllSoft = ^uint32(0)
+
+// WindowSoft reports whether window j of the subject is soft.
+func (s *Subject) WindowSoft(j int) bool { return s.SoftWindows>>j&1 != 0 }
 
 // Options are the settings every call of a client shares.
 type Options struct {
@@ -265,11 +274,12 @@ func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID
 	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
 	q = c.appendOptions(q, true, leaseID, true, markerID, true)
 	var now int64
-	for i, s := range subjects {
+	for i := range subjects {
+		s := &subjects[i]
 		q = appendSubjectHead(q, subjects, i, true)
-		for _, w := range s.Windows {
+		for j, w := range s.Windows {
 			q = c.options.appendWindow(q, w, &now)
-			q = appendLimit(q, w.Limit, s.Soft)
+			q = appendLimit(q, w.Limit, s.WindowSoft(j))
 		}
 	}
 	return q
@@ -793,7 +803,8 @@ func describe(v resp.Value) string {
 
 // SubjectOf is the subject a match limits, under the rules: its Redis key
 // (see package cachekey) and, for a per_model limit, the length of the
-// suffix it adds to its parent's key; its windows and concurrency limit.
+// suffix it adds to its parent's key; its windows and concurrency limit
+// (all of those of the matches merged into it: see config.Shared).
 func SubjectOf(rules *config.Config, m config.Match) Subject {
 	dst := make([]byte, 0, 96)
 	switch {
@@ -804,7 +815,17 @@ func SubjectOf(rules *config.Config, m config.Match) Subject {
 	default:
 		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
 	}
-	s := Subject{Windows: m.Key.Windows, Concurrent: m.Key.MaxConcurrent, Soft: m.Key.Soft || rules.Shadow, SoftConcurrency: rules.Shadow}
+	s := Subject{Windows: m.Windows(), Concurrent: m.MaxConcurrent(), SoftConcurrency: rules.Shadow}
+	switch {
+	case rules.Shadow || m.Shared == nil && m.Key.Soft:
+		s.SoftWindows = AllSoft
+	case m.Shared != nil: // each window as soft as the key it is from
+		for j := range s.Windows {
+			if m.WindowFrom(j).Key.Soft {
+				s.SoftWindows |= 1 << j
+			}
+		}
+	}
 	if m.Parent != nil { // a per_model limit: the subject together with the model, in its slot
 		parent := len(dst)
 		dst = cachekey.AppendModel(dst, m.Model)

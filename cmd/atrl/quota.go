@@ -358,11 +358,22 @@ func writeStatusTable(w io.Writer, doc quota.Document) {
 }
 
 // subjectLabel names a subject in a table: "item 0 sk-1", "item 0 sk-1
-// model gpt-4o", "global_threshold".
+// model gpt-4o", "global_threshold", or for a subject other items'
+// keys are merged into, "items 0,2 sk-1".
 func subjectLabel(s quota.Subject) string {
 	label := s.Threshold
 	if s.RuleItem != nil {
-		label = "item " + strconv.Itoa(*s.RuleItem) + " " + printable(s.Value)
+		items := strconv.Itoa(*s.RuleItem)
+		for _, o := range s.Merged {
+			if o.RuleItem != nil {
+				items += "," + strconv.Itoa(*o.RuleItem)
+			}
+		}
+		label = "item "
+		if items != strconv.Itoa(*s.RuleItem) {
+			label = "items "
+		}
+		label += items + " " + printable(s.Value)
 	}
 	if s.Model != "" && (s.RuleItem == nil || s.Model != s.Value) {
 		label += " model " + printable(s.Model)

@@ -211,7 +211,7 @@ func firstMatchCase(n int) costCase {
 	}
 	items[n-1] = `{"limit_by_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-", ` + tokenWindows + `}]}`
 	return costCase{group: groupRules, name: fmt.Sprintf("%s, the last matches (first)", ruleItems(n)),
-		config: rulesConfig("", items), windows: 2, calls: 2, play: wholeRequests}
+		config: rulesConfig(`"rule_match_mode": "first",`, items), windows: 2, calls: 2, play: wholeRequests}
 }
 
 // allMatchCase has n rule items, each on a header of its own that the
