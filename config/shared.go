@@ -1,6 +1,9 @@
 package config
 
-import "slices"
+import (
+	"slices"
+	"strconv"
+)
 
 // One subject, counted once: when several matches of a request name the
 // same subject (the same Redis key), they are merged into one match whose
@@ -188,4 +191,69 @@ func (s *Shared) addWindow(w Window, from int, soft bool) {
 	}
 	s.Windows = slices.Insert(s.Windows, i, w)
 	s.From = slices.Insert(s.From, i, from)
+}
+
+// ItemOverlap is a note about two rule items that read the same value of a
+// request (the same header, parameter, cookie, client IP or model), for
+// the log when the plugin starts and `atrl check`.
+type ItemOverlap struct {
+	// Merged says the two items are of one type: a value both match names
+	// one subject, counted once (see Shared). Otherwise they are of
+	// different types (limit_by_header and limit_by_per_header of one
+	// header): a request both match is limited by both, which a
+	// configuration written for first-match may not mean.
+	Merged bool
+	Text   string
+}
+
+// Overlaps lists the pairs of rule items that read the same value, under
+// rule_match_mode all (under first, one item applies at a time).
+func (c *Config) Overlaps() []ItemOverlap {
+	if c.MatchMode != MatchAll {
+		return nil
+	}
+	var out []ItemOverlap
+	for i := range c.Items {
+		for j := i + 1; j < len(c.Items); j++ {
+			a, b := &c.Items[i], &c.Items[j]
+			if a.source() != b.source() {
+				continue
+			}
+			pair := "rule_items[" + strconv.Itoa(i) + "] (" + a.describe() + ") and rule_items[" + strconv.Itoa(j) + "] (" + b.describe() + ")"
+			if a.Type == b.Type {
+				out = append(out, ItemOverlap{Merged: true, Text: pair + " name one subject for a value both match: " +
+					"it is counted once, each window at the tighter limit of the two"})
+				continue
+			}
+			out = append(out, ItemOverlap{Text: pair + " read the same value: every rule item that matches applies " +
+				"(as in Higress 2.2.4), so a request both match is limited by both; to give a value limits of its own " +
+				"instead, make it a key of one item, before the keys that match any value, or set rule_match_mode: first"})
+		}
+	}
+	return out
+}
+
+// source says what an item reads: a header, a parameter, a cookie, the
+// client's IP (from a header, or the peer), or the model.
+func (it *RuleItem) source() [2]string {
+	switch it.Type {
+	case ByHeader, ByPerHeader, ByConsumer, ByPerConsumer:
+		return [2]string{"header", it.Name}
+	case ByParam, ByPerParam:
+		return [2]string{"param", it.Name}
+	case ByCookie, ByPerCookie:
+		return [2]string{"cookie", it.Name}
+	case ByPerIP:
+		return [2]string{"ip", it.Name}
+	}
+	return [2]string{"model", ""}
+}
+
+// describe names an item as configured: "limit_by_per_header x-api-key",
+// "limit_by_consumer".
+func (it *RuleItem) describe() string {
+	if it.Raw == "" || it.Type == ByConsumer || it.Type == ByPerConsumer {
+		return it.Type.String()
+	}
+	return it.Type.String() + " " + it.Raw
 }

@@ -182,3 +182,27 @@ func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 		p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
 	})
 }
+
+// A subject two rule items name: item 0's soft minute and item 1's hard
+// hour, each window as soft as the key it is from, each alert naming the
+// item and key whose window crossed.
+func TestSharedSubjectSoftAndHardWindowsAlert(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		p := plugintest.Start(t, redis, `{"rule_name": "chat",
+			"budget_alerts": {"thresholds": [100], "webhook": {"service_name": "alerts.static", "path": "/hooks/budget", "timeout": 500}},
+			"rule_items": [
+				{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": 100, "soft": true}]},
+				{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-", "token_per_hour": 300}]}],
+			`+plugintest.RedisSection+`}`)
+		spendTokens(t, p, 150) // the minute past its soft 100
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"*","value":"sk-1"},"kind":"tokens","window":"minute",` +
+			`"limit":100,"used":150,"reset_seconds":60,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
+		spendTokens(t, p, 150) // over the soft minute: admitted; the hour at its 300
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":1,"key":"regexp:^sk-","value":"sk-1"},"kind":"tokens","window":"hour",` +
+			`"limit":300,"used":300,"reset_seconds":3600,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
+		local := p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
+		assert.Equal(t, "rule_item=1; key=regexp:^sk-", plugintest.Header(local.Headers, "X-TokenRateLimit-Scope"), "the hard hour closed")
+	})
+}

@@ -184,5 +184,33 @@ func TestUnmatchedRequestsAreCountedAndWarned(t *testing.T) {
 		p.Request([2]string{"x-api-key", "sk-2"}).Done()
 		assert.Equal(t, uint64(1), counted(p, "none", "token_ratelimit_unmatched_count"), "limited by unmatched_threshold, still counted")
 		assert.NotContains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "matched no rule item", "but it is limited: no warning")
+
+		// Beside a global threshold: counted, limited by it, not warned of.
+		p.Stop()
+		p = plugintest.Start(t, redis, `{"rule_name": "chat", "global_threshold": {"token_per_minute": 5000},
+			"rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 500}]}], `+plugintest.RedisSection+`}`)
+		p.Request([2]string{"x-api-key", "sk-2"}).Done()
+		p.Request([2]string{"x-api-key", "sk-1"}).Done()
+		assert.Equal(t, uint64(1), counted(p, "none", "token_ratelimit_unmatched_count"), "sk-2 matched no rule item")
+		assert.NotContains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "matched no rule item", "limited by global_threshold: no warning")
+	})
+}
+
+// Two rule items reading one header, of two types: a warning when the
+// plugin starts (a request both match is limited by both); of one type, a
+// line at info (they merge).
+func TestItemsReadingOneValueAreLogged(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_items": [
+			{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-premium-1", "token_per_minute": 100000}]},
+			{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": 10000}]},
+			{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-free-", "token_per_minute": 1000}]}],
+			`+plugintest.RedisSection+`}`)
+		warnings := strings.Join(p.Host.GetWarnLogs(), "\n")
+		assert.Contains(t, warnings, "rule chat: rule_items[0] (limit_by_header x-api-key) and rule_items[1] (limit_by_per_header x-api-key) read the same value")
+		assert.NotContains(t, warnings, "rule_items[1] (limit_by_per_header x-api-key) and rule_items[2]")
+		assert.Contains(t, strings.Join(p.Host.GetInfoLogs(), "\n"),
+			"rule chat: rule_items[1] (limit_by_per_header x-api-key) and rule_items[2] (limit_by_per_header x-api-key) name one subject")
 	})
 }

@@ -64,6 +64,13 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		return err
 	}
 	pc.rules = rules
+	for _, o := range rules.Overlaps() {
+		if o.Merged {
+			log.Infof("rule %s: %s", rules.RuleName, o.Text)
+		} else {
+			log.Warnf("rule %s: %s", rules.RuleName, o.Text)
+		}
+	}
 	pc.rejectedType = rejectedContentType(rules.RejectedMsg)
 	pc.modelLimits = rules.HasModelLimits()
 	pc.pricesByModel = rules.PricesByModel()

@@ -30,6 +30,10 @@ and the exit status is 0:
 
   plugin.yaml: ok: rule "chat" limits limit_by_per_header x-api-key (1 key)
 
+followed by a note for each pair of rule items that read the same value
+(the plugin logs them when it starts): a value both match is limited by
+both, or, for two items of one type, counted once at the tighter limits.
+
 One the plugin refuses prints the line the plugin logs, saying where and
 what is wrong, and the exit status is 2, as for a file that cannot be read
 or is not YAML:
@@ -66,11 +70,21 @@ func runCheck(args []string, s streams) int {
 	}
 	if d.Global != nil {
 		fmt.Fprintf(s.stdout, "%s: ok: %s\n", *path, describeConfig(d.Global))
+		writeOverlaps(s.stdout, *path+": note: ", d.Global)
 	}
 	for i, r := range d.Rules {
 		fmt.Fprintf(s.stdout, "%s: ok: %s[%d] (%s): %s\n", *path, config.RulesKey, i, describeMatch(r), describeConfig(r.Config))
+		writeOverlaps(s.stdout, fmt.Sprintf("%s: note: %s[%d]: ", *path, config.RulesKey, i), r.Config)
 	}
 	return exitOK
+}
+
+// writeOverlaps prints a line per pair of rule items that read the same
+// value (config.Config.Overlaps), as the plugin logs them when it starts.
+func writeOverlaps(w io.Writer, prefix string, c *config.Config) {
+	for _, o := range c.Overlaps() {
+		fmt.Fprintf(w, "%s%s\n", prefix, o.Text)
+	}
 }
 
 // readDocument reads a configuration file as the gateway would hand it to

@@ -62,6 +62,48 @@ func TestCheckValid(t *testing.T) {
 		`limit_by_per_header authorization (1 key), limit_by_per_header x-goog-api-key (1 key)`+"\n", out)
 }
 
+// Two rule items reading one header: a note each, the migration trap of
+// first-match configurations (a key's exception in an item of its own
+// before a catch-all) and two items of one type, which merge; none under
+// rule_match_mode first.
+func TestCheckNotesItemsReadingOneValue(t *testing.T) {
+	config := `rule_name: keys
+rule_items:
+  - limit_by_header: x-api-key
+    limit_keys:
+      - {key: sk-premium-1, token_per_minute: 100000}
+  - limit_by_per_header: x-api-key
+    limit_keys:
+      - {key: "*", token_per_minute: 10000}
+  - limit_by_per_header: x-api-key
+    limit_keys:
+      - {key: "regexp:^sk-free-", token_per_day: 5000}
+  - limit_by_per_ip: from-remote-addr
+    limit_keys:
+      - {key: 0.0.0.0/0, token_per_minute: 10000}
+redis:
+  service_name: redis.static
+`
+	path := writeFile(t, "plugin.yaml", config)
+	status, out, errOut := atrl("", "check", "-config", path)
+	assert.Equal(t, exitOK, status, errOut)
+	trap := " read the same value: every rule item that matches applies (as in Higress 2.2.4), so a request both match is limited by both; " +
+		"to give a value limits of its own instead, make it a key of one item, before the keys that match any value, or set rule_match_mode: first"
+	assert.Equal(t, lines(
+		path+`: ok: rule "keys" limits limit_by_header x-api-key (1 key), limit_by_per_header x-api-key (1 key), `+
+			`limit_by_per_header x-api-key (1 key), limit_by_per_ip from-remote-addr (1 key)`,
+		path+`: note: rule_items[0] (limit_by_header x-api-key) and rule_items[1] (limit_by_per_header x-api-key)`+trap,
+		path+`: note: rule_items[0] (limit_by_header x-api-key) and rule_items[2] (limit_by_per_header x-api-key)`+trap,
+		path+`: note: rule_items[1] (limit_by_per_header x-api-key) and rule_items[2] (limit_by_per_header x-api-key) name one subject `+
+			`for a value both match: it is counted once, each window at the tighter limit of the two`,
+	), out)
+
+	path = writeFile(t, "first.yaml", "rule_match_mode: first\n"+config)
+	status, out, _ = atrl("", "check", "-config", path)
+	assert.Equal(t, exitOK, status)
+	assert.NotContains(t, out, "note:")
+}
+
 // A refused configuration prints the plugin's line, where and what is
 // wrong, and nothing of the wrapper's wording.
 func TestCheckRefused(t *testing.T) {

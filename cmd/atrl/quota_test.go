@@ -130,6 +130,30 @@ func TestStatusReadsTheCounters(t *testing.T) {
 	assert.Equal(t, []string{"item", "0", "sk-1", "concurrent", "-", "3", "1", "2", "-"}, strings.Fields(lines[4]))
 }
 
+// A subject two rule items name is one row per window, labelled with both
+// items; the other key under merged in the JSON.
+func TestStatusOfASharedSubject(t *testing.T) {
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	cfg := quotaConfig(t, r.Addr, quotaRules+`  - limit_by_per_header: x-api-key
+    limit_keys:
+      - key: "*"
+        token_per_minute: 800
+        token_per_day: 20000
+`)
+	charge(t, r, sk1, 300, 1, "t60", "q60", "t3600", "t86400")
+	status, out, errOut := atrl("", "status", "-config", cfg, "-rule-item", "2", "-value", "sk-1")
+	require.Equal(t, exitOK, status, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 6, out)
+	assert.Equal(t, []string{"items", "2,0", "sk-1", "tokens", "minute", "800", "300", "500"}, strings.Fields(lines[1])[:8], "item 2's 800 holds over item 0's 1,000")
+	assert.Equal(t, []string{"items", "2,0", "sk-1", "tokens", "day", "20000", "300", "19700"}, strings.Fields(lines[4])[:8])
+	status, out, errOut = atrl("", "status", "-json", "-config", cfg, "-rule-item", "0", "-value", "sk-1")
+	require.Equal(t, exitOK, status, errOut)
+	assert.Equal(t, int64(2), gjson.Get(out, "subjects.0.merged.0.rule_item").Int(), out)
+	assert.Equal(t, "*", gjson.Get(out, "subjects.0.merged.0.key").Str, out)
+}
+
 func TestStatusJSONFieldNames(t *testing.T) {
 	r := redistest.Start(t)
 	cfg := quotaConfig(t, r.Addr, quotaRules+"unmatched_threshold:\n  query_per_minute: 3\n")
