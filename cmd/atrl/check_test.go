@@ -58,7 +58,7 @@ func TestCheckValid(t *testing.T) {
 	// The example make run starts the local gateway with.
 	status, out, errOut = atrl("", "check", "-config", "../../tools/localgw/example.yaml")
 	assert.Equal(t, exitOK, status, errOut)
-	assert.Equal(t, `../../tools/localgw/example.yaml: ok: rule "local-demo" limits limit_by_per_header x-api-key (1 key), `+
+	assert.Equal(t, `../../tools/localgw/example.yaml: ok: rule "local-demo" limits every request (global_threshold), limit_by_per_header x-api-key (1 key), `+
 		`limit_by_per_header authorization (1 key), limit_by_per_header x-goog-api-key (1 key)`+"\n", out)
 }
 

@@ -161,8 +161,9 @@ mock LLM       $mock
 Redis          $redis_addr   (counters: redis-cli -h ${redis_addr%:*} -p ${redis_addr##*:} --scan --pattern 'atrl:*')
 
 Each call below costs 30 + 20 tokens (x-mock-usage), \$0.000275 at the
-example's prices; it gives each API key 100 tokens a minute and \$1 a day:
-200, 200, then 429 until the minute ends. /v1/quota shows both.
+example's prices; it gives each API key 100 tokens a minute and \$1 a day,
+and all keys together \$20 a day: 200, 200, then 429 until the minute ends.
+/v1/quota shows the three.
 
   curl -i $gw/v1/chat/completions -H 'x-api-key: demo-1' -H 'content-type: application/json' -H 'x-mock-usage: 30,20' -d '$body'
 
