@@ -15,7 +15,9 @@ import (
 // calendar.week_start (Monday by default), a month at local midnight of
 // its 1st; a day window does too when a time zone other than UTC is set
 // (in UTC, the epoch's days are the calendar's). Daylight-saving changes
-// are the time zone's: such a day lasts 23 or 25 hours.
+// are the time zone's: such a day lasts 23 or 25 hours; where the change
+// skips midnight itself, the day starts when the clocks jump (see
+// midnight).
 //
 // A calendar window keeps the length its configuration field names as its
 // Seconds (week: WeekSeconds, month: MonthSeconds, nominal), which names
@@ -74,25 +76,42 @@ func (c *Calendar) periodStart(seconds int64, t time.Time) time.Time {
 	y, m, d := t.Date()
 	switch seconds {
 	case MonthSeconds:
-		return time.Date(y, m, 1, 0, 0, 0, 0, loc)
+		return midnight(y, m, 1, loc)
 	case WeekSeconds:
 		back := (int(t.Weekday()) - int(c.WeekStart) + 7) % 7
-		return time.Date(y, m, d-back, 0, 0, 0, 0, loc)
+		return midnight(y, m, d-back, loc)
 	}
-	return time.Date(y, m, d, 0, 0, 0, 0, loc)
+	return midnight(y, m, d, loc)
 }
 
 // step is the local midnight n periods after the period start s (n < 0:
 // before).
 func (c *Calendar) step(seconds int64, s time.Time, n int) time.Time {
-	y, m, d := s.Date()
+	y, m, d := s.In(c.location()).Date()
 	switch seconds {
 	case MonthSeconds:
-		return time.Date(y, m+time.Month(n), 1, 0, 0, 0, 0, c.location())
+		return midnight(y, m+time.Month(n), 1, c.location())
 	case WeekSeconds:
-		return time.Date(y, m, d+7*n, 0, 0, 0, 0, c.location())
+		return midnight(y, m, d+7*n, c.location())
 	}
-	return time.Date(y, m, d+n, 0, 0, 0, 0, c.location())
+	return midnight(y, m, d+n, c.location())
+}
+
+// midnight is the first instant of the local date y-m-d in loc (month and
+// day normalised as time.Date does): its midnight, or, where a
+// daylight-saving change skips midnight (America/Santiago and
+// Atlantic/Azores in spring, America/Havana, America/Asuncion until 2024),
+// the instant the clocks jump at, to 01:00. time.Date would give the
+// missing midnight the offset before the jump, an instant that is 23:00
+// of the day before: that day would end an hour early.
+func midnight(y int, m time.Month, d int, loc *time.Location) time.Time {
+	y, m, d = time.Date(y, m, d, 12, 0, 0, 0, time.UTC).Date() // normalised
+	t := time.Date(y, m, d, 0, 0, 0, 0, loc)
+	if ty, tm, td := t.Date(); ty == y && tm == m && td == d {
+		return t
+	}
+	_, jump := t.ZoneBounds() // t is on the day before, in the zone the jump ends
+	return jump
 }
 
 func (c *Calendar) location() *time.Location {

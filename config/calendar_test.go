@@ -55,6 +55,60 @@ func TestCalendarPeriods(t *testing.T) {
 	require.Equal(t, time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC).Unix(), end)
 }
 
+// Where a daylight-saving change skips local midnight, the day starts
+// when the clocks jump (to 01:00): the day before ends then, not an hour
+// early, and no period is empty.
+func TestCalendarDaysWhereDSTSkipsMidnight(t *testing.T) {
+	for _, z := range []struct {
+		zone        string
+		jump        string // the first instant of the day, UTC
+		dayBefore   string // its start, UTC
+		hoursOfJump int64  // the jump day's length
+	}{
+		{"America/Santiago", "2026-09-06 04:00", "2026-09-05 04:00", 23},
+		{"America/Asuncion", "2024-10-06 04:00", "2024-10-05 04:00", 23},
+		{"America/Havana", "2026-03-08 05:00", "2026-03-07 05:00", 23},
+		{"Atlantic/Azores", "2026-03-29 01:00", "2026-03-28 01:00", 23},
+	} {
+		loc, err := time.LoadLocation(z.zone)
+		require.NoError(t, err)
+		utc := func(s string) int64 {
+			tm, err := time.Parse("2006-01-02 15:04", s)
+			require.NoError(t, err)
+			return tm.Unix()
+		}
+		c := &Calendar{Location: loc, WeekStart: time.Monday}
+		jump := utc(z.jump)
+		start, end := c.Period(DaySeconds, jump-1800) // 23:30 of the day before
+		require.Equal(t, utc(z.dayBefore), start, z.zone)
+		require.Equal(t, jump, end, "%s: the day before ends when the clocks jump", z.zone)
+		start, end = c.Period(DaySeconds, jump)
+		require.Equal(t, jump, start, z.zone)
+		require.Equal(t, z.hoursOfJump*3600, end-start, z.zone)
+		b := c.Bounds(DaySeconds, jump+60)
+		require.Equal(t, [4]int64{utc(z.dayBefore), jump, end, end + 86400}, b, z.zone)
+		for i := 1; i < 4; i++ {
+			require.Greater(t, b[i], b[i-1], "%s: no empty period", z.zone)
+		}
+		// A week and a month that start on such a day start at the jump too.
+		for _, seconds := range []int64{WeekSeconds, MonthSeconds} {
+			start, end := c.Period(seconds, jump)
+			require.Less(t, start, end, z.zone)
+			local := time.Unix(start, 0).In(loc)
+			require.Equal(t, local.Day(), time.Unix(start-1, 0).In(loc).AddDate(0, 0, 1).Day(), "%s: the day before ends at its start", z.zone)
+		}
+	}
+	sunday := &Calendar{Location: mustLoad(t, "America/Santiago"), WeekStart: time.Sunday}
+	start, _ := sunday.Period(WeekSeconds, time.Date(2026, 9, 8, 12, 0, 0, 0, time.UTC).Unix())
+	require.Equal(t, time.Date(2026, 9, 6, 4, 0, 0, 0, time.UTC).Unix(), start, "a week from Sunday 6 September starts at its jump")
+}
+
+func mustLoad(t *testing.T, zone string) *time.Location {
+	loc, err := time.LoadLocation(zone)
+	require.NoError(t, err)
+	return loc
+}
+
 func TestParseCalendar(t *testing.T) {
 	c := mustParse(t, `{"rule_name":"r","calendar":{"time_zone":"Europe/Berlin","week_start":"sunday"},"global_threshold":{"token_per_month":100,"query_per_week":5},`+redisOK+`}`)
 	require.Equal(t, "Europe/Berlin", c.Calendar.Location.String())

@@ -76,3 +76,33 @@ func TestCalendarWindows(t *testing.T) {
 		}
 	})
 }
+
+// Issue 35, point 4: where a daylight-saving change skips local midnight
+// (America/Santiago, 6 September 2026: 00:00 -04 is 01:00 -03), the day
+// ends when the clocks jump. A key that used its day up at 22:59 waits
+// 3,660 s, not 60; at 23:30 it is still rejected; once the clocks have
+// jumped, its new day counts in the bucket numbered by the jump.
+func TestCalendarDayWhereDSTSkipsMidnight(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	jump := time.Date(2026, 9, 6, 4, 0, 0, 0, time.UTC).Unix() // 00:00 -04, which is 01:00 -03
+	plugintest.RunTest(t, func(t *testing.T) {
+		t.Cleanup(func() { redis.SetClock(0) })
+		redis.Do("FLUSHALL")
+		redis.SetClock(float64(jump - 61*60)) // 22:59 -04
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"calendar": {"time_zone": "America/Santiago"},`, `"token_per_day": 1000`))
+		x := p.Request(key)
+		require.True(t, x.Passed())
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 1000, 0))...)
+		local := p.Request(key).RequireRejected(429)
+		assert.Equal(t, "3660", plugintest.Header(local.Headers, "Retry-After"), "until the day ends, when the clocks jump")
+		redis.SetClock(float64(jump - 30*60)) // 23:30 -04
+		local = p.Request(key).RequireRejected(429)
+		assert.Equal(t, "1800", plugintest.Header(local.Headers, "Retry-After"))
+		redis.SetClock(float64(jump + 30)) // 01:00:30 -03
+		x = p.Request(key)
+		require.True(t, x.Passed(), "a new day")
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 400, 0))...)
+		assert.Equal(t, int64(400), redis.Int("GET", fmt.Sprintf("%s:t86400:%d", plugintest.APIKeySubject, jump)))
+	})
+}
