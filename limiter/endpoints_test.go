@@ -276,3 +276,24 @@ func TestEndpointsWhenRedisIsDown(t *testing.T) {
 		}
 	})
 }
+
+// Issue 35, point 7: after an override, RateLimit-Policy shows the limit in
+// force, as RateLimit and the OpenAI headers do, for a window and for the
+// concurrency limit; a window left alone shows its configured limit.
+func TestQuotaHeadersShowOverrides(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, quotaConfig(`"quota_headers": ["ietf", "openai"],`))
+		document(t, p.Call("PUT", "/atrl/overrides", `{"rule_item": 0, "value": "sk-1", "limits": {"token_per_minute": 5000, "max_concurrent_requests": 2}}`, ops).Answer(), 200)
+		x := p.SendBody(chatNaming("o3"), key1).Answer() // a model no per_model entry limits
+		require.True(t, x.Passed())
+		headers := x.ResponseHeaders("text/event-stream")
+		assert.Equal(t, `"item0.token_per_minute";q=5000;w=60;qu="tokens", "item0.query_per_hour";q=100;w=3600, "item0.max_concurrent_requests";q=2;qu="concurrency"`,
+			plugintest.Header(headers, "RateLimit-Policy"))
+		assert.Contains(t, plugintest.Header(headers, "RateLimit"), `"item0.token_per_minute";r=5000;`)
+		assert.Equal(t, "5000", plugintest.Header(headers, "x-ratelimit-limit-tokens"))
+		x.Done()
+	})
+}

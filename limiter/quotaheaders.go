@@ -143,14 +143,26 @@ func (r *request) ratelimitPolicy() string {
 		g := &r.groups[gi]
 		for si, s := range g.subjects {
 			for j, w := range s.Windows {
-				item(g, si, j, w.Field, w.Limit, w.Seconds, policyUnits[w.Unit])
+				item(g, si, j, w.Field, g.limitInForce(si, j, w.Limit), w.Seconds, policyUnits[w.Unit])
 			}
 			if s.Concurrent > 0 {
-				item(g, si, -1, concurrencyField, s.Concurrent, 0, "concurrency")
+				item(g, si, -1, concurrencyField, g.limitInForce(si, -1, s.Concurrent), 0, "concurrency")
 			}
 		}
 	}
 	return b.String()
+}
+
+// limitInForce is the limit of window j (-1: the concurrency limit) of
+// the group's subject si: the override its admission found
+// (limit_overrides), else the configured one.
+func (g *group) limitInForce(si, j int, configured int64) int64 {
+	for _, o := range g.verdict.Overridden {
+		if o.Subject == si && o.Window == j {
+			return o.Limit
+		}
+	}
+	return configured
 }
 
 // policyUnits are the quota units of the policies of windows, by unit.

@@ -51,6 +51,10 @@
 --   window of that kind that decides as above, 5 numbers each: limit,
 --   remaining, reset in milliseconds (to the window's end, or to room when
 --   closed), subject, window (all 0: no window of that kind);
+--   then, asked for ('F', 'S') with overrides read ('o'), the overrides
+--   that replaced a configured limit: their count, then 3 numbers each:
+--   subject, window (0: the concurrency limit), limit (the quota headers
+--   show the limits that hold);
 --   then, with alerts, 6 numbers per threshold a bucket went past (see
 --   alerts.lua: subject, window, threshold, used, limit, reset seconds).
 
@@ -80,6 +84,7 @@ local verdict                                                   -- {state, limit
 local tightest = {}                                             -- by kind, the verdict of that kind's windows alone (by_kind)
 local counters = {}                                             -- {key, amount, ttl} to add to if admitted
 local leases = {}                                               -- concurrency sets to take a lease in
+local applied = {}                                              -- overrides in force: subject, window, limit (by_kind)
 
 -- A limit's state: 1 open (room for the request), 0 closed, 2 closed but
 -- soft (it counts, but does not reject). rank orders them for better.
@@ -130,12 +135,16 @@ while a <= #ARGV do
   k = k + 1
   local o = read_overrides and overrides_of(subject) or no_overrides
   max = tonumber(max)
-  if max and o.c then max = o.c end                             -- an override changes a limit, never adds one
+  if max and o.c then                                           -- an override changes a limit, never adds one
+    max = o.c
+    if by_kind then applied[#applied + 1] = {k, 0, max} end
+  end
   a = a + 1
   for j = 1, tonumber(n) do
     local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
     local configured, soft = string.match(ARGV[a + 1], '^(%d+)(s?)$') -- 's': a soft window, which never closes
     local spec, limit = name, o[name] or tonumber(configured)
+    if o[name] and by_kind then applied[#applied + 1] = {k, j, limit} end
     a = a + 2
     local kind = kinds[string.sub(spec, 1, 1)]
     local slides = sliding and not calendar                     -- a calendar window is always fixed
@@ -188,6 +197,12 @@ if by_kind then                                                 -- tokens, reque
   for _, kind in ipairs({0, 1, 3}) do
     local t = tightest[kind] or {0, 0, 0, 0, 0, 0, 0, 0, 0}
     for _, x in ipairs({t[2], t[3], t[9], t[7], t[8]}) do reply[#reply + 1] = x end
+  end
+  if read_overrides then                                        -- the overrides in force: a count, 3 numbers each
+    reply[#reply + 1] = #applied
+    for _, x in ipairs(applied) do
+      reply[#reply + 1] = x[1]; reply[#reply + 1] = x[2]; reply[#reply + 1] = x[3]
+    end
   end
 end
 for _, x in ipairs(crossed) do reply[#reply + 1] = x end        -- nothing more without a crossing

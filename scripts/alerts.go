@@ -108,6 +108,13 @@ func (c *Client) parseAdmit(v resp.Value, subjects []Subject) (Verdict, error) {
 		if verdict.ByKind, err = parseByKind(a[verdictLen:head], subjects); err != nil {
 			return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 		}
+		if c.options.Overrides {
+			var n int
+			if verdict.Overridden, n, err = parseOverridden(a[head:], subjects); err != nil {
+				return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+			}
+			head += n
+		}
 	}
 	if len(a) > head {
 		if len(c.options.Thresholds) == 0 {
@@ -143,6 +150,34 @@ func parseByKind(a []resp.Value, subjects []Subject) (*[KindUSD + 1]Tightest, er
 		out[kind] = Tightest{Limit: n[0], Remaining: n[1], ResetMs: n[2], Subject: int(s), Window: int(w)}
 	}
 	return &out, nil
+}
+
+// parseOverridden reads the overrides in force from an admission's reply
+// (see admit.lua): their count, then 3 integers each; it returns them and
+// how many values they took.
+func parseOverridden(a []resp.Value, subjects []Subject) ([]Overridden, int, error) {
+	if len(a) == 0 || a[0].Type() != resp.Integer {
+		return nil, 0, ErrMalformed
+	}
+	n := a[0].Integer()
+	if n < 0 || 1+3*n > len(a) {
+		return nil, 0, ErrMalformed
+	}
+	if n == 0 {
+		return nil, 1, nil
+	}
+	out := make([]Overridden, 0, n)
+	for i := 1; i < 1+3*n; i += 3 {
+		if a[i].Type() != resp.Integer || a[i+1].Type() != resp.Integer || a[i+2].Type() != resp.Integer {
+			return nil, 0, ErrMalformed
+		}
+		s, w, limit := a[i].Integer()-1, a[i+1].Integer()-1, int64(a[i+2].Integer())
+		if s < 0 || s >= len(subjects) || w < -1 || w >= len(subjects[s].Windows) || w < 0 && subjects[s].Concurrent == 0 || limit <= 0 {
+			return nil, 0, ErrMalformed
+		}
+		out = append(out, Overridden{Subject: s, Window: w, Limit: limit})
+	}
+	return out, 1 + 3*n, nil
 }
 
 // parseCharge checks charge.lua's reply: a total per window, or nothing

@@ -142,6 +142,19 @@ type Verdict struct {
 	// Crossings are the alert thresholds the admission took a bucket past
 	// (see alerts.go); nil without.
 	Crossings []Crossing
+	// Overridden are, when Options.ByKind asks for each kind's window and
+	// Options.Overrides reads overrides, the limits of the call's subjects
+	// that an override replaced (the quota headers show the limit in
+	// force); nil when none did.
+	Overridden []Overridden
+}
+
+// Overridden is a limit an override replaced in an admission: window
+// Window of subject Subject (-1: its concurrency limit), whose limit is
+// Limit.
+type Overridden struct {
+	Subject, Window int
+	Limit           int64
 }
 
 // Tightest is, in a Verdict's ByKind, the window of one kind that decides
