@@ -187,6 +187,11 @@ type Config struct {
 	// Alerts is budget_alerts: the thresholds that alert and the webhook
 	// alerts go to; nil when off.
 	Alerts *Alerts
+	// SecretHeaders and SecretParams are secret_headers (lower-cased) and
+	// secret_params: headers and query parameters whose values are
+	// credentials, besides the well-known ones (see RuleItem.Secret).
+	SecretHeaders []string
+	SecretParams  []string
 }
 
 // ModelSourceKind is where a request's model is read from.
@@ -448,6 +453,10 @@ type RuleItem struct {
 	// which Higress uses in its Redis keys.
 	Raw  string
 	Keys []LimitKey
+	// Secret says the value it reads is a credential (an API key header,
+	// a cookie, a key in the query, or one of secret_headers and
+	// secret_params): logs, alerts and headers show it as a Fingerprint.
+	Secret bool
 }
 
 // KeyKind says how a limit key matches a value.

@@ -85,6 +85,8 @@ var topFields = fields[Config]{
 	customField("admin", readAdmin),
 	boolField("limit_overrides", func(c *Config, b bool) { c.LimitOverrides = b }),
 	customField("budget_alerts", readBudgetAlerts),
+	customField("secret_headers", readSecretHeaders),
+	customField("secret_params", readSecretParams),
 	required(objectField("redis", redisFields, func(c *Config) *Redis { return &c.Redis })),
 }
 
@@ -317,6 +319,7 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 			return fieldErr(f, "applies only with failure_mode: ", FailLocal.String())
 		}
 	}
+	c.markSecretItems()
 	if err := c.checkQuotaEndpoints(); err != nil {
 		return err
 	}

@@ -112,7 +112,7 @@ func (r *request) matchesOf(subjects []scripts.Subject) []config.Match {
 // alertJSON is the body of the alert of a crossing of window w of the
 // subject of match m.
 func alertJSON(rules *config.Config, m config.Match, w config.Window, c scripts.Crossing) []byte {
-	s := quota.NameOf(rules, m)
+	s := quota.ShownNameOf(rules, m) // posted and logged: a credential as its fingerprint
 	kind := quota.KindName(scripts.KindOf(w.Unit))
 	body, _ := json.Marshal(alertBody{RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(w.Seconds),
 		Limit: quota.Amount(kind, c.Limit), Used: quota.Amount(kind, c.Used), ResetSeconds: c.Reset, Threshold: c.Threshold,

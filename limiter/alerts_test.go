@@ -88,7 +88,7 @@ func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 		redis.StartOver(t, alertsClock)
 		config := alertsConfig("100, 50, 80", "", `"token_per_day": 1000`)
 		alert := func(threshold, used int) string {
-			return `{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"day",` +
+			return `{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 				`"limit":1000,"used":` + strconv.Itoa(used) + `,"reset_seconds":82800,"threshold":` + strconv.Itoa(threshold) + `,` + alertsTime + `}`
 		}
 		var replica *plugintest.Plugin
@@ -127,7 +127,7 @@ func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
 		redis.StartOver(t, alertsClock)
 		p := plugintest.Start(t, redis, alertsConfig("100", "", `"token_per_day": 1000`))
 		spendTokens(t, p, 1000)
-		want := `{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"day",` +
+		want := `{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":1000,"reset_seconds":82800,"threshold":100,` + alertsTime + `}`
 		assert.Equal(t, []string{want}, tickAlerts(t, p, 500))
 		assert.Equal(t, uint64(0), counter(p, alertsLost), "not yet: it is tried again")
@@ -149,7 +149,7 @@ func TestAlertMoneyWindowInDollars(t *testing.T) {
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 1000, 300))...)
 		requireNoHTTPCalls(t, p, x.ID)
-		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"usd","window":"day",` +
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"usd","window":"day",` +
 			`"limit":0.01,"used":0.0055,"reset_seconds":82800,"threshold":50,` + alertsTime + `}`}, tickAlerts(t, p, 204))
 		assert.Equal(t, uint64(1), counter(p, alertsSent))
 	})
@@ -171,7 +171,7 @@ func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 		assert.Equal(t, "0", plugintest.Header(headers, "X-TokenRateLimit-Remaining"))
 		assert.Equal(t, "60", plugintest.Header(headers, "X-TokenRateLimit-Reset"))
 		x.Done()
-		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"sk-1","value":"sk-1"},"kind":"tokens","window":"minute",` +
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"minute",` +
 			`"limit":100,"used":150,"reset_seconds":60,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
 
 		// The same limit, hard: rejected.
@@ -197,10 +197,10 @@ func TestSharedSubjectSoftAndHardWindowsAlert(t *testing.T) {
 				{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-", "token_per_hour": 300}]}],
 			`+plugintest.RedisSection+`}`)
 		spendTokens(t, p, 150) // the minute past its soft 100
-		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"*","value":"sk-1"},"kind":"tokens","window":"minute",` +
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"*","value":"s...#0f2c10bf"},"kind":"tokens","window":"minute",` +
 			`"limit":100,"used":150,"reset_seconds":60,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
 		spendTokens(t, p, 150) // over the soft minute: admitted; the hour at its 300
-		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":1,"key":"regexp:^sk-","value":"sk-1"},"kind":"tokens","window":"hour",` +
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":1,"key":"regexp:^sk-","value":"s...#0f2c10bf"},"kind":"tokens","window":"hour",` +
 			`"limit":300,"used":300,"reset_seconds":3600,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
 		local := p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
 		assert.Equal(t, "rule_item=1; key=regexp:^sk-", plugintest.Header(local.Headers, "X-TokenRateLimit-Scope"), "the hard hour closed")

@@ -99,15 +99,15 @@ func (c *pendingCharge) answered(err error) {
 	switch {
 	case err == nil:
 	case !c.retried:
-		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.amounts.Tokens, c.subjects[0].Key, err)
+		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.amounts.Tokens, c.subjects[0].LogName(), err)
 		c.retried = true
 		c.postpone()
 	case c.r.pc.local != nil && c.cancel == "":
 		// failure_mode local: kept in the local windows, for the catch-up.
-		log.Debugf("charging %d tokens to %s failed twice, kept for the catch-up: %v", c.amounts.Tokens, c.subjects[0].Key, err)
+		log.Debugf("charging %d tokens to %s failed twice, kept for the catch-up: %v", c.amounts.Tokens, c.subjects[0].LogName(), err)
 		c.r.pc.local.Charge(c.subjects, c.amounts, c.at, time.Now().Unix(), false)
 	default:
-		log.Warnf("charging %d tokens to %s failed twice: %v", c.amounts.Tokens, c.subjects[0].Key, err)
+		log.Warnf("charging %d tokens to %s failed twice: %v", c.amounts.Tokens, c.subjects[0].LogName(), err)
 		c.r.pc.metrics.count(metricChargeFailure, "", c.r.model)
 	}
 }

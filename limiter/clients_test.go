@@ -59,7 +59,7 @@ func TestQuotaHeaderForms(t *testing.T) {
 		} {
 			assert.Equal(t, want, plugintest.Header(local.Headers, name), name)
 		}
-		assert.JSONEq(t, `{"error":{"message":"Token rate limit exceeded: the limit of 1000 tokens per minute is used up (rule_item=0; key=sk-1). Try again in 30s.",
+		assert.JSONEq(t, `{"error":{"message":"Token rate limit exceeded: the limit of 1000 tokens per minute is used up (rule_item=0; key=s...#0f2c10bf). Try again in 30s.",
 			"type":"tokens","param":null,"code":"rate_limit_exceeded"}}`, string(local.Data))
 	})
 }
@@ -76,11 +76,11 @@ func TestRejectionSpeaksTheAPI(t *testing.T) {
 		require.True(t, p.Request(key).Passed())
 		for _, c := range []struct{ path, contentType, body string }{
 			{"/v1/messages", "application/json", `{"type":"error","error":{"type":"rate_limit_error",
-				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=sk-1). Try again in 30s."}}`},
+				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=s...#0f2c10bf). Try again in 30s."}}`},
 			{"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", "application/json", `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED",
-				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=sk-1). Try again in 30s."}}`},
+				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=s...#0f2c10bf). Try again in 30s."}}`},
 			{"/v1/responses", "application/json", `{"error":{"type":"requests","param":null,"code":"rate_limit_exceeded",
-				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=sk-1). Try again in 30s."}}`},
+				"message":"Request rate limit exceeded: the limit of 1 requests per minute is reached (rule_item=0; key=s...#0f2c10bf). Try again in 30s."}}`},
 			{"/v1/some/other/api", "text/plain; charset=utf-8", `Too many requests`},
 		} {
 			local := p.SendTo(c.path, key).Answer().RequireRejected(429)
@@ -113,7 +113,7 @@ func TestRejectionNamesTheBudget(t *testing.T) {
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":400,"completion_tokens":100}}`) // $0.002
 		local := p.Request(key).RequireRejected(429)
-		assert.Contains(t, string(local.Data), `Spending limit exceeded: the budget of $0.001 per day is used up (rule_item=0; key=sk-1). Try again in 22h59m30s.`)
+		assert.Contains(t, string(local.Data), `Spending limit exceeded: the budget of $0.001 per day is used up (rule_item=0; key=s...#0f2c10bf). Try again in 22h59m30s.`)
 		assert.Contains(t, string(local.Data), `"type":"usd"`)
 		assert.Equal(t, "82770000", plugintest.Header(local.Headers, "retry-after-ms"))
 	})
@@ -137,7 +137,7 @@ func TestShadowMode(t *testing.T) {
 		// Read at once: in WASM mode the emulator's log lines are views of
 		// the module's memory, which it reuses.
 		logs := strings.Join(p.Host.GetWarnLogs(), "\n")
-		assert.Contains(t, logs, "shadow_mode: rule chat would have answered 429: Too many concurrent requests: at most 1 may be in progress at once (rule_item=0; key=sk-1)")
+		assert.Contains(t, logs, "shadow_mode: rule chat would have answered 429: Too many concurrent requests: at most 1 may be in progress at once (rule_item=0; key=s...#0f2c10bf)")
 		assert.Equal(t, 1, strings.Count(logs, "shadow_mode:"), "one line every 10 s")
 		for _, x := range open {
 			x.Respond("application/json", `{"usage":{"prompt_tokens":150,"completion_tokens":50}}`)

@@ -233,12 +233,12 @@ func (e *endpoint) serveAdmin() types.Action {
 	default:
 		return e.readStatus()
 	}
-	log.Infof("admin API: %s of %s by %s", opNames[e.op], describeRequest(req), e.who)
+	log.Infof("admin API: %s of %s by %s", opNames[e.op], describeRequest(e.pc.rules, req), e.who)
 	e.pc.metrics.count(metricAdminAction, requestHeader(consumerHeader), "")
 	err = e.pc.redis.Run(write, func(v resp.Value, err error) {
 		e.actOnItsContext()
 		if err != nil {
-			log.Warnf("admin API: %s of %s by %s failed: %v", opNames[e.op], describeRequest(req), e.who, err)
+			log.Warnf("admin API: %s of %s by %s failed: %v", opNames[e.op], describeRequest(e.pc.rules, req), e.who, err)
 			answerError(503, "the limiter's Redis did not answer: "+err.Error())
 			return
 		}
@@ -255,7 +255,9 @@ var opNames = [...]string{quota.OpStatus: "status", quota.OpReset: "reset", quot
 
 // describeRequest names an admin request's subject and parameters for
 // the log, bounded: the value came from a client.
-func describeRequest(r quota.Request) string { return truncateForLog(r.String()) }
+func describeRequest(rules *config.Config, r quota.Request) string {
+	return truncateForLog(r.Shown(rules))
+}
 
 // readStatus sends one status call per Redis Cluster slot for the
 // endpoint's matches and answers once every call has: 200 with the
@@ -337,7 +339,10 @@ func (e *endpoint) answer() types.Action {
 		log.Warnf("quota status: %v", e.failure)
 		return answerError(503, "the limiter's Redis did not answer: "+e.failure.Error())
 	}
-	body, err := json.Marshal(quota.Describe(e.pc.rules, e.matches, e.statuses))
+	// The raw value answers the client's own quota request only; the admin
+	// API's answers, which proxies may log, show a credential's
+	// fingerprint.
+	body, err := json.Marshal(quota.Describe(e.pc.rules, e.matches, e.statuses, e.admin))
 	if err != nil { // not reached: the document holds strings and numbers
 		return answerError(500, err.Error())
 	}

@@ -221,14 +221,14 @@ func TestAdminChangesReachEveryReplica(t *testing.T) {
 		d := document(t, a.Call("POST", "/atrl/grant", `{"rule_item": 0, "value": "sk-1", "tokens": 400}`, ops).Answer(), 200)
 		assert.Equal(t, int64(600), d.Subjects[0].Limits[0].Used, "the answer is the status after")
 		assert.Equal(t, int64(600), a.MinuteCounter(sk1))
-		assert.Contains(t, strings.Join(a.Host.GetInfoLogs(), "\n"), `admin API: grant of {"rule_item":0,"value":"sk-1","tokens":400} by consumer ops`)
+		assert.Contains(t, strings.Join(a.Host.GetInfoLogs(), "\n"), `admin API: grant of {"rule_item":0,"value":"s...#0f2c10bf","tokens":400} by consumer ops`)
 		require.True(t, use(a, 400).Passed(), "the grant is usable at once")
 		use(a, 1).RequireRejected(429)
 
 		d = document(t, a.Call("PUT", "/atrl/overrides", `{"rule_item": 0, "value": "sk-1", "limits": {"token_per_minute": 5000, "max_concurrent_requests": 1}}`, tokenH).Answer(), 200)
 		assert.Equal(t, quota.Limit{Kind: "tokens", Window: "minute", Limit: 5000, Used: 1000, Remaining: 4000, Overridden: true}, limitsOf(d.Subjects[0])[0])
 		assert.Equal(t, quota.Limit{Kind: "concurrent", Limit: 1, Used: 0, Remaining: 1, Overridden: true}, limitsOf(d.Subjects[0])[2])
-		assert.Contains(t, strings.Join(a.Host.GetInfoLogs(), "\n"), `admin API: override set of {"rule_item":0,"value":"sk-1","limits":{"max_concurrent_requests":1,"token_per_minute":5000}} by the admin token`)
+		assert.Contains(t, strings.Join(a.Host.GetInfoLogs(), "\n"), `admin API: override set of {"rule_item":0,"value":"s...#0f2c10bf","limits":{"max_concurrent_requests":1,"token_per_minute":5000}} by the admin token`)
 
 		// Another instance on the same Redis: the override applies there,
 		// with no reload, and outlives the first.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 	"github.com/tokenlimit/ai-token-ratelimit/limiter"
@@ -112,7 +113,7 @@ func higressHybrid(t *testing.T, redis *redistest.Server) {
 	require.True(t, x.Passed())
 	respond500(x)
 	local := p.Request(vip).RequireRejected(429)
-	assert.Equal(t, "rule_item=0; key=vip-key", plugintest.Header(local.Headers, limiter.HeaderScope))
+	assert.Equal(t, "rule_item=0; key="+config.Fingerprint("vip-key"), plugintest.Header(local.Headers, limiter.HeaderScope))
 	assert.Equal(t, "40", plugintest.Header(local.Headers, limiter.HeaderRetryAfter))
 	x = p.Request() // others still pass: the global minute has 500 left
 	require.True(t, x.Passed())
@@ -120,7 +121,7 @@ func higressHybrid(t *testing.T, redis *redistest.Server) {
 	// 2,000 used: the global threshold rejects everyone.
 	for _, h := range [][][2]string{nil, {vip}, {{"x-api-key", "other"}}} {
 		local := p.Request(h...).RequireRejected(429)
-		assert.Contains(t, []string{"global_threshold", "rule_item=0; key=vip-key"}, plugintest.Header(local.Headers, limiter.HeaderScope))
+		assert.Contains(t, []string{"global_threshold", "rule_item=0; key=" + config.Fingerprint("vip-key")}, plugintest.Header(local.Headers, limiter.HeaderScope))
 		if len(h) == 0 || h[0][1] != "vip-key" {
 			assert.Equal(t, "global_threshold", plugintest.Header(local.Headers, limiter.HeaderScope))
 		}
@@ -170,7 +171,7 @@ func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
 	require.True(t, x.Passed())
 	respond500(x)
 	local := both().RequireRejected(429)
-	assert.Equal(t, "rule_item="+headerItem+"; key=k1", plugintest.Header(local.Headers, limiter.HeaderScope))
+	assert.Equal(t, "rule_item="+headerItem+"; key="+config.Fingerprint("k1"), plugintest.Header(local.Headers, limiter.HeaderScope))
 	assert.Equal(t, "40", plugintest.Header(local.Headers, limiter.HeaderRetryAfter))
 	x = p.SendTo("/v1/chat/completions?apikey=k2").Answer() // the parameter alone passes
 	require.True(t, x.Passed())
@@ -186,14 +187,14 @@ func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
 	respond500(x)
 	assert.Equal(t, int64(1500), tokensAt(redis, twoItemsParam, 3600))
 	local = both().RequireRejected(429)
-	assert.Equal(t, "rule_item="+paramItem+"; key=k2", plugintest.Header(local.Headers, limiter.HeaderScope))
+	assert.Equal(t, "rule_item="+paramItem+"; key="+config.Fingerprint("k2"), plugintest.Header(local.Headers, limiter.HeaderScope))
 	assert.Equal(t, strconv.Itoa(3600-30*60-20-60), plugintest.Header(local.Headers, limiter.HeaderRetryAfter))
 	// Both closed: the reset is the later one, when the request can pass.
 	x = p.Request([2]string{"x-api-key", "k1"})
 	require.True(t, x.Passed())
 	respond500(x)
 	local = both().RequireRejected(429)
-	assert.Equal(t, "rule_item="+paramItem+"; key=k2", plugintest.Header(local.Headers, limiter.HeaderScope))
+	assert.Equal(t, "rule_item="+paramItem+"; key="+config.Fingerprint("k2"), plugintest.Header(local.Headers, limiter.HeaderScope))
 	assert.Equal(t, strconv.Itoa(3600-30*60-20-60), plugintest.Header(local.Headers, limiter.HeaderRetryAfter))
 }
 

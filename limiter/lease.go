@@ -63,7 +63,7 @@ func (r *request) renewLeases(now time.Time) {
 		}
 		failed := func(err error) {
 			if err != nil {
-				log.Warnf("renewing the concurrency lease of %s failed: %v", g.subjects[0].Key, err)
+				log.Warnf("renewing the concurrency lease of %s failed: %v", g.subjects[0].LogName(), err)
 			}
 		}
 		if err := r.pc.redis.Renew(leased(g.subjects), r.leaseID, failed); err != nil {

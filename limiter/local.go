@@ -114,7 +114,10 @@ func (s *startState) catchUp() {
 // counts what was added; a refund takes nothing from it.
 func (ls *localState) caughtUpOrNot(d locallimit.Debt, err error) {
 	if err != nil {
-		log.Debugf("catching up %d on %s failed, kept for later: %v", d.Amount, d.Key, err)
+		// The debt does not say whether its value is a credential: the line
+		// shows every value as one.
+		shown := scripts.Subject{Key: []byte(d.Key), Secret: true}
+		log.Debugf("catching up %d on %s failed, kept for later: %v", d.Amount, shown.LogName(), err)
 		ls.limiter.Owe(d, time.Now().Unix())
 		return
 	}

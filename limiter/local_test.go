@@ -43,7 +43,7 @@ func TestLocalLimitHoldsDuringAnOutageAndCatchesUp(t *testing.T) {
 			x := p.Request(key)
 			if !x.Passed() {
 				local := x.RequireRejected(429)
-				assert.Equal(t, "rule_item=0; key=sk-1", plugintest.Header(local.Headers, "X-TokenRateLimit-Scope"))
+				assert.Equal(t, "rule_item=0; key=s...#0f2c10bf", plugintest.Header(local.Headers, "X-TokenRateLimit-Scope"))
 				x.Done()
 				break
 			}

@@ -274,7 +274,7 @@ func scopeOf(rules *config.Config, g *group, v *scripts.Verdict) string {
 		b.WriteString("rule_item=")
 		b.WriteString(strconv.Itoa(index))
 		b.WriteString("; key=")
-		appendScopeValue(&b, key.Key)
+		appendScopeValue(&b, m.ShownKey(key)) // a key that is a credential: its fingerprint
 	}
 	if m.Model != "" { // a model limit: per_model, limit_by_model, limit_by_per_model
 		b.WriteString("; model=")

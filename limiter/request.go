@@ -192,9 +192,9 @@ func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
 		m := matches[i]
 		if m.Model == "" {
-			log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m), m.Key.Key, len(m.Windows()))
+			log.Debugf("rule %s: %s matched limit key %q (%d windows)", pc.rules.RuleName, describeItem(m), m.ShownKey(m.Key), len(m.Windows()))
 		} else {
-			log.Debugf("rule %s: %s matched limit key %q for model %q (%d windows)", pc.rules.RuleName, describeItem(m), m.Key.Key, m.Model, len(m.Windows()))
+			log.Debugf("rule %s: %s matched limit key %q for model %q (%d windows)", pc.rules.RuleName, describeItem(m), m.ShownKey(m.Key), m.Model, len(m.Windows()))
 		}
 	}
 }

@@ -36,7 +36,7 @@ func TestDescribeMoneyLimit(t *testing.T) {
 		{Kind: scripts.KindTokens, Seconds: 60, Limit: 1000, Used: 300, Reset: 42},
 		{Kind: scripts.KindUSD, Seconds: 86400, Limit: 20 * config.NanoPerDollar, Used: 9_870_000, Reset: 3600},
 		{Kind: scripts.KindUSD, Seconds: 3600, Limit: 3_251, Used: 9_000_000_000, Reset: 7, Overridden: true},
-	}})
+	}}, false)
 	js, err := json.Marshal(d)
 	require.NoError(t, err)
 	assert.Equal(t, `{"subjects":[{"rule_item":0,"key":"regexp:^sk-","value":"sk-1","limits":[`+

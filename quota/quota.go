@@ -76,6 +76,24 @@ func NameOf(rules *config.Config, m config.Match) Name {
 	return s
 }
 
+// ShownNameOf names the subject of a match as logs, budget alerts and the
+// admin API show it: as NameOf, but a value read from a credential, and a
+// key that names one, as their fingerprints (see config.Match.ShownValue
+// and ShownKey).
+func ShownNameOf(rules *config.Config, m config.Match) Name {
+	s := NameOf(rules, m)
+	if !m.Secret() {
+		return s
+	}
+	s.Value = m.ShownValue()
+	if m.Parent != nil {
+		s.Key = m.ShownKey(m.Parent)
+	} else {
+		s.Key = m.ShownKey(m.Key)
+	}
+	return s
+}
+
 // Limit is one limit of a subject. Limit, Used and Remaining count tokens,
 // requests, or for a money limit (KindUSD) nanodollars, which the JSON
 // document writes in US dollars (see MarshalJSON).
@@ -198,13 +216,19 @@ func parseUSD(s string) (int64, error) {
 
 // Describe is the document of matches (as Config.MatchAll or
 // Config.Resolve return them) whose limits status.lua read: statuses[i]
-// are the limits of matches[i].
-func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts.LimitStatus) Document {
+// are the limits of matches[i]. Subjects are named by NameOf, or with
+// shown by ShownNameOf (a credential fingerprinted): the raw value is for
+// the client's own quota request, and an operator's tool.
+func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts.LimitStatus, shown bool) Document {
+	name := NameOf
+	if shown {
+		name = ShownNameOf
+	}
 	d := Document{Subjects: make([]Subject, 0, len(matches))}
 	for i, m := range matches {
-		s := Subject{Name: NameOf(rules, m), Limits: make([]Limit, 0, len(statuses[i]))}
+		s := Subject{Name: name(rules, m), Limits: make([]Limit, 0, len(statuses[i]))}
 		for _, o := range m.Merged()[1:] {
-			s.Merged = append(s.Merged, NameOf(rules, o))
+			s.Merged = append(s.Merged, name(rules, o))
 		}
 		for _, l := range statuses[i] {
 			out := Limit{Kind: kindNames[l.Kind], Limit: l.Limit, Used: l.Used, Remaining: l.Remaining(), Overridden: l.Overridden}

@@ -36,7 +36,7 @@ func TestDescribeHasTheDocumentedShape(t *testing.T) {
 			{Kind: scripts.KindConcurrent, Limit: 5, Used: 1, Overridden: true}},
 		{{Kind: scripts.KindTokens, Seconds: 60, Limit: 100, Used: 30, Reset: 42}},
 		{{Kind: scripts.KindRequests, Seconds: 60, Limit: 3, Used: 0, Reset: 1}},
-	})
+	}, false)
 	js, err := json.Marshal(d)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"subjects":[
@@ -205,7 +205,7 @@ func TestPlanOfASharedSubject(t *testing.T) {
 		p, err = Request{Op: OpSetOverrides, Ref: ref, Limits: []FieldLimit{{"token_per_day", 5}, {config.MaxConcurrentField, 1}}}.Plan(c)
 		require.NoError(t, err)
 		assert.Len(t, p.Overrides, 2)
-		d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil})
+		d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil}, false)
 		require.Len(t, d.Subjects, 1)
 		require.Len(t, d.Subjects[0].Merged, 1)
 		assert.Equal(t, item, *d.Subjects[0].RuleItem)
@@ -214,7 +214,7 @@ func TestPlanOfASharedSubject(t *testing.T) {
 	p, err := Request{Op: OpReset, Ref: config.SubjectRef{Item: 1, Value: "sk-paid"}}.Plan(c)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5000), p.Target.Windows[0].Limit, "a value only one item matches: its limits alone")
-	d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil})
+	d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil}, false)
 	js, err := json.Marshal(d)
 	require.NoError(t, err)
 	assert.NotContains(t, string(js), "merged")

@@ -252,7 +252,21 @@ func truncate(s string) string {
 
 // String is the request as the admin API takes it, in JSON (its body's
 // field names): how the plugin's log names an admin action.
-func (r Request) String() string {
+func (r Request) String() string { return r.string(r.Ref.Value) }
+
+// Shown writes the request as String does, for a log line: a value the
+// rule item reads from a credential as its fingerprint (see
+// config.RuleItem.Secret).
+func (r Request) Shown(rules *config.Config) string {
+	v := r.Ref.Value
+	if r.Ref.Threshold == "" && r.Ref.Item >= 0 && r.Ref.Item < len(rules.Items) && rules.Items[r.Ref.Item].Secret && v != "" {
+		v = config.Fingerprint(v)
+	}
+	return r.string(v)
+}
+
+// string writes the request with the subject's value v.
+func (r Request) string(v string) string {
 	var item *int
 	if r.Ref.Threshold == "" {
 		item = &r.Ref.Item
@@ -277,6 +291,6 @@ func (r Request) String() string {
 		Kind      string                 `json:"kind,omitempty"`
 		Tokens    int64                  `json:"tokens,omitempty"`
 		Limits    map[string]json.Number `json:"limits,omitempty"`
-	}{item, r.Ref.Threshold, r.Ref.Value, r.Ref.Model, window, r.Kind, r.Tokens, limits})
+	}{item, r.Ref.Threshold, v, r.Ref.Model, window, r.Kind, r.Tokens, limits})
 	return string(b)
 }

@@ -184,6 +184,29 @@ type Subject struct {
 	// usual.
 	SoftWindows     uint32
 	SoftConcurrency bool
+	// Secret says its value is read from a credential (see
+	// config.RuleItem.Secret): logs name it by LogName.
+	Secret bool
+}
+
+// LogName is the subject's key as a log line shows it: with its value
+// (the part of its hash tag after the last '|') fingerprinted when it is
+// read from a credential (see config.Fingerprint). A value the key holds
+// hashed ('#' and hex digits) is shown as it is.
+func (s *Subject) LogName() string {
+	key := string(s.Key)
+	if !s.Secret {
+		return key
+	}
+	end := strings.IndexByte(key, '}')
+	if end < 0 {
+		return key
+	}
+	start := strings.LastIndexByte(key[:end], '|') + 1
+	if value := key[start:end]; value != "" && value[0] != '#' {
+		return key[:start] + config.Fingerprint(value) + key[end:]
+	}
+	return key
 }
 
 // AllSoft is Subject.SoftWindows when every window is soft.
@@ -828,7 +851,7 @@ func SubjectOf(rules *config.Config, m config.Match) Subject {
 	default:
 		dst = cachekey.AppendSubject(dst, rules.RuleName, m.Item.Type.String(), m.Item.Name, m.Value)
 	}
-	s := Subject{Windows: m.Windows(), Concurrent: m.MaxConcurrent(), SoftConcurrency: rules.Shadow}
+	s := Subject{Windows: m.Windows(), Concurrent: m.MaxConcurrent(), SoftConcurrency: rules.Shadow, Secret: m.Secret()}
 	switch {
 	case rules.Shadow || m.Shared == nil && m.Key.Soft:
 		s.SoftWindows = AllSoft

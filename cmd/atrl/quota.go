@@ -303,7 +303,7 @@ func (q *quotaCommand) printStatus(c *redisClient, plan quota.Plan, done string)
 	if err != nil {
 		return q.fail(err)
 	}
-	doc := quota.Describe(q.rules, plan.Matches, st)
+	doc := quota.Describe(q.rules, plan.Matches, st, false)
 	if q.json {
 		return q.writeJSON(doc)
 	}

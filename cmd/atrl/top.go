@@ -368,7 +368,7 @@ func (q *quotaCommand) limitRow(c *redisClient, matches []config.Match, key stri
 	if err != nil {
 		return topRow{}, err
 	}
-	s := quota.Describe(q.rules, m, st).Subjects[0]
+	s := quota.Describe(q.rules, m, st, false).Subjects[0]
 	row := topRow{RuleItem: s.RuleItem, Threshold: s.Threshold, Value: s.Value, Model: s.Model, RedisKey: key}
 	var best quota.Limit
 	fraction := -1.0
