@@ -26,16 +26,16 @@ import (
 
 // mayAskForUsage decides, at the headers of a request with a readable body
 // (bodies.go), whether its body is to be read to ask for the stream's
-// usage: stream_usage is inject, it is a POST of JSON to a completions path,
-// and it declares no more than streamusage.MaxBodyBytes (a larger one would
-// not be rewritten anyway). The body may grow, so its Content-Length is
+// usage: stream_usage is inject, it is a POST to a completions path (of
+// any Content-Type: the body decides), and it declares no more than
+// streamusage.MaxBodyBytes (a larger one would not be rewritten anyway). The body may grow, so its Content-Length is
 // removed (declaredSize is what it said).
 func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bool {
 	if r.pc.rules.StreamUsage != config.StreamUsageInject || declaredSize > streamusage.MaxBodyBytes {
 		return false
 	}
 	r.routedPath = config.CanonicalPath(r.path)
-	if !streamusage.MayAskForUsage(ctx.Method(), r.routedPath, requestHeader("content-type")) {
+	if !streamusage.MayAskForUsage(ctx.Method(), r.routedPath) {
 		return false
 	}
 	_ = proxywasm.RemoveHttpRequestHeader("content-length")

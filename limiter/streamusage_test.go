@@ -85,7 +85,49 @@ func TestStreamUsage(t *testing.T) {
 		t.Run("streams are asked for their usage", func(t *testing.T) { streamsAreAskedForTheirUsage(t, redis) })
 		t.Run("streams that need no asking", func(t *testing.T) { streamsThatNeedNoAsking(t, redis) })
 		t.Run("streams cut before their usage", func(t *testing.T) { streamsCutBeforeTheirUsagePayTheEstimate(t, redis) })
+		t.Run("streams as lax and Go upstreams read them", func(t *testing.T) { streamsAsLaxUpstreamsReadThem(t, redis) })
 	})
+}
+
+// Issue 35, point 8: "stream": "true" or 1, which pydantic's lax mode
+// (vLLM, LiteLLM) takes for true, streams there: it is asked for its usage,
+// its value kept. A JSON body sent as text/plain (or with no Content-Type)
+// is decoded by a Go upstream (Ollama) all the same: it is asked too.
+func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
+	key := [2]string{"x-api-key", "sk-1"}
+	withUsage, withoutUsage := readStream(t)
+	for _, c := range []struct {
+		name, contentType, body, upstream string
+	}{
+		{"stream as a string", "application/json", `{"model":"m","stream":"true","messages":[]}`,
+			`{"stream_options":{"include_usage":true},"model":"m","stream":"true","messages":[]}`},
+		{"stream as a number", "application/json", `{"model":"m","stream":1,"messages":[]}`,
+			`{"stream_options":{"include_usage":true},"model":"m","stream":1,"messages":[]}`},
+		{"JSON sent as text/plain", "text/plain", `{"model":"m","stream":true,"messages":[]}`,
+			`{"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[]}`},
+		{"JSON sent without a Content-Type", "", `{"model":"m","stream":true,"messages":[]}`,
+			`{"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[]}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			headers := [][2]string{{":authority", "llm.example.com"}, {":method", "POST"}, {":path", "/v1/chat/completions"},
+				{"content-length", strconv.Itoa(len(c.body))}, key}
+			if c.contentType != "" {
+				headers = append(headers, [2]string{"content-type", c.contentType})
+			}
+			x := &plugintest.Exchange{P: p, ID: p.Host.InitializeHttpContext()}
+			x.Action = p.Host.CallOnRequestHeaders(x.ID, headers, false)
+			x.Action = p.Host.CallOnRequestBody(x.ID, []byte(c.body), true)
+			x.Answer()
+			require.True(t, x.Passed())
+			body, _ := upstreamSees(x)
+			assert.Equal(t, c.upstream, body)
+			got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(withUsage))
+			assert.Equal(t, withoutUsage, got, "the client gets the stream it asked for")
+			assert.Equal(t, int64(29), p.DayCounter(plugintest.APIKeySubject), "charged the usage the stream reported")
+		})
+	}
 }
 
 // A streaming OpenAI chat completion that does not ask for its usage is

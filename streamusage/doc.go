@@ -8,9 +8,10 @@
 // never learn what such a stream cost. The plugin therefore:
 //
 //  1. decides in the request-header phase whether the request may need the
-//     rewrite (MayAskForUsage: a POST of JSON to a completions path), and
+//     rewrite (MayAskForUsage: a POST to a completions path), and
 //     then rewrites the body to ask for the usage (AskForUsage), only when
-//     the body is a JSON object streaming with `"stream": true` and not
+//     the body is a JSON object streaming with `"stream": true` (or a value
+//     lax parsers take for true, "true" or 1) and not
 //     already asking (a body with duplicate or case-folded stream,
 //     stream_options or include_usage keys is rewritten to one
 //     `"stream":true` and one `"include_usage":true`, so that every

@@ -40,20 +40,16 @@ var (
 
 // MayAskForUsage reports whether a request may have its body rewritten by
 // AskForUsage, from what is known in the request-header phase: a POST to a
-// chat completions or legacy completions path (see AskForUsage) whose
-// Content-Type is absent ("") or a JSON media type: application/json or
-// any application/*+json (application/vnd.api+json, ...), in any case,
-// with any parameters. Upstreams read the body as JSON under each of these
-// (FastAPI, for one, parses every +json type and a body without a
-// Content-Type), so each may stream without asking. Anything else (for
-// example application/octet-stream, text/plain,
-// application/x-www-form-urlencoded, application/json-seq) is not JSON
-// to it.
+// chat completions or legacy completions path (see AskForUsage), whatever
+// its Content-Type: upstreams written in Go (Ollama, one-api) decode the
+// body as JSON under any Content-Type, or none, and FastAPI does under
+// every +json type, so a body that is JSON may stream without asking
+// under any of them. AskForUsage decides by the body itself.
 //
 // The body's length changes when it is rewritten, so a plugin that may
 // rewrite it must not forward the request's Content-Length.
-func MayAskForUsage(method, path, contentType string) bool {
-	return method == "POST" && isCompletionsPath(path) && isJSONMediaType(contentType)
+func MayAskForUsage(method, path string) bool {
+	return method == "POST" && isCompletionsPath(path)
 }
 
 // AskForUsage returns body rewritten to ask for the stream's usage, with
@@ -63,7 +59,8 @@ func MayAskForUsage(method, path, contentType string) bool {
 //     /openai/deployments/x/, and any query string) ends in
 //     /chat/completions or /completions;
 //   - body is at most MaxBodyBytes of valid JSON, and an object;
-//   - one of its top-level "stream" members is the JSON true;
+//   - one of its top-level "stream" members is true, or a value that
+//     lax parsers take for true (see truthy: "true", 1);
 //   - it does not already ask for the usage (see below).
 //
 // Keys are read as parsers read them: with their escapes decoded, and also
@@ -203,13 +200,33 @@ func (t *topLevel) note(key, raw string) {
 	switch {
 	case strings.EqualFold(key, "stream"):
 		t.nStream++
-		t.streams = t.streams || gjson.Parse(raw).Type == gjson.True
+		t.streams = t.streams || truthy(raw)
 		t.misspelled = t.misspelled || key != "stream"
 	case strings.EqualFold(key, "stream_options"):
 		t.nOptions++
 		t.options = gjson.Parse(raw)
 		t.misspelled = t.misspelled || key != "stream_options"
 	}
+}
+
+// truthy reports whether a raw JSON value streams at some upstream: the
+// JSON true, and what pydantic's lax mode (vLLM, LiteLLM, FastAPI apps)
+// takes for true: the number 1 (1.0, 1e0) and the strings "true", "1",
+// "yes", "on", "t" and "y", in any case.
+func truthy(raw string) bool {
+	v := gjson.Parse(raw)
+	switch v.Type {
+	case gjson.True:
+		return true
+	case gjson.Number:
+		return v.Num == 1
+	case gjson.String:
+		switch strings.ToLower(v.Str) {
+		case "true", "1", "yes", "on", "t", "y":
+			return true
+		}
+	}
+	return false
 }
 
 // eachMember calls member with the key and the raw value of each member of
@@ -366,23 +383,6 @@ func isCompletionsPath(path string) bool {
 		path = path[:i]
 	}
 	return strings.HasSuffix(path, "/completions")
-}
-
-// isJSONMediaType reports whether a Content-Type value is absent, or
-// application/json or application/*+json with optional parameters, in any
-// case: the types FastAPI reads as JSON.
-func isJSONMediaType(contentType string) bool {
-	if contentType == "" {
-		return true
-	}
-	mediaType, _, _ := strings.Cut(contentType, ";")
-	typ, subtype, ok := strings.Cut(strings.Trim(mediaType, " \t"), "/")
-	if !ok || !strings.EqualFold(typ, "application") || strings.Contains(subtype, "/") {
-		return false
-	}
-	const suffix = "+json"
-	return strings.EqualFold(subtype, "json") ||
-		len(subtype) >= len(suffix) && strings.EqualFold(subtype[len(subtype)-len(suffix):], suffix)
 }
 
 // validJSON reports whether b is one valid JSON text, without letting its

@@ -51,8 +51,9 @@ func TestAskForUsage(t *testing.T) {
 
 		// Not streaming.
 		{"stream false", "", `{"model":"gpt-4o","stream":false,"messages":[]}`, false},
-		{"stream string", "", `{"model":"gpt-4o","stream":"true"}`, false},
-		{"stream number", "", `{"model":"gpt-4o","stream":1}`, false},
+		{"stream string (lax parsers stream)", "", `{"model":"gpt-4o","stream":"true"}`, true},
+		{"stream number (lax parsers stream)", "", `{"model":"gpt-4o","stream":1}`, true},
+		{"stream string false", "", `{"model":"gpt-4o","stream":"false"}`, false},
 		{"stream null", "", `{"model":"gpt-4o","stream":null}`, false},
 		{"no stream", "", `{"model":"gpt-4o","messages":[{"role":"user","content":"hi"}]}`, false},
 		{"stream only nested", "", `{"model":"gpt-4o","metadata":{"stream":true},"messages":[{"stream":true}]}`, false},
@@ -272,37 +273,51 @@ func TestAskForUsageBodyLimit(t *testing.T) {
 	}
 }
 
-// MayAskForUsage takes every JSON media type; TestMayAskForUsageMediaTypes
-// has more of them.
+// MayAskForUsage takes every POST to a completions path, whatever its
+// Content-Type: the body decides (TestAskForUsageWhateverTheContentType).
 func TestMayAskForUsage(t *testing.T) {
 	tests := []struct {
-		method, path, contentType string
-		want                      bool
+		method, path string
+		want         bool
 	}{
-		{"POST", "/v1/chat/completions", "application/json", true},
-		{"POST", "/v1/chat/completions", "", true},
-		{"POST", "/v1/completions", "application/json; charset=utf-8", true},
-		{"POST", "/v1/chat/completions", "Application/JSON", true},
-		{"POST", "/v1/chat/completions", "application/json;charset=UTF-8", true},
-		{"POST", "/v1/chat/completions", " application/json ; x=y", true},
-		{"POST", "/v1/chat/completions", "application/json; x=octet-stream", true},
-		{"POST", "/openai/deployments/d/chat/completions?api-version=2024-10-21", "application/json", true},
-		{"POST", "/v1/chat/completions", "application/octet-stream", false},
-		{"POST", "/v1/chat/completions", "application/jsonx", false},
-		{"POST", "/v1/chat/completions", "application/json-seq", false},
-		{"POST", "/v1/chat/completions", "text/plain", false},
-		{"POST", "/v1/chat/completions", "application/x-www-form-urlencoded", false},
-		{"POST", "/v1/chat/completions", "multipart/form-data; boundary=application/json", false},
-		{"POST", "/v1/chat/completions", ";application/json", false},
-		{"GET", "/v1/chat/completions", "application/json", false},
-		{"post", "/v1/chat/completions", "application/json", false},
-		{"PUT", "/v1/chat/completions", "application/json", false},
-		{"POST", "/v1/embeddings", "application/json", false},
-		{"POST", "/v1/responses", "application/json", false},
+		{"POST", "/v1/chat/completions", true},
+		{"POST", "/v1/completions", true},
+		{"POST", "/openai/deployments/d/chat/completions?api-version=2024-10-21", true},
+		{"GET", "/v1/chat/completions", false},
+		{"post", "/v1/chat/completions", false},
+		{"PUT", "/v1/chat/completions", false},
+		{"POST", "/v1/embeddings", false},
+		{"POST", "/v1/responses", false},
 	}
 	for _, tt := range tests {
-		if got := MayAskForUsage(tt.method, tt.path, tt.contentType); got != tt.want {
-			t.Errorf("MayAskForUsage(%q, %q, %q) = %v, want %v", tt.method, tt.path, tt.contentType, got, tt.want)
+		if got := MayAskForUsage(tt.method, tt.path); got != tt.want {
+			t.Errorf("MayAskForUsage(%q, %q) = %v, want %v", tt.method, tt.path, got, tt.want)
+		}
+	}
+}
+
+// Issue 35, point 8: a stream member that lax parsers (pydantic's, in
+// vLLM and LiteLLM) take for true streams there: it is asked for its
+// usage; one they take for false is left alone.
+func TestAskForUsageTruthyStream(t *testing.T) {
+	for _, tt := range []struct {
+		body, want string // want "": left as it is
+	}{
+		{`{"stream":"true","messages":[]}`, `{"stream_options":{"include_usage":true},"stream":"true","messages":[]}`},
+		{`{"stream":1,"messages":[]}`, `{"stream_options":{"include_usage":true},"stream":1,"messages":[]}`},
+		{`{"stream":1.0}`, `{"stream_options":{"include_usage":true},"stream":1.0}`},
+		{`{"stream":"YES"}`, `{"stream_options":{"include_usage":true},"stream":"YES"}`},
+		{`{"stream":"on","stream_options":{"include_obfuscation":false}}`, `{"stream":"on","stream_options":{"include_obfuscation":false,"include_usage":true}}`},
+		{`{"Stream":"1"}`, `{"stream":true,"stream_options":{"include_usage":true}}`},
+		{`{"stream":"false"}`, ``},
+		{`{"stream":0}`, ``},
+		{`{"stream":2}`, ``},
+		{`{"stream":"maybe"}`, ``},
+		{`{"stream":null}`, ``},
+	} {
+		got, ok := AskForUsage(chatPath, []byte(tt.body))
+		if ok != (tt.want != "") || string(got) != tt.want {
+			t.Errorf("AskForUsage(%s) = %s, %v; want %s", tt.body, got, ok, tt.want)
 		}
 	}
 }
@@ -311,7 +326,7 @@ func TestMayAskForUsage(t *testing.T) {
 // rewrite happens exactly when the rules say and changes only include_usage.
 func TestAskForUsageRandomBodies(t *testing.T) {
 	r := newRand(1)
-	streams := []string{`true`, `false`, `"true"`, `null`, ``}
+	streams := []string{`true`, `false`, `"true"`, `1`, `"no"`, `null`, ``}
 	options := []string{``, `null`, `{}`, `{"include_usage":false}`, `{"include_usage":true}`, `{"include_usage":null}`,
 		`{"include_obfuscation":true}`, `{"include_obfuscation":false,"include_usage":false}`, `"x"`, `[]`}
 	others := []string{
@@ -336,7 +351,7 @@ func TestAskForUsageRandomBodies(t *testing.T) {
 		sep := []string{",", ", ", ",\n  "}[r.IntN(3)]
 		body := []byte("{" + strings.Join(members, sep) + "}")
 
-		want := stream == "true" && (opts == "" || opts == "null" ||
+		want := (stream == "true" || stream == `"true"` || stream == "1") && (opts == "" || opts == "null" ||
 			strings.HasPrefix(opts, "{") && !strings.Contains(opts, `"include_usage":true`))
 		got, ok := AskForUsage(chatPath, body)
 		if ok != want {
