@@ -88,6 +88,56 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 			assert.Equal(t, uint64(1), counted(p, "none", estimated))
 		})
 
+		// Issue 35, point 3: no Content-Length (a chunked body), the body
+		// not read: its bytes that pass count, whether the host buffered
+		// them while the admission waited (they pass when it resumes the
+		// request) or hands them over after.
+		prompt := strings.Repeat("abcd", 10_000) // 40 KB: 10,000 tokens at 4 bytes each
+		chunkOf := func(i, n int) string { return prompt[i*len(prompt)/n : (i+1)*len(prompt)/n] }
+		sendChunked := func(p *plugintest.Plugin, chunks, whileWaiting int) *plugintest.Exchange {
+			x := p.Send(key)
+			for i := range chunks {
+				if i == whileWaiting {
+					x.Answer()
+				}
+				p.Host.CallOnRequestBody(x.ID, []byte(chunkOf(i, chunks)), i == chunks-1)
+			}
+			if whileWaiting == chunks {
+				x.Answer()
+			}
+			return x
+		}
+		for _, c := range []struct {
+			name                 string
+			chunks, whileWaiting int // chunks sent before Redis answers
+		}{
+			{"the whole body while the admission waits", 1, 1},
+			{"8 chunks, all while it waits", 8, 8},
+			{"8 chunks after the admission", 8, 0},
+		} {
+			t.Run("no Content-Length, "+c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, config)
+				x := sendChunked(p, c.chunks, c.whileWaiting)
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
+				assert.Equal(t, int64(10_000+78), p.DayCounter(plugintest.APIKeySubject))
+			})
+		}
+		t.Run("no Content-Length, 2 of 8 chunks while the admission waits", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := sendChunked(p, 8, 2)
+			require.True(t, x.Passed())
+			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
+			// Envoy passes the two buffered chunks when the request resumes,
+			// and gives the next chunks alone; the emulator gives them again
+			// with the third, which counts them twice here (a quarter more).
+			charged := p.DayCounter(plugintest.APIKeySubject)
+			assert.GreaterOrEqual(t, charged, int64(10_000+78))
+			assert.LessOrEqual(t, charged, int64(10_000+2_500+78))
+		})
+
 		t.Run("an upstream error without usage costs nothing", func(t *testing.T) {
 			redis.Do("FLUSHALL")
 			p := plugintest.Start(t, redis, config)

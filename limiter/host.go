@@ -139,12 +139,13 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 	}
 	r := h.req
 	if r != nil && !r.readsBody && (r.pending > 0 || r.queue != nil) {
+		r.bufferedBytes = int64(size) // the host's buffer so far: it goes on when the request does (resume)
 		return types.ActionPause
 	}
 	if r == nil || !r.readsBody {
 		action := h.HttpContext.OnHttpRequestBody(size, end)
 		if r != nil && action == types.ActionContinue {
-			r.bodyBytes += int64(size) // what passed on (a paused chunk stays buffered, and comes again)
+			r.bodyBytes += int64(size) // what passed on
 		}
 		return action
 	}

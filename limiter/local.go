@@ -81,7 +81,7 @@ func (r *request) decideLocally() {
 	r.admitted, r.local = true, true
 	r.shadowReject()
 	if !r.inHook {
-		_ = proxywasm.ResumeHttpRequest()
+		r.resume()
 	}
 }
 

@@ -227,7 +227,7 @@ func (r *request) retry() {
 	}
 	if r.admit(r.reserved) == types.ActionContinue {
 		r.actOnItsContext()
-		_ = proxywasm.ResumeHttpRequest() // decided at once: admitted, or failure_mode allow
+		r.resume() // decided at once: admitted, or failure_mode allow
 	}
 }
 

@@ -52,6 +52,7 @@ type request struct {
 	promptEstimate int64                           // the prompt's estimated tokens, for a response without usage
 	promptBySize   bool                            // promptEstimate is the body's declared size: the bytes that pass count at the end
 	bodyBytes      int64                           // the body's bytes that passed on unread (see promptBySize)
+	bufferedBytes  int64                           // the body's bytes the host buffered while the admission waited (they pass with resume)
 	coding         string                          // the body's content coding, decompressed to be read ("": none)
 	leaseID        string                          // the concurrency lease it takes ("": no subject limits concurrency)
 	renewed        time.Time                       // when its leases were last taken or renewed
@@ -408,7 +409,7 @@ func (r *request) decide() {
 		r.holdsLeases()
 		r.shadowReject()
 		if !r.inHook {
-			_ = proxywasm.ResumeHttpRequest()
+			r.resume()
 		}
 	}
 }
@@ -477,8 +478,17 @@ func (r *request) fail(err error) {
 	// allow: the request goes on unlimited and, not being admitted, uncharged
 	// (the counters could not be trusted to take the charge either).
 	if !r.inHook {
-		_ = proxywasm.ResumeHttpRequest()
+		r.resume()
 	}
+}
+
+// resume lets the paused request go on, with the body chunks the host
+// buffered while it waited: they pass now, and count among the bytes that
+// passed (bodyBytes). The host gives the chunks that come later alone.
+func (r *request) resume() {
+	r.bodyBytes += r.bufferedBytes
+	r.bufferedBytes = 0
+	_ = proxywasm.ResumeHttpRequest()
 }
 
 // noteFailure logs and counts an admission Redis could not decide.
