@@ -2,11 +2,14 @@ package limiter
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"strconv"
 	"time"
 
 	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/tidwall/resp"
 
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -17,29 +20,72 @@ import (
 // request lasts.
 const maxRenewInterval = 10 * time.Second
 
-// leaseIDs names the concurrency leases this VM takes: a random prefix, drawn
-// once, that tells gateway replicas (and restarts) apart, and a counter.
+// leaseIDs names the concurrency leases, charges and admission markers this
+// VM makes: a prefix, drawn once, that tells gateway replicas (and
+// restarts) apart, and a counter.
 var leaseIDs struct {
-	prefix string
-	next   uint64
+	prefix   string
+	next     uint64
+	numbered bool // the prefix holds the VM's number from Redis (numberVM)
+	asking   bool // numberVM's call is out
 }
 
-// newLeaseID returns a lease id no other request of any replica uses.
+// newLeaseID returns an id no other request of any replica uses.
 func newLeaseID() string {
 	if leaseIDs.prefix == "" {
-		var b [12]byte
-		if _, err := rand.Read(b[:]); err != nil {
-			// No randomness from the host: the time still tells restarts
-			// apart, though not replicas started in the same nanosecond.
-			log.Warnf("no random lease id prefix: %v", err)
-			b = [12]byte{}
-			copy(b[:], strconv.FormatInt(time.Now().UnixNano(), 36))
-		}
-		leaseIDs.prefix = base64.RawURLEncoding.EncodeToString(b[:]) + "."
+		leaseIDs.prefix = idPrefix(time.Now(), 0)
 	}
 	leaseIDs.next++
 	var buf [48]byte // the prefix's 17 bytes and a uint64 in base 36: one allocation, the string's
 	return string(strconv.AppendUint(append(buf[:0], leaseIDs.prefix...), leaseIDs.next, 36))
+}
+
+// idPrefix is the prefix of a VM's ids: 12 bytes of a hash of the host's
+// random bytes, of the time to the nanosecond, and of the VM's number from
+// Redis (0 before it has one). The host's randomness and clock may be weak:
+// a WASM runtime's defaults (wazero's, which the proxy-wasm emulator runs)
+// give every VM the same bytes and the same time, and two replicas with one
+// prefix would take each other's charges for repeats, and their admission
+// markers for cancellations. Gateways give real randomness; the number
+// tells apart the VMs of any host.
+func idPrefix(now time.Time, number int64) string {
+	var seed [28]byte
+	if _, err := rand.Read(seed[:12]); err != nil {
+		log.Warnf("no random id prefix: %v", err)
+	}
+	binary.LittleEndian.PutUint64(seed[12:], uint64(now.UnixNano()))
+	binary.LittleEndian.PutUint64(seed[20:], uint64(number))
+	sum := sha256.Sum256(seed[:])
+	return base64.RawURLEncoding.EncodeToString(sum[:12]) + "."
+}
+
+// vmNumberKey counts the VMs that asked Redis for a number (numberVM).
+const vmNumberKey = "atrl:vms"
+
+// vmNumberQuery is INCR vmNumberKey.
+var vmNumberQuery = []byte("*2\r\n$4\r\nINCR\r\n$" + strconv.Itoa(len(vmNumberKey)) + "\r\n" + vmNumberKey + "\r\n")
+
+// numberVM asks Redis, from the tick, for a number no other VM on it has
+// (INCR atrl:vms), once it answers, and mixes it into the prefix of the
+// ids drawn from then on (see idPrefix). Until it answers, ids take the
+// host's randomness alone, which a gateway's is.
+func (s *startState) numberVM() {
+	if leaseIDs.numbered || leaseIDs.asking {
+		return
+	}
+	for _, eb := range s.breakers {
+		if eb.breaker.Open() {
+			continue
+		}
+		err := eb.prober.Run(func(bool) []byte { return vmNumberQuery }, func(v resp.Value, err error) {
+			leaseIDs.asking = false
+			if err == nil && v.Type() == resp.Integer && v.Integer() > 0 {
+				leaseIDs.prefix, leaseIDs.numbered = idPrefix(time.Now(), int64(v.Integer())), true
+			}
+		})
+		leaseIDs.asking = err == nil
+		return
+	}
 }
 
 // renewInterval is how often a request renews its leases while it streams.

@@ -73,11 +73,12 @@ func (s *startState) waitingRoom() *waitingRoom {
 	return s.room
 }
 
-// onTick probes the Redis endpoints whose breakers are open, sends the
+// onTick numbers the VM (lease.go), probes the Redis endpoints whose breakers are open, sends the
 // postponed charges, catches up what local windows counted, renews the
 // leases that are due, sends the budget alerts, then moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.
 func (s *startState) onTick() {
+	s.numberVM()
 	s.probeBreakers()
 	s.sendPostponed()
 	s.catchUp()

@@ -217,8 +217,9 @@ func (p *Plugin) RetriesPending() int {
 func StartOn(t redistest.TB, vm types.VMContext, redis redistest.Backend, config string) *Plugin {
 	t.Helper()
 	host, stop := StartEmulator(t, vm, config)
-	t.Cleanup(stop)
-	return &Plugin{T: t, Host: host, Redis: redis}
+	p := &Plugin{T: t, Host: host, Redis: redis, reset: stop}
+	t.Cleanup(p.Stop)
+	return p
 }
 
 // Call sends a request with a method, a path (and query) and a body ("":

@@ -44,6 +44,16 @@ func RunTestOnFreshVM(t *testing.T, f func(*testing.T)) {
 	})
 }
 
+// FreshVM compiles the plugin's module to a VM of its own, closed at the
+// end of the test: another worker, or another replica, started anew, with
+// the emulator's randomness (wazero's, the same bytes in every VM).
+func FreshVM(t *testing.T) types.VMContext {
+	t.Helper()
+	vm := compile(t)
+	t.Cleanup(func() { vm.Close() })
+	return vm
+}
+
 // wasmVM is the VM of the WASM-mode half of RunTest being run (nil: Go
 // mode), and compiled the one VM of the test binary.
 var (
