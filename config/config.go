@@ -192,6 +192,9 @@ type Config struct {
 	// credentials, besides the well-known ones (see RuleItem.Secret).
 	SecretHeaders []string
 	SecretParams  []string
+	// Deployments is deployments: Azure OpenAI deployment names and the
+	// models they deploy, for RouteModel.
+	Deployments map[string]string
 }
 
 // ModelSourceKind is where a request's model is read from.

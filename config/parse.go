@@ -79,6 +79,7 @@ var topFields = fields[Config]{
 	customField("stream_usage", readStreamUsage),
 	enumField("ambiguous_body", []string{"strictest", "reject"}, func(c *Config, i int) { c.AmbiguousBody = AmbiguousBody(i) }),
 	customField("model_source", readModelSources),
+	customField("deployments", readDeployments),
 	customField("pricing", readPricing),
 	objectField("calendar", calendarFields, func(c *Config) *Calendar { return &c.Calendar }),
 	customField("quota_path", readQuotaPath),

@@ -11,7 +11,9 @@ import (
 // limit_by_model, limit_by_per_model), a request's model comes from the
 // first of model_source's sources that has one: a request header, the
 // body's "model" (read the way upstreams read it, see estimate.Request) or
-// a Gemini/Vertex path. A body source that has to be read makes the
+// a Gemini/Vertex path. A route that addresses a model in its path
+// (config.Config.RouteModel) decides it in place of the body and path
+// sources: its upstream never reads the body's. A body source that has to be read makes the
 // request wait for its body before it is even matched: the model decides
 // which limits apply. The model so resolved is also the model of per-model
 // weights and metrics.
@@ -26,6 +28,13 @@ import (
 func (pc PluginConfig) modelAtHeaders(ctx wrapper.HttpContext, readable bool) (model string, needBody bool) {
 	unread := false
 	for _, s := range pc.rules.ModelSources {
+		if s.Kind != config.ModelFromHeader {
+			// A route that addresses a model decides it, for the body's
+			// and the path's sources alike: its upstream ignores the body's.
+			if route, addressed := pc.routeModel(ctx.Path()); addressed {
+				return route, false
+			}
+		}
 		if s.Kind == config.ModelFromBody {
 			if readable {
 				return "", true
@@ -62,6 +71,27 @@ func (pc PluginConfig) modelAfterBody(ctx wrapper.HttpContext, body estimate.Est
 		}
 	}
 	return "", nil
+}
+
+// routeModel is the model the request's path addresses, if it addresses
+// one (see config.Config.RouteModel): config.UnknownModel for a route
+// whose model cannot be told, limited and priced the strictest way.
+func (pc PluginConfig) routeModel(path string) (model string, addressed bool) {
+	model, addressed = pc.rules.RouteModel(path)
+	if addressed && model == "" {
+		model = config.UnknownModel
+	}
+	return model, addressed
+}
+
+// modelOf is the request's model (and the others an ambiguous body may
+// name) from its estimate, where model limits do not resolve it through
+// model_source: the route's when it addresses one, else the body's.
+func (pc PluginConfig) modelOf(path string, e estimate.Estimate) (model string, others []string) {
+	if route, addressed := pc.routeModel(path); addressed {
+		return route, nil
+	}
+	return modelsOf(e)
 }
 
 // modelFrom reads the model from a header or path source.

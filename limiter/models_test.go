@@ -106,6 +106,12 @@ func TestModelSources(t *testing.T) {
 			{"a header first, as a model router sets it", `"model_source": ["header:x-higress-llm-model", "body", "path"],`, "/v1/chat/completions", chatNaming("gpt-4o-mini"), "gpt-4o", "gpt-4o"},
 			{"the body when the header is absent", `"model_source": ["header:x-higress-llm-model", "body", "path"],`, "/v1/chat/completions", chatNaming("gpt-4o-mini"), "", "gpt-4o-mini"},
 			{"the path before the body", `"model_source": ["path", "body"],`, "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", chatNaming("gpt-4o"), "", "gemini-2.5-flash"},
+			// Issue 35, point 1: a route that addresses a model decides it;
+			// the body's word, which its upstream ignores, does not.
+			{"a Gemini path over a cheaper model in the body", "", "/v1beta/models/gemini-2.5-pro:streamGenerateContent", chatNaming("gemini-2.0-flash-lite"), "", "gemini-2.5-pro"},
+			{"a Bedrock path over the body", "", "/model/amazon.titan-text-%65xpress-v1/converse", chatNaming("cheap"), "", "amazon.titan-text-express-v1"},
+			{"an Azure deployment that deployments maps", `"deployments": {"prod-4o": "gpt-4o"},`, "/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21", chatNaming("gpt-4o-mini"), "", "gpt-4o"},
+			{"a header first still decides", `"model_source": ["header:x-higress-llm-model", "body"],`, "/v1beta/models/gemini-2.5-pro:generateContent", chatNaming("gemini-2.0-flash-lite"), "gemini-2.5-flash", "gemini-2.5-flash"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				redis.Do("FLUSHALL")
@@ -121,6 +127,26 @@ func TestModelSources(t *testing.T) {
 				x.Respond("application/json", usage)
 				assert.Equal(t, int64(7), charged(c.want), "charged to the model %s", c.want)
 				assert.Equal(t, int64(7), redis.Int("GET", fmt.Sprintf("%s:t60:%d", fmt.Sprintf(modelSubject, c.want), redis.Now()/60)))
+			})
+		}
+
+		// A route whose model cannot be told is of an unknown model, limited
+		// as strictly as any: every per_model entry, every model key.
+		for _, path := range []string{"/v1beta/tunedModels/t-1:generateContent", "/openai/deployments/x/chat/completions"} {
+			t.Run("unknown model, whatever the body says: "+path, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, modelBudgets("", 300000))
+				x := p.SendTo(path, alice)
+				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(chatNaming("gpt-4o-mini")), true)
+				x.Answer()
+				require.True(t, x.Passed())
+				x.Respond("application/json", usage)
+				perModel := redis.Keys(aliceKey + ":m:*")
+				require.Len(t, perModel, 3, "every per_model entry of alice's key")
+				for _, k := range perModel {
+					assert.Equal(t, int64(7), redis.Int("GET", k), k)
+				}
+				assert.Empty(t, redis.Keys("*gpt-4o-mini*"), "not the body's model")
 			})
 		}
 

@@ -88,3 +88,34 @@ func TestMoneyPricedAsBilled(t *testing.T) {
 		}
 	})
 }
+
+// Issue 35, point 1: a Gemini route priced as the model its path names,
+// not the cheaper one its body names (which Gemini ignores); an Azure
+// deployment as the model deployments maps it to.
+func TestMoneyPricedAsTheRoutesModel(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	prices := `"pricing": {"gemini-2.5-pro": {"input": 1.25, "output": 10}, "gemini-2.0-flash-lite": {"input": 0.075, "output": 0.3},
+		"gpt-4o": {"input": 2.5, "output": 10}, "*": {"input": 0.01, "output": 0.01}}, "deployments": {"prod": "gpt-4o"},`
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for _, c := range []struct {
+			path, body, usage string
+			want              int64 // nanodollars
+		}{
+			{"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", `{"model":"gemini-2.0-flash-lite","contents":[{"parts":[{"text":"Hi"}]}]}`,
+				plugintest.GeminiStream(1000, 200), 1000*1_250 + 200*10_000},
+			{"/openai/deployments/prod/chat/completions?api-version=2024-10-21", chatNaming("gpt-4o-mini"),
+				plugintest.OpenAIStream(1, 1000, 200), 1000*2_500 + 200*10_000},
+		} {
+			t.Run(c.path, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(prices, `"usd_per_day": 100`))
+				x := p.Call("POST", c.path, c.body, key).Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(c.usage)...)
+				assert.Equal(t, c.want, dollarsToday(p, plugintest.APIKeySubject))
+			})
+		}
+	})
+}

@@ -137,8 +137,10 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			return types.HeaderStopIteration
 		}
 		if model == config.UnknownModel && pc.rules.AmbiguousBody == config.AmbiguousReject {
-			pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), "")
-			return rejectAmbiguous(pc, unreadableCoding)
+			if _, route := pc.rules.RouteModel(ctx.Path()); !route { // a route's unknown model is no body's ambiguity
+				pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), "")
+				return rejectAmbiguous(pc, unreadableCoding)
+			}
 		}
 	}
 	matches := pc.matchRequest(ctx, model, nil)
@@ -232,7 +234,7 @@ func (r *request) estimateOptions() estimate.Options {
 func (r *request) cost(e estimate.Estimate) reservation {
 	r.promptEstimate = e.Prompt
 	if !r.pc.modelLimits { // with model limits, the model was resolved by model_source
-		r.model, r.otherModels = modelsOf(e)
+		r.model, r.otherModels = r.pc.modelOf(r.path, e)
 	}
 	if !r.pc.rules.Reservation.Enabled {
 		return reservation{}
