@@ -195,7 +195,24 @@ type Config struct {
 	// Deployments is deployments: Azure OpenAI deployment names and the
 	// models they deploy, for RouteModel.
 	Deployments map[string]string
+	// CompressedBody is compressed_body: what becomes of a limited
+	// request whose body is in a content coding the plugin does not
+	// decode (br, zstd, several).
+	CompressedBody CompressedBody
 }
+
+// CompressedBody is compressed_body.
+type CompressedBody uint8
+
+const (
+	// CompressedEstimate ("estimate", default): limit it as the largest
+	// body the plugin reads (token_reservation.max_body_bytes), of an
+	// unknown model.
+	CompressedEstimate CompressedBody = iota
+	// CompressedReject ("reject"): answer 415, saying which codings are
+	// read.
+	CompressedReject
+)
 
 // ModelSourceKind is where a request's model is read from.
 type ModelSourceKind uint8

@@ -80,6 +80,7 @@ var topFields = fields[Config]{
 	enumField("ambiguous_body", []string{"strictest", "reject"}, func(c *Config, i int) { c.AmbiguousBody = AmbiguousBody(i) }),
 	customField("model_source", readModelSources),
 	customField("deployments", readDeployments),
+	enumField("compressed_body", []string{"estimate", "reject"}, func(c *Config, i int) { c.CompressedBody = CompressedBody(i) }),
 	customField("pricing", readPricing),
 	objectField("calendar", calendarFields, func(c *Config) *Calendar { return &c.Calendar }),
 	customField("quota_path", readQuotaPath),

@@ -479,7 +479,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 	}
 	require.Len(t, ruleItemFields(), 12)
 	require.Len(t, redisFields, 10)
-	require.Len(t, topFields, 35)
+	require.Len(t, topFields, 36)
 }
 
 func TestStrings(t *testing.T) {

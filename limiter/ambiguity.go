@@ -28,14 +28,15 @@ import (
 // that cannot be told; under ambiguous_body: reject it is answered 400.
 //
 // A compressed body is read decompressed (gzip, x-gzip and deflate, at
-// most maxDecodedBody bytes): an upstream, or a decompressor after this
-// filter, reads it so. A body in another coding (br, zstd, several), or
-// one that does not decompress, cannot be read: its model is unknown.
-
-// maxDecodedBody bounds what a compressed body is decompressed to, as every
-// body the limiter reads is bounded: a larger one is read up to it, and its
-// model is unknown.
-const maxDecodedBody = 16 << 20
+// most token_reservation.max_body_bytes of it): an upstream, or a
+// decompressor after this filter, reads it so. Inflating is bounded by
+// that size, as reading any body is: a body that inflates past it is
+// estimated by what its whole would be at the rate it inflated so far (a
+// 16 KB bomb is not inflated to 16 MiB before admission), and its model,
+// which the part read may not name, is unknown. A body in another coding
+// (br, zstd, several), or one that does not decompress, cannot be read:
+// its model is unknown, and it is estimated at the bound (see
+// unreadBody), or refused with compressed_body: reject.
 
 // metricAmbiguous counts requests whose body parsers read differently:
 // limited at their most expensive reading, or rejected.
@@ -58,40 +59,76 @@ func decompressible(contentEncoding string) string {
 	return ""
 }
 
-// errTooLarge says a compressed body decompresses to more than
-// maxDecodedBody bytes.
-var errTooLarge = errors.New("it decompresses to more than 16 MiB")
+// errTooLarge says a compressed body decompresses to more than the bound
+// it is read to.
+var errTooLarge = errors.New("it decompresses to more than max_body_bytes")
 
-// decompress returns a body decompressed: a gzip stream (members read one
-// after another), or a deflate one (zlib-wrapped as HTTP says, or raw as
-// some clients send it), at most maxDecodedBody bytes.
-func decompress(coding string, body []byte) ([]byte, error) {
+// decompress returns a body decompressed, a gzip stream (members read one
+// after another) or a deflate one (zlib-wrapped as HTTP says, or raw as
+// some clients send it), and the size its whole decompresses to: at most
+// limit bytes are inflated; past them (errTooLarge), the size is what the
+// whole would be at the rate the bytes read so far inflated.
+func decompress(coding string, body []byte, limit int64) (plain []byte, size int64, err error) {
+	in := &countingReader{r: bytes.NewReader(body)}
 	var src io.Reader
 	switch coding {
 	case "gzip":
-		zr, err := gzip.NewReader(bytes.NewReader(body))
+		zr, err := gzip.NewReader(in)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		src = zr
 	case "deflate":
-		zr, err := zlib.NewReader(bytes.NewReader(body))
+		zr, err := zlib.NewReader(in)
 		if err != nil {
-			src = flate.NewReader(bytes.NewReader(body)) // raw deflate
+			in = &countingReader{r: bytes.NewReader(body)}
+			src = flate.NewReader(in) // raw deflate
 		} else {
 			src = zr
 		}
 	default:
-		return nil, errors.New("unknown coding " + coding)
+		return nil, 0, errors.New("unknown coding " + coding)
 	}
-	out, err := io.ReadAll(io.LimitReader(src, maxDecodedBody+1))
-	if err != nil {
-		return out, err
+	plain, err = io.ReadAll(io.LimitReader(src, limit+1))
+	size = int64(len(plain))
+	if err == nil && size > limit {
+		// Inflated in proportion: len(plain) from in.n of len(body) bytes.
+		size = extrapolate(size, in.n, int64(len(body)))
+		return plain[:limit], size, errTooLarge
 	}
-	if len(out) > maxDecodedBody {
-		return out, errTooLarge
+	return plain, size, err
+}
+
+// extrapolate is what whole compressed bytes inflate to when read of them
+// inflated to plain: plain × whole ÷ read, bounded so as not to overflow
+// (estimate.Size bounds it again, in tokens).
+func extrapolate(plain, read, whole int64) int64 {
+	if read <= 0 || whole <= read {
+		return plain
 	}
-	return out, nil
+	const most = 1 << 50
+	ratio := float64(plain) / float64(read)
+	return int64(min(ratio*float64(whole), most))
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r *bytes.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) ReadByte() (byte, error) {
+	b, err := c.r.ReadByte()
+	if err == nil {
+		c.n++
+	}
+	return b, err
 }
 
 // readBody estimates the body the request read, decompressed first when
@@ -101,9 +138,14 @@ func (r *request) readBody(body []byte, path string, opts estimate.Options) esti
 	if r.coding == "" || len(body) == 0 {
 		return estimate.Request(body, path, opts)
 	}
-	plain, err := decompress(r.coding, body)
-	if err != nil {
-		e := estimate.Size(int64(max(len(body), len(plain))), path, opts)
+	plain, size, err := decompress(r.coding, body, r.pc.rules.Reservation.MaxBodyBytes)
+	switch {
+	case errors.Is(err, errTooLarge): // too large to read: by its size, as a large plain body
+		e := estimate.Size(size, path, opts)
+		e.UnknownModel = e.Model == ""
+		return e
+	case err != nil:
+		e := estimate.Size(max(int64(len(body)), size), path, opts)
 		e.UnknownModel = e.Model == ""
 		e.Ambiguous = "the body's " + r.coding + " coding cannot be read: " + err.Error()
 		return e
@@ -111,11 +153,16 @@ func (r *request) readBody(body []byte, path string, opts estimate.Options) esti
 	return estimate.Request(plain, path, opts)
 }
 
-// unreadBody estimates a body that is not read by its declared size: a
-// compressed one may name a model, which cannot be told.
+// unreadBody estimates a body that is not read by its declared size; a
+// compressed one (in a coding the limiter does not decode) at the bound of
+// what it reads at the least, as large as it may inflate to, and it may
+// name a model, which cannot be told.
 func (r *request) unreadBody(size int64) estimate.Estimate {
-	e := estimate.Size(size, r.path, r.estimateOptions())
-	if compressed(requestHeader("content-encoding")) && e.Model == "" {
+	if !compressed(requestHeader("content-encoding")) {
+		return estimate.Size(size, r.path, r.estimateOptions())
+	}
+	e := estimate.Size(max(size, r.pc.rules.Reservation.MaxBodyBytes), r.path, r.estimateOptions())
+	if e.Model == "" {
 		e.UnknownModel, e.Ambiguous = true, unreadableCoding
 	}
 	return e

@@ -3,6 +3,7 @@ package limiter
 import (
 	"strings"
 
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
@@ -64,6 +65,24 @@ func compressed(contentEncoding string) bool {
 	return false
 }
 
+// undecodable says whether the request has a body in a content coding the
+// limiter does not decode.
+func undecodable(ctx wrapper.HttpContext) bool {
+	encoding := requestHeader("content-encoding")
+	return ctx.HasRequestBody() && compressed(encoding) && decompressible(encoding) == ""
+}
+
+// rejectCompressed answers a request whose body the limiter cannot
+// decode 415 (compressed_body: reject), naming what it reads.
+func rejectCompressed() types.Action {
+	log.Infof("request rejected with 415: %s", unreadableCoding)
+	body := []byte(`{"error":{"message":"unsupported request body: ` + unreadableCoding +
+		`; send it uncompressed, or in gzip or deflate","type":"invalid_request_error","code":"unsupported_content_encoding"}}`)
+	_ = proxywasm.SendHttpResponseWithDetail(415, "ai-token-ratelimit.compressed_body",
+		[][2]string{{"content-type", contentTypeJSON}, {"accept-encoding", "gzip, deflate"}}, body, -1)
+	return types.ActionPause
+}
+
 // opensWebSocket says whether the request is a WebSocket handshake: an
 // HTTP/1.1 GET with Connection: upgrade and Upgrade: websocket, or an
 // HTTP/2 extended CONNECT (which the wrapper reports the same way). A POST
@@ -84,7 +103,13 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 		return r.matchWithBody(ctx, body)
 	}
 	if !r.pc.needsBody() {
-		if r.mayAsk {
+		switch {
+		case r.coding != "":
+			// Read for its decompressed size (bounded: see readBody); it
+			// goes on as it came, and its stream is not asked for usage.
+			r.promptEstimate = r.readBody(body, r.path, r.estimateOptions()).Prompt
+			r.promptBySize = false
+		case r.mayAsk:
 			// Read after all: the prompt is estimated by the body's size.
 			r.promptEstimate = estimate.Size(int64(len(body)), r.path, r.estimateOptions()).Prompt
 			r.promptBySize = false

@@ -246,10 +246,10 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 			})
 		}
 
-		t.Run("a body in a coding it does not read is estimated by its size, at the dearest weights", func(t *testing.T) {
+		t.Run("a body in a coding it does not read is estimated at the bound, at the dearest weights", func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
-			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "400"}).Answer()
+			p := plugintest.Start(t, redis, strings.Replace(config, `"enabled": true`, `"enabled": true, "max_body_bytes": 400`, 1))
+			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "40"}).Answer()
 			require.True(t, x.Passed(), "not held for a body it cannot read")
 			assert.Equal(t, int64(100+1024*10), p.DayCounter(plugintest.APIKeySubject), "its model cannot be told: gpt-4o's output weight")
 		})

@@ -148,17 +148,26 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	if len(matches) == 0 {
 		return types.ActionContinue
 	}
+	if !readable && pc.rules.CompressedBody == config.CompressedReject && undecodable(ctx) {
+		return rejectCompressed()
+	}
 	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), coding: coding}
 	setCurrentRequest(r)
 	r.limitBy(ctx, matches, model, nil)
 	r.prepare(ctx, readable, size)
 
 	if !pc.needsBody() {
-		// Unread, the prompt is estimated by the body's declared size, and
-		// by the bytes that pass once they have (read to ask for the
-		// usage, by its size: see bodyEnded).
-		r.readsBody = r.mayAsk
-		r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
+		// Unread, the prompt is estimated by the body's declared size (one
+		// in a coding the limiter does not decode, at the bound: see
+		// unreadBody), and by the bytes that pass once they have (read to
+		// ask for the usage, by its size; compressed, by its decompressed
+		// size: see bodyEnded). Admission does not wait for the body.
+		r.readsBody = r.mayAsk || r.coding != ""
+		if r.coding == "" {
+			r.promptEstimate = r.unreadBody(size).Prompt
+		} else {
+			r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
+		}
 		r.promptBySize = true
 		return r.admit(reservation{})
 	}

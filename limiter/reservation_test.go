@@ -189,10 +189,10 @@ func TestReservationDetails(t *testing.T) {
 			assert.Equal(t, int64(250), p.MinuteCounter(plugintest.APIKeySubject), "no usage: the reservation stays")
 		})
 
-		t.Run("a body in a coding it does not read is reserved by its declared size, not let through", func(t *testing.T) {
+		t.Run("a body in a coding it does not read is reserved as the largest body read, not let through", func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100},`, `"token_per_minute": 10000`))
-			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "4000"})
+			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100, "max_body_bytes": 4000},`, `"token_per_minute": 10000`))
+			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "400"})
 			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, x.Action, "decided at the headers: the body will not be shown")
 			x.Answer()
 			require.True(t, x.Passed())
