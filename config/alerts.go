@@ -21,6 +21,8 @@ const (
 	DefaultWebhookPort      = 80
 	maxWebhookTimeoutMs     = 60_000
 	maxThreshold            = 100
+	DefaultAlertAgeSeconds  = 3600      // an hour of tries
+	maxAlertAgeSeconds      = 7 * 86400 // a week
 )
 
 // Alerts is budget_alerts.
@@ -29,6 +31,9 @@ type Alerts struct {
 	// between 1 and 100, sorted.
 	Thresholds []int64
 	Webhook    Webhook
+	// MaxAgeSeconds is max_age_seconds: how long an alert the webhook
+	// fails to take is tried again before it is given up.
+	MaxAgeSeconds int64
 }
 
 // Webhook is budget_alerts.webhook: where alerts are POSTed, a cluster the
@@ -44,6 +49,7 @@ type Webhook struct {
 var alertFields = fields[Alerts]{
 	required(customField("thresholds", readThresholds)),
 	required(objectField("webhook", webhookFields, func(a *Alerts) *Webhook { return &a.Webhook })),
+	intField("max_age_seconds", 1, maxAlertAgeSeconds, func(a *Alerts, n int64) { a.MaxAgeSeconds = n }),
 }
 
 // webhookFields is the table of budget_alerts.webhook.
@@ -56,7 +62,7 @@ var webhookFields = fields[Webhook]{
 
 // readBudgetAlerts reads budget_alerts.
 func readBudgetAlerts(c *Config, path string, v gjson.Result) error {
-	a := &Alerts{Webhook: Webhook{ServicePort: DefaultWebhookPort, TimeoutMs: DefaultWebhookTimeoutMs}}
+	a := &Alerts{Webhook: Webhook{ServicePort: DefaultWebhookPort, TimeoutMs: DefaultWebhookTimeoutMs}, MaxAgeSeconds: DefaultAlertAgeSeconds}
 	if err := alertFields.read(a, path, v); err != nil {
 		return err
 	}

@@ -13,11 +13,15 @@ func TestBudgetAlerts(t *testing.T) {
 	c := mustParse(t, withGlobal(`,"budget_alerts":{"thresholds":[100,50,80],`+webhookOK+`}`))
 	require.NotNil(t, c.Alerts)
 	assert.Equal(t, &Alerts{Thresholds: []int64{50, 80, 100},
-		Webhook: Webhook{ServiceName: "alerts.static", ServicePort: 80, Path: "/hooks/budget", TimeoutMs: 1000}}, c.Alerts)
+		Webhook: Webhook{ServiceName: "alerts.static", ServicePort: 80, Path: "/hooks/budget", TimeoutMs: 1000}, MaxAgeSeconds: 3600}, c.Alerts)
 
 	c = mustParse(t, withGlobal(`,"budget_alerts":{"thresholds":[90],"webhook":{"service_name":"hooks.default.svc.cluster.local",
 		"service_port":8080,"path":"/a?team=1","timeout":60000}}`))
 	assert.Equal(t, Webhook{ServiceName: "hooks.default.svc.cluster.local", ServicePort: 8080, Path: "/a?team=1", TimeoutMs: 60000}, c.Alerts.Webhook)
+
+	assert.Equal(t, int64(86400), mustParse(t, withGlobal(`,"budget_alerts":{"thresholds":[90],"max_age_seconds":86400,`+webhookOK+`}`)).Alerts.MaxAgeSeconds)
+	_, err := ParseString(withGlobal(`,"budget_alerts":{"thresholds":[90],"max_age_seconds":0,` + webhookOK + `}`))
+	require.ErrorContains(t, err, "budget_alerts.max_age_seconds: must be an integer between 1 and 604800, got number 0")
 
 	assert.Nil(t, mustParse(t, withGlobal("")).Alerts, "off unless configured")
 	assert.Nil(t, mustParse(t, withGlobal(`,"budget_alerts":null`)).Alerts)

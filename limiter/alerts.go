@@ -19,9 +19,13 @@ import (
 // (see scripts/alerts.lua); the plugin then POSTs one JSON alert per
 // crossing to the webhook. Sending never holds a request: the alert is
 // queued, and the plugin's tick sends it from the plugin's context, whose
-// calls are always answered. One that fails (a dispatch error, no answer,
-// a status other than 2xx) is tried once more from a later tick; one that
-// fails twice, or finds the queue full, is logged and counted.
+// calls are always answered. Each alert has an id, the same on every try,
+// so that a receiver can drop a repeat (a 2xx that was lost on its way
+// back). One that fails (a dispatch error, no answer, a status other than
+// 2xx) is tried again from a later tick, waiting 1 s, then twice as long
+// after each failure (at most a minute), until the webhook takes it or it
+// is older than budget_alerts.max_age_seconds: then it is logged and
+// counted failed, as one that finds the queue full is.
 
 // Counters of the alerts, per webhook: webhook.<service_name>.metric.<name>.
 const (
@@ -33,19 +37,30 @@ const (
 // down under a flood of crossings), an alert is dropped and counted failed.
 const maxAlertQueue = 1000
 
+// The waits between an alert's tries, in ticks: the first (a second),
+// and the longest (a minute).
+const (
+	firstAlertRetry = 1000 / tickMs
+	maxAlertRetry   = 60 * 1000 / tickMs
+)
+
 // alerter is one configuration's webhook and its counters.
 type alerter struct {
-	hook    config.Webhook
-	cluster string // the gateway's name for the webhook's cluster
-	sent    proxywasm.MetricCounter
-	failed  proxywasm.MetricCounter
+	hook          config.Webhook
+	cluster       string // the gateway's name for the webhook's cluster
+	maxAgeSeconds int64  // budget_alerts.max_age_seconds: how long an alert is tried
+	sent          proxywasm.MetricCounter
+	failed        proxywasm.MetricCounter
 }
 
 // pendingAlert is one alert waiting for the tick, or being sent.
 type pendingAlert struct {
-	to      *alerter
-	body    []byte
-	retried bool // this is its second try
+	to    *alerter
+	body  []byte
+	made  uint64 // the tick it was queued at: it gives up at budget_alerts.max_age_seconds
+	due   uint64 // the tick of its next try
+	wait  uint64 // in ticks, since its last try
+	tries int
 }
 
 // alertBody is the JSON an alert POSTs. Subject names the subject as the
@@ -53,6 +68,9 @@ type pendingAlert struct {
 // value, model); Threshold is the percentage of Limit that Used reached.
 // Money amounts are US dollars, written exactly.
 type alertBody struct {
+	// ID names the alert, the same on every try: a receiver drops one it
+	// took already.
+	ID           string      `json:"id"`
 	RuleName     string      `json:"rule_name"`
 	Subject      quota.Name  `json:"subject"`
 	Kind         string      `json:"kind"`
@@ -73,10 +91,11 @@ func newAlerter(rules *config.Config) *alerter {
 	hook := rules.Alerts.Webhook
 	name := "webhook." + hook.ServiceName + ".metric."
 	return &alerter{
-		hook:    hook,
-		cluster: wrapper.FQDNCluster{FQDN: hook.ServiceName, Port: int64(hook.ServicePort)}.ClusterName(),
-		sent:    proxywasm.DefineCounterMetric(name + metricAlertSent),
-		failed:  proxywasm.DefineCounterMetric(name + metricAlertFailed),
+		hook:          hook,
+		cluster:       wrapper.FQDNCluster{FQDN: hook.ServiceName, Port: int64(hook.ServicePort)}.ClusterName(),
+		maxAgeSeconds: rules.Alerts.MaxAgeSeconds,
+		sent:          proxywasm.DefineCounterMetric(name + metricAlertSent),
+		failed:        proxywasm.DefineCounterMetric(name + metricAlertFailed),
 	}
 }
 
@@ -94,7 +113,8 @@ func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.C
 		}
 		body := alertJSON(r.pc.rules, matches[c.Subject].WindowFrom(c.Window), subjects[c.Subject].Windows[c.Window], c)
 		log.Infof("budget alert: %s", body)
-		r.pc.start.queueAlert(&pendingAlert{to: a, body: body})
+		tick := r.pc.start.ticks
+		r.pc.start.queueAlert(&pendingAlert{to: a, body: body, made: tick, due: tick})
 	}
 }
 
@@ -114,7 +134,7 @@ func (r *request) matchesOf(subjects []scripts.Subject) []config.Match {
 func alertJSON(rules *config.Config, m config.Match, w config.Window, c scripts.Crossing) []byte {
 	s := quota.ShownNameOf(rules, m) // posted and logged: a credential as its fingerprint
 	kind := quota.KindName(scripts.KindOf(w.Unit))
-	body, _ := json.Marshal(alertBody{RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(w.Seconds),
+	body, _ := json.Marshal(alertBody{ID: newLeaseID(), RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(w.Seconds),
 		Limit: quota.Amount(kind, c.Limit), Used: quota.Amount(kind, c.Used), ResetSeconds: c.Reset, Threshold: c.Threshold,
 		Time: time.Unix(c.At, 0).UTC().Format(time.RFC3339)})
 	return body
@@ -130,11 +150,19 @@ func (s *startState) queueAlert(a *pendingAlert) {
 	s.alerts = append(s.alerts, a)
 }
 
-// sendAlerts POSTs the queued alerts, from the plugin's context (the tick).
+// sendAlerts POSTs the queued alerts that are due, from the plugin's
+// context (the tick).
 func (s *startState) sendAlerts() {
+	if len(s.alerts) == 0 {
+		return
+	}
 	out := s.alerts
 	s.alerts = nil
 	for _, a := range out {
+		if s.ticks < a.due {
+			s.alerts = append(s.alerts, a) // waits for its next try
+			continue
+		}
 		a.send(s)
 	}
 }
@@ -160,18 +188,23 @@ func (a *pendingAlert) send(s *startState) {
 	}
 }
 
-// answered takes the outcome of one try: a 2xx status is sent; a first
-// failure is tried again from a later tick, a second is counted failed.
+// answered takes the outcome of one try: a 2xx status is sent; a failure
+// is tried again after a wait that doubles each time (at most a minute),
+// unless the alert is older than budget_alerts.max_age_seconds by then.
 func (a *pendingAlert) answered(s *startState, status int, err error) {
-	switch {
-	case err == nil && status >= 200 && status < 300:
+	if err == nil && status >= 200 && status < 300 {
 		a.to.sent.Increment(1)
-	case !a.retried:
-		log.Debugf("budget alert to %s failed (status %d, %v), trying again: %s", a.to.cluster, status, err, a.body)
-		a.retried = true
-		s.queueAlert(a)
-	default:
-		log.Warnf("budget alert to %s failed twice (status %d, %v): %s", a.to.cluster, status, err, a.body)
-		a.to.failed.Increment(1)
+		return
 	}
+	a.tries++
+	a.wait = min(max(2*a.wait, firstAlertRetry), maxAlertRetry)
+	a.due = s.ticks + a.wait
+	if age := uint64(a.to.maxAgeSeconds) * 1000 / tickMs; a.due-a.made > age {
+		log.Warnf("budget alert to %s failed %d times in %d s (status %d, %v), given up: %s", a.to.cluster, a.tries,
+			(s.ticks-a.made)*tickMs/1000, status, err, a.body)
+		a.to.failed.Increment(1)
+		return
+	}
+	log.Debugf("budget alert to %s failed (status %d, %v), trying again in %d ms: %s", a.to.cluster, status, err, a.wait*tickMs, a.body)
+	s.queueAlert(a)
 }

@@ -1,8 +1,10 @@
 package limiter_test
 
 import (
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -54,22 +56,45 @@ func requireNoHTTPCalls(t *testing.T, p *plugintest.Plugin, id uint32) {
 	require.Empty(t, p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID), "an HTTP call before the tick")
 }
 
+// alertID is an alert body's "id" member, which tickAlerts takes out.
+var alertID = regexp.MustCompile(`^\{"id":"([A-Za-z0-9_.-]+)",`)
+
 // tickAlerts ticks the plugin and answers every webhook call it sent from
-// its context with status, returning their bodies.
+// its context with status, returning their bodies without their ids (each
+// must have one).
 func tickAlerts(t *testing.T, p *plugintest.Plugin, status int) []string {
+	t.Helper()
+	bodies, _ := tickAlertIDs(t, p, status)
+	return bodies
+}
+
+// tickAlertIDs is tickAlerts, returning the alerts' ids too.
+func tickAlertIDs(t *testing.T, p *plugintest.Plugin, status int) (bodies, ids []string) {
 	t.Helper()
 	p.SendPostponed()
 	calls := slices.Clone(p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID))
-	var bodies []string
 	for _, c := range calls {
 		assert.Equal(t, webhook, c.Upstream)
 		assert.Equal(t, "POST", plugintest.Header(c.Headers, ":method"))
 		assert.Equal(t, "/hooks/budget", plugintest.Header(c.Headers, ":path"))
 		assert.Equal(t, "application/json", plugintest.Header(c.Headers, "content-type"))
-		bodies = append(bodies, string(c.Body))
+		m := alertID.FindStringSubmatch(string(c.Body))
+		require.NotNil(t, m, "an alert without an id: %s", c.Body)
+		ids = append(ids, m[1])
+		bodies = append(bodies, "{"+string(c.Body)[len(m[0]):])
 		p.Host.CallOnHttpCallResponse(c.CalloutID, [][2]string{{":status", strconv.Itoa(status)}}, nil, nil)
 	}
-	return bodies
+	return bodies, ids
+}
+
+// tickQuietly ticks the plugin n times, answering its Redis calls, and
+// checks that no alert was sent meanwhile.
+func tickQuietly(t *testing.T, p *plugintest.Plugin, n int) {
+	t.Helper()
+	for range n {
+		p.SendPostponed()
+	}
+	require.Empty(t, p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID), "an alert before its next try")
 }
 
 // counter reads a counter of the host (0 when not defined).
@@ -119,9 +144,11 @@ func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 	})
 }
 
-// A webhook answering 500 is tried once more from a later tick, then
-// counted failed; nothing is sent again.
-func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
+// Issue 35, point 5: an alert survives a webhook that fails four times
+// (500, 503, 502, 500): it is tried again after 1 s, 2 s, 4 s and 8 s (in
+// ticks), with the same id every time, and arrives once; one that fails
+// for longer than budget_alerts.max_age_seconds is given up and counted.
+func TestAlertSurvivesAFailingWebhook(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.StartOver(t, alertsClock)
@@ -129,12 +156,33 @@ func TestAlertWebhookFailureIsRetriedOnce(t *testing.T) {
 		spendTokens(t, p, 1000)
 		want := `{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":1000,"reset_seconds":82800,"threshold":100,` + alertsTime + `}`
-		assert.Equal(t, []string{want}, tickAlerts(t, p, 500))
-		assert.Equal(t, uint64(0), counter(p, alertsLost), "not yet: it is tried again")
-		assert.Equal(t, []string{want}, tickAlerts(t, p, 503), "the retry, from the next tick")
-		assert.Equal(t, uint64(1), counter(p, alertsLost))
-		assert.Equal(t, uint64(0), counter(p, alertsSent))
-		assert.Empty(t, tickAlerts(t, p, 200), "tried twice only")
+		got, ids := tickAlertIDs(t, p, 500)
+		require.Equal(t, []string{want}, got)
+		id := ids[0]
+		for i, status := range []int{503, 502, 500, 200} {
+			tickQuietly(t, p, 10<<i-1) // 1 s, 2 s, 4 s, 8 s: its next try is the tick after
+			got, ids = tickAlertIDs(t, p, status)
+			require.Equal(t, []string{want}, got, "try %d", i+2)
+			assert.Equal(t, []string{id}, ids, "the same id every time")
+		}
+		assert.Equal(t, uint64(1), counter(p, alertsSent))
+		assert.Equal(t, uint64(0), counter(p, alertsLost))
+		tickQuietly(t, p, 200)
+
+		// At most 3 s of tries: at once, then 1 s later; the next would
+		// be 2 s after that, past 3 s: given up.
+		redis.StartOver(t, alertsClock)
+		p.Stop()
+		p = plugintest.Start(t, redis, plugintest.APIKeyConfig(`"budget_alerts": {"thresholds": [100], "max_age_seconds": 3,
+			"webhook": {"service_name": "alerts.static", "path": "/hooks/budget", "timeout": 500}},`, `"token_per_day": 1000`))
+		spendTokens(t, p, 1000)
+		require.Len(t, tickAlerts(t, p, 500), 1)
+		assert.Equal(t, uint64(0), counter(p, alertsLost))
+		tickQuietly(t, p, 9)
+		require.Len(t, tickAlerts(t, p, 500), 1)
+		assert.Equal(t, uint64(1), counter(p, alertsLost), "given up")
+		assert.Contains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "failed 2 times in 1 s")
+		tickQuietly(t, p, 200)
 	})
 }
 
@@ -204,5 +252,31 @@ func TestSharedSubjectSoftAndHardWindowsAlert(t *testing.T) {
 			`"limit":300,"used":300,"reset_seconds":3600,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
 		local := p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
 		assert.Equal(t, "rule_item=1; key=regexp:^sk-", plugintest.Header(local.Headers, "X-TokenRateLimit-Scope"), "the hard hour closed")
+	})
+}
+
+// Issue 35, point 5: alerts are decided on the usage charged, never on a
+// reservation. A request that reserves 90 % of a day (max_tokens 900) but
+// uses 100 tokens does not alert at 80 %; the request that then takes the
+// usage past 800 does, with what was used.
+func TestAlertsAreDecidedOnUsageNotReservations(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		p := plugintest.Start(t, redis, alertsConfig("80", plugintest.ReservationOn, `"token_per_day": 1000`))
+		x := p.SendBody(plugintest.ChatBody(900), key).Answer()
+		require.True(t, x.Passed())
+		assert.Greater(t, tokensAt(redis, plugintest.APIKeySubject, 86400), int64(800), "reserved past 80 %")
+		assert.Empty(t, tickAlerts(t, p, 200), "a reservation is no usage")
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 60, 40))...)
+		assert.Empty(t, tickAlerts(t, p, 200), "100 tokens used")
+
+		x = p.SendBody(plugintest.ChatBody(10), key).Answer()
+		require.True(t, x.Passed())
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 700, 50))...)
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
+			`"limit":1000,"used":850,"reset_seconds":82800,"threshold":80,` + alertsTime + `}`}, tickAlerts(t, p, 200))
+		assert.Equal(t, int64(850), tokensAt(redis, plugintest.APIKeySubject, 86400), "the bucket holds the usage once reconciled")
 	})
 }

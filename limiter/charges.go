@@ -33,6 +33,7 @@ type pendingCharge struct {
 	r        *request
 	subjects []scripts.Subject
 	amounts  scripts.Amounts
+	spent    *scripts.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
 	at       int64
 	id       string // marks it applied in Redis (see charge.lua)
 	cancel   string // the marker of an admission it cancels instead (see cancelAdmission)
@@ -46,11 +47,18 @@ type pendingCharge struct {
 // hook of the response's last chunk it goes out at once and holds that chunk
 // until answered; otherwise it goes out from the next tick.
 func (r *request) charge(subjects []scripts.Subject, a scripts.Amounts, at int64) {
+	r.chargeSpent(subjects, a, nil, at)
+}
+
+// chargeSpent is charge, of the usage spent when the request had a
+// reservation (a is then the difference; nil otherwise): budget alerts are
+// decided on it, not on buckets that hold reservations too.
+func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spent *scripts.Amounts, at int64) {
 	if r.local { // admitted by the local windows: charged there, and caught up later
 		r.pc.local.Charge(subjects, a, at, time.Now().Unix(), true)
 		return
 	}
-	c := &pendingCharge{r: r, subjects: subjects, amounts: a, at: at, id: newLeaseID()}
+	c := &pendingCharge{r: r, subjects: subjects, amounts: a, spent: spent, at: at, id: newLeaseID()}
 	if !r.lastChunk {
 		c.postpone()
 		return
@@ -71,7 +79,7 @@ func (c *pendingCharge) send() error {
 	if c.cancel != "" {
 		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, c.reply)
 	}
-	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.at, r.leaseID, c.id, func(crossed []scripts.Crossing, err error) {
+	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.spent, c.at, r.leaseID, c.id, func(crossed []scripts.Crossing, err error) {
 		r.alertCrossings(c.subjects, crossed) // budget alerts: sent from the tick
 		c.reply(err)
 	})

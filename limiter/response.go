@@ -94,9 +94,14 @@ func (r *request) settle(complete bool) {
 		r.pc.metrics.count(metricEstimated, requestHeader(consumerHeader), r.model)
 	}
 	delta := scripts.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
+	var spent *scripts.Amounts // with a reservation, what the charge is of: alerts decide on it
+	if r.reserved != (reservation{}) {
+		spent = &scripts.Amounts{Tokens: cost.Tokens, USD: cost.USD}
+	}
+	alertsOnly := spent != nil && r.pc.alerts != nil && *spent != scripts.Amounts{} // the usage to alert on, if not to add
 	for i := range r.groups {
 		g := &r.groups[i]
-		if (delta == scripts.Amounts{} || !g.tokens && !g.usd) && !g.leases {
+		if (delta == scripts.Amounts{} && !alertsOnly || !g.tokens && !g.usd) && !g.leases {
 			continue // nothing to charge, nothing to release
 		}
 		// What the response used beyond its reservation goes to the windows
@@ -107,7 +112,7 @@ func (r *request) settle(complete bool) {
 		if r.reserved != (reservation{}) {
 			at = g.verdict.At
 		}
-		r.charge(g.subjects, delta, at)
+		r.chargeSpent(g.subjects, delta, spent, at)
 	}
 }
 

@@ -20,6 +20,7 @@ type startState struct {
 	locals       []*localState               // the local windows of failure_mode local (local.go)
 	alerts       []*pendingAlert             // budget alerts waiting for the tick (alerts.go)
 	injected     uint64                      // requests asked for their stream's usage since the last tick (metricInjected)
+	ticks        uint64                      // the ticks so far (every tickMs): alerts wait for their next try in them
 }
 
 // injectedCounter is the worker's metricInjected (0: not defined yet): a
@@ -78,6 +79,7 @@ func (s *startState) waitingRoom() *waitingRoom {
 // leases that are due, sends the budget alerts, then moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.
 func (s *startState) onTick() {
+	s.ticks++
 	s.numberVM()
 	s.probeBreakers()
 	s.sendPostponed()

@@ -167,7 +167,7 @@ while a <= #ARGV do
     if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
       local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
       if slides then ttl = ttl + w end                          -- the previous bucket
-      counters[#counters + 1] = {key, need, ttl, k, j, limit, reset}
+      counters[#counters + 1] = {key, need, ttl, k, j, limit, reset, kind}
     end
   end
   if max then                                                   -- at most max requests of this subject in progress
@@ -184,7 +184,9 @@ if verdict[1] ~= 0 then                                         -- admitted: cou
   if marker then redis.call('SET', marker, math.floor(now), 'EX', marker_seconds) end -- the buckets a cancel gives back to
   for _, c in ipairs(counters) do
     local total = redis.call('INCRBY', c[1], c[2])
-    if alerting then cross(crossed, c[1], total - c[2], total, c[6], c[3], c[4], c[5], c[7]) end
+    if alerting and c[8] == 1 then                              -- a request counted is a request made; a reservation is
+      cross(crossed, c[1], total - c[2], total, c[6], c[3], c[4], c[5], c[7]) -- no usage: token and money windows alert on
+    end                                                         -- charges (charge.lua)
     if redis.call('TTL', c[1]) < 0 then redis.call('EXPIRE', c[1], c[3]) end -- only a new bucket gets its expiry
   end
   for _, set in ipairs(leases) do

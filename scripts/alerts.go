@@ -40,10 +40,13 @@ const (
 
 // ChargeAlerting is Charge, reporting to done the thresholds it took a
 // bucket past when budget_alerts is configured (then each window's limit
-// is sent too).
-func (c *Client) ChargeAlerting(subjects []Subject, a Amounts, at int64, leaseID, chargeID string, done func([]Crossing, error)) error {
+// is sent too). spent, when not nil, is the usage the charge is of, when
+// the request had a reservation (a is then the difference): token and
+// money windows alert on it, counted beside each bucket, not on the bucket
+// (which holds reservations in flight too).
+func (c *Client) ChargeAlerting(subjects []Subject, a Amounts, spent *Amounts, at int64, leaseID, chargeID string, done func([]Crossing, error)) error {
 	encode := func(bySource bool) []byte {
-		return c.encodeChargeCall(subjects, a, at, leaseID, chargeID, "", true, bySource)
+		return c.encodeChargeCall(subjects, a, spent, at, leaseID, chargeID, "", true, bySource)
 	}
 	return c.dispatchCharge(subjects, chargeID != "", len(c.options.Thresholds) > 0, encode, done)
 }

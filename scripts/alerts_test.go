@@ -38,7 +38,7 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 		"$2\r\n2c\r\n$3\r\nt60\r\n$5\r\nq3600\r\n$10\r\n1:m:gpt-4o\r\n$6\r\nu86400\r\n"
 	assert.Equal(t, admit, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
 	assert.Equal(t, charge, string(c.encodeCharge(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)))
-	assert.Equal(t, charge, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", true, false)),
+	assert.Equal(t, charge, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)),
 		"a charge that may alert, without thresholds")
 	assert.Equal(t, cancel, string(c.encodeCharge(subjects, Amounts{Tokens: -300, Requests: -1}, 0, "lease.1", "", "marker.2", false)))
 
@@ -54,7 +54,7 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 	chargeAlerting := strings.NewReplacer("*15\r\n", "*18\r\n", "$21\r\nf:lease.1/60/charge.3", "$32\r\nf:lease.1/60/charge.3#o50,80,100",
 		"$3\r\nt60\r\n", "$3\r\nt60\r\n$4\r\n1000\r\n", "$5\r\nq3600\r\n", "$5\r\nq3600\r\n$3\r\n100\r\n",
 		"$6\r\nu86400\r\n", "$6\r\nu86400\r\n$11\r\n20000000000\r\n").Replace(charge)
-	assert.Equal(t, chargeAlerting, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", true, false)))
+	assert.Equal(t, chargeAlerting, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)))
 	assert.Equal(t, charge, string(c.encodeCharge(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)),
 		"Charge (the local windows' catch-up) does not alert")
 	assert.Equal(t, cancel, string(c.encodeCharge(subjects, Amounts{Tokens: -300, Requests: -1}, 0, "lease.1", "", "marker.2", false)))
@@ -83,7 +83,7 @@ func TestCrossingsReportedOnce(t *testing.T) {
 		return v
 	}
 	charge := func(a Amounts, id string) []Crossing {
-		crossed, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, a, 0, "", id, "", true, true)), subjects, true, true)
+		crossed, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, a, nil, 0, "", id, "", true, true)), subjects, true, true)
 		require.NoError(t, err)
 		return crossed
 	}

@@ -22,7 +22,11 @@
 --            the charge undoes it in the buckets it took from if it ran and
 --            admitted, and marks it cancelled for that long, so that it takes
 --            nothing if it runs later (ARGV[2] is then not read); then, with
---            budget alerts, '#', 'o' when the subjects' overrides replace
+--            budget alerts, '=<tokens>:<nanodollars>' when the request had
+--            a reservation: the usage it charges (the amounts below are
+--            then the difference), on which token and money windows alert,
+--            counted beside each bucket in '<bucket>:u' (a reservation is
+--            no usage), then '#', 'o' when the subjects' overrides replace
 --            their limits, and the thresholds (alerts.lua)
 -- ARGV[4]    tokens to add to token windows (negative: give back), then ':'
 --            and nanodollars to add to money windows when there are any
@@ -40,6 +44,9 @@
 -- alerts.lua: subject, window, threshold, used, limit, reset seconds).
 
 local alerting, read_overrides = read_thresholds()              -- budget alerts: ARGV[3] loses its suffix
+local spent_t, spent_u = string.match(ARGV[3], '=(%d+):(%d+)$') -- with alerts and a reservation: the usage charged
+if spent_t then ARGV[3] = string.gsub(ARGV[3], '=%d+:%d+$', '') end -- (the options as a call without it has them)
+local spent = spent_t and {t = tonumber(spent_t), u = tonumber(spent_u), q = 0}
 local per = alerting and 2 or 1                                 -- arguments per window: with alerts, its limit too
 if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
@@ -82,9 +89,20 @@ while a <= #ARGV do
   a = a + 1
   for j = 1, tonumber(n) do
     local amount = amounts[string.sub(ARGV[a], 1, 1)]
-    local spec, bucket, start, w, calendar = period(ARGV[a], amount > 0 and sec or at) -- added: the bucket current now;
+    local window = ARGV[a]
+    local spec, bucket, start, w, calendar = period(window, amount > 0 and sec or at) -- added: the bucket current now;
     local limit = alerting and (o[spec] or tonumber(ARGV[a + 1])) -- given back: the admission's (period.lua)
     a = a + per
+    local used = spent and spent[string.sub(window, 1, 1)] or 0
+    if alerting and used > 0 then                               -- a reservation's request: alert on the usage charged
+      local _, now_bucket, now_start, now_w = period(window, sec) -- in the bucket current now, kept beside it
+      local ukey = subject .. ':' .. spec .. ':' .. now_bucket
+      local left = math.max(math.ceil(now_start + now_w - now), 0) -- seconds to the bucket's end
+      local ttl = left + 1 + ((sliding and not calendar) and now_w or 0) -- as the bucket's own
+      local total_used = redis.call('INCRBY', ukey .. ':u', used)
+      if total_used == used then redis.call('EXPIRE', ukey .. ':u', ttl) end -- a new counter lives as its bucket
+      cross(crossed, ukey, total_used - used, total_used, limit, ttl, k, j, left)
+    end
     local key = subject .. ':' .. spec .. ':' .. bucket         -- same slot as the subject: the hash tag is shared
     local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
     if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
@@ -102,7 +120,7 @@ while a <= #ARGV do
         redis.call('INCRBY', key, total - held)                 -- exact: both at most 2^53; keeps the bucket's expiry
         if redis.call('TTL', key) < 0 then redis.call('EXPIRE', key, ttl) end -- a new bucket
       end
-      if alerting and amount > 0 then                           -- usage added: did it pass a threshold?
+      if alerting and amount > 0 and not spent then             -- usage added (no reservation): did it pass a threshold?
         cross(crossed, key, held, total, limit, ttl, k, j, math.max(math.ceil(start + w - now), 0))
       end
       totals[#totals + 1] = total

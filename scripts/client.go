@@ -370,12 +370,12 @@ func (c *Client) dispatchCharge(subjects []Subject, maybeEmpty, alerting bool, e
 
 // encodeCharge encodes one call of charge.lua.
 func (c *Client) encodeCharge(subjects []Subject, a Amounts, at int64, leaseID, chargeID, cancelID string, bySource bool) []byte {
-	return c.encodeChargeCall(subjects, a, at, leaseID, chargeID, cancelID, false, bySource)
+	return c.encodeChargeCall(subjects, a, nil, at, leaseID, chargeID, cancelID, false, bySource)
 }
 
 // encodeChargeCall encodes one call of charge.lua, with each window's limit
 // and the thresholds when alerting (and thresholds are configured).
-func (c *Client) encodeChargeCall(subjects []Subject, a Amounts, at int64, leaseID, chargeID, cancelID string, alerting, bySource bool) []byte {
+func (c *Client) encodeChargeCall(subjects []Subject, a Amounts, spent *Amounts, at int64, leaseID, chargeID, cancelID string, alerting, bySource bool) []byte {
 	alerting = alerting && len(c.options.Thresholds) > 0
 	perWindow := 1
 	if alerting {
@@ -388,7 +388,7 @@ func (c *Client) encodeChargeCall(subjects []Subject, a Amounts, at int64, lease
 	} else {
 		q = appendBulkString(q, "") // the buckets of now
 	}
-	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID, alerting)
+	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID, spent, alerting)
 	q = appendAmounts(q, a.Tokens, a.USD)
 	q = appendBulkInt(q, tokenAmount(a.Requests))
 	var now int64
@@ -495,9 +495,10 @@ func (c *Client) appendMarker(arg []byte, markerID string) []byte {
 // appendChargeOptions appends the options argument of a charge (see
 // charge.lua): the window type, ":<lease id>" to release a lease, and
 // "/<seconds>/<charge id>" to mark the charge applied, or "!<seconds>/<marker
-// id>" to cancel an admission, then, when alerting, the thresholds (see
+// id>" to cancel an admission, then, when alerting, "=<tokens>:<nanodollars>"
+// for the usage of a reservation's charge (spent) and the thresholds (see
 // appendThresholds), without allocating.
-func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string, alerting bool) []byte {
+func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string, spent *Amounts, alerting bool) []byte {
 	var buf [128]byte
 	arg := c.options.appendWindowType(buf[:0], false)
 	if leaseID != "" {
@@ -507,7 +508,12 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID str
 		arg = strconv.AppendInt(append(arg, '/'), c.ChargeMarkerSeconds(), 10)
 		arg = append(append(arg, '/'), chargeID...)
 	}
-	return appendBulk(dst, c.appendThresholds(c.appendMarker(arg, cancelID), alerting, c.options.Overrides))
+	arg = c.appendMarker(arg, cancelID)
+	if alerting && spent != nil && len(c.options.Thresholds) > 0 { // the usage a reservation's charge is of
+		arg = strconv.AppendInt(append(arg, '='), max(tokenAmount(spent.Tokens), 0), 10)
+		arg = strconv.AppendInt(append(arg, ':'), min(max(spent.USD, 0), config.MaxLimit), 10)
+	}
+	return appendBulk(dst, c.appendThresholds(arg, alerting, c.options.Overrides))
 }
 
 // ChargeMarkerSeconds is how long Redis remembers a charge id: a retry is
