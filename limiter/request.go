@@ -163,7 +163,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		// ask for the usage, by its size; compressed, by its decompressed
 		// size: see bodyEnded). Admission does not wait for the body.
 		r.readsBody = r.mayAsk || r.coding != ""
-		if r.coding == "" {
+		if !readable && undecodable(ctx) { // (the Content-Encoding read only then)
 			r.promptEstimate = r.unreadBody(size).Prompt
 		} else {
 			r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
