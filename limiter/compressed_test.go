@@ -3,7 +3,6 @@ package limiter_test
 import (
 	"bytes"
 	"compress/flate"
-	"compress/gzip"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,17 +15,14 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
-// compress encodes s in a content coding: gzip or deflate (zlib-wrapped,
-// as HTTP says).
+// compress encodes s in a content coding: gzip (see gzipped) or raw
+// deflate, as some clients send it.
 func compress(t *testing.T, coding, s string) []byte {
 	t.Helper()
 	var b bytes.Buffer
 	switch coding {
 	case "gzip":
-		w := gzip.NewWriter(&b)
-		_, err := w.Write([]byte(s))
-		require.NoError(t, err)
-		require.NoError(t, w.Close())
+		return []byte(gzipped(t, s))
 	case "deflate":
 		w, err := flate.NewWriter(&b, flate.BestCompression)
 		require.NoError(t, err)
