@@ -67,6 +67,31 @@ func AppendSubject(dst []byte, rule, limitType, source, value string) []byte {
 	return append(dst, '}')
 }
 
+// Parts reads back the four parts of a key AppendSubject wrote (a
+// subject's key, or one of its keys: tail is what follows the braces, such
+// as ":t60:29533012"); ok is false for a key that is not the limiter's. A
+// part is as the key holds it: hashed ('#' and hex) when it was written so.
+func Parts(key string) (parts [4]string, tail string, ok bool) {
+	rest, ok := strings.CutPrefix(key, Prefix+"{")
+	end := strings.IndexByte(rest, '}') // plain parts never hold a '}', and hashed ones are hex
+	if !ok || end < 0 {
+		return parts, "", false
+	}
+	inside := rest[:end]
+	for i := range 3 {
+		j := strings.IndexByte(inside, '|')
+		if j < 0 {
+			return parts, "", false
+		}
+		parts[i], inside = inside[:j], inside[j+1:]
+	}
+	if strings.IndexByte(inside, '|') >= 0 {
+		return parts, "", false
+	}
+	parts[3] = inside
+	return parts, rest[end+1:], true
+}
+
 // AppendModel appends to a subject key, as AppendSubject builds it, the
 // suffix that narrows it to one model: ":m:" and the model, hashed unless
 // it is plain and free of ':'. The key keeps the subject's hash tag, so its

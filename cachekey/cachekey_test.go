@@ -160,3 +160,24 @@ func FuzzSubjectKeys(f *testing.F) {
 		}
 	})
 }
+
+// Parts reads back what AppendSubject wrote, hashed parts as the key holds
+// them, and refuses keys that are not the limiter's.
+func TestParts(t *testing.T) {
+	long := strings.Repeat("v", MaxPartBytes+1)
+	for _, p := range [][4]string{{"chat", "limit_by_per_header", "x-api-key", "sk-1"}, {"r", "global_threshold", "", ""}, {"r", "t", "s", long}} {
+		key := string(AppendSubject(nil, p[0], p[1], p[2], p[3])) + ":t60:29533012"
+		parts, tail, ok := Parts(key)
+		if !ok || tail != ":t60:29533012" || parts[0] != p[0] || parts[1] != p[1] || parts[2] != p[2] {
+			t.Fatalf("Parts(%q) = %q, %q, %v", key, parts, tail, ok)
+		}
+		if want := p[3]; len(want) <= MaxPartBytes && parts[3] != want || len(want) > MaxPartBytes && !strings.HasPrefix(parts[3], "#") {
+			t.Fatalf("Parts(%q) value = %q", key, parts[3])
+		}
+	}
+	for _, key := range []string{"atrl:vms", "atrl:{a|b|c}", "atrl:{a|b|c|d|e}:t60", "other:{a|b|c|d}", "atrl:{a|b|c|d"} {
+		if _, _, ok := Parts(key); ok {
+			t.Fatalf("Parts(%q): not a subject's key", key)
+		}
+	}
+}

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"slices"
 	"strings"
 
@@ -46,7 +45,7 @@ func (c *Config) RouteModel(path string) (model string, addressed bool) {
 		if s == "" {
 			continue
 		}
-		seg[3], seg[2], seg[1], seg[0] = seg[2], seg[1], seg[0], unescapeSegment(s)
+		seg[3], seg[2], seg[1], seg[0] = seg[2], seg[1], seg[0], decodePath(s)
 		switch {
 		case (seg[1] == "tunedModels" || seg[1] == "endpoints") && strings.Contains(seg[0], ":"):
 			return "", true // a tuned model, a Vertex AI endpoint: which model it is, only Google knows
@@ -57,18 +56,6 @@ func (c *Config) RouteModel(path string) (model string, addressed bool) {
 		}
 	}
 	return "", false
-}
-
-// unescapeSegment decodes a path segment as its upstream reads it; a
-// malformed escape leaves it as it is.
-func unescapeSegment(s string) string {
-	if strings.IndexByte(s, '%') < 0 {
-		return s
-	}
-	if u, err := url.PathUnescape(s); err == nil {
-		return u
-	}
-	return s
 }
 
 // readDeployments reads deployments: Azure OpenAI deployments and the

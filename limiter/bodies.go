@@ -66,10 +66,10 @@ func compressed(contentEncoding string) bool {
 }
 
 // undecodable says whether the request has a body in a content coding the
-// limiter does not decode.
-func undecodable(ctx wrapper.HttpContext) bool {
-	encoding := requestHeader("content-encoding")
-	return ctx.HasRequestBody() && compressed(encoding) && decompressible(encoding) == ""
+// limiter does not decode, from what bodyCoding said (readable): a body
+// is unreadable for that, or because there is none, or a WebSocket's.
+func undecodable(ctx wrapper.HttpContext, readable bool) bool {
+	return !readable && ctx.HasRequestBody() && !opensWebSocket(ctx)
 }
 
 // rejectCompressed answers a request whose body the limiter cannot

@@ -201,7 +201,7 @@ func (e *endpoint) trailers() types.Action {
 func (e *endpoint) serveQuota(ctx wrapper.HttpContext) types.Action {
 	model, _, _ := config.QueryParam("?"+e.query, "model")
 	if model == "" && e.pc.modelLimits {
-		model, _ = e.pc.modelAtHeaders(ctx, false)
+		model, _, _ = e.pc.modelAtHeaders(ctx, false)
 	}
 	e.matches = e.pc.matchRequest(ctx, model, nil)
 	return e.readStatus()

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/higress-group/wasm-go/pkg/log"
-	"github.com/tidwall/resp"
 
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -59,16 +58,10 @@ func idPrefix(now time.Time, number int64) string {
 	return base64.RawURLEncoding.EncodeToString(sum[:12]) + "."
 }
 
-// vmNumberKey counts the VMs that asked Redis for a number (numberVM).
-const vmNumberKey = "atrl:vms"
-
-// vmNumberQuery is INCR vmNumberKey.
-var vmNumberQuery = []byte("*2\r\n$4\r\nINCR\r\n$" + strconv.Itoa(len(vmNumberKey)) + "\r\n" + vmNumberKey + "\r\n")
-
 // numberVM asks Redis, from the tick, for a number no other VM on it has
-// (INCR atrl:vms), once it answers, and mixes it into the prefix of the
-// ids drawn from then on (see idPrefix). Until it answers, ids take the
-// host's randomness alone, which a gateway's is.
+// (scripts.Client.NumberVM), once it answers, and mixes it into the prefix
+// of the ids drawn from then on (see idPrefix). Until it answers, ids take
+// the host's randomness alone, which a gateway's is.
 func (s *startState) numberVM() {
 	if leaseIDs.numbered || leaseIDs.asking {
 		return
@@ -77,10 +70,10 @@ func (s *startState) numberVM() {
 		if eb.breaker.Open() {
 			continue
 		}
-		err := eb.prober.Run(func(bool) []byte { return vmNumberQuery }, func(v resp.Value, err error) {
+		err := eb.prober.NumberVM(func(n int64, err error) {
 			leaseIDs.asking = false
-			if err == nil && v.Type() == resp.Integer && v.Integer() > 0 {
-				leaseIDs.prefix, leaseIDs.numbered = idPrefix(time.Now(), int64(v.Integer())), true
+			if err == nil {
+				leaseIDs.prefix, leaseIDs.numbered = idPrefix(time.Now(), n), true
 			}
 		})
 		leaseIDs.asking = err == nil

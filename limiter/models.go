@@ -24,32 +24,37 @@ import (
 //
 // A body that cannot be read (compressed in a coding the limiter does not
 // decompress) may name a model all the same: when no source names one,
-// the model is config.UnknownModel.
-func (pc PluginConfig) modelAtHeaders(ctx wrapper.HttpContext, readable bool) (model string, needBody bool) {
-	unread := false
+// the model is config.UnknownModel, and unreadBody says so (a route whose
+// model cannot be told is config.UnknownModel too, but no body's doing).
+func (pc PluginConfig) modelAtHeaders(ctx wrapper.HttpContext, readable bool) (model string, needBody, unreadBody bool) {
+	unread, routeRead := false, false
 	for _, s := range pc.rules.ModelSources {
-		if s.Kind != config.ModelFromHeader {
-			// A route that addresses a model decides it, for the body's
-			// and the path's sources alike: its upstream ignores the body's.
+		if s.Kind == config.ModelFromHeader {
+			if m := requestHeader(s.Header); m != "" {
+				return m, false, false
+			}
+			continue
+		}
+		// The first body or path source: a route that addresses a model
+		// decides it for both (its upstream ignores the body's); a path
+		// that addresses none names none (RouteModel reads Gemini's too).
+		if !routeRead {
+			routeRead = true
 			if route, addressed := pc.routeModel(ctx.Path()); addressed {
-				return route, false
+				return route, false, false
 			}
 		}
 		if s.Kind == config.ModelFromBody {
 			if readable {
-				return "", true
+				return "", true, false
 			}
 			unread = ctx.HasRequestBody() && !opensWebSocket(ctx)
-			continue
-		}
-		if m := modelFrom(ctx, s); m != "" {
-			return m, false
 		}
 	}
 	if unread {
-		return config.UnknownModel, false
+		return config.UnknownModel, false, true
 	}
-	return "", false
+	return "", false, false
 }
 
 // modelAfterBody resolves the model once the body has been read: the
@@ -64,8 +69,8 @@ func (pc PluginConfig) modelAfterBody(ctx wrapper.HttpContext, body estimate.Est
 				return m, others
 			}
 			afterBody = true
-		case afterBody:
-			if m := modelFrom(ctx, s); m != "" {
+		case afterBody && s.Kind == config.ModelFromHeader: // a path source names none: see modelAtHeaders
+			if m := requestHeader(s.Header); m != "" {
 				return m, nil
 			}
 		}
@@ -92,17 +97,6 @@ func (pc PluginConfig) modelOf(path string, e estimate.Estimate) (model string, 
 		return route, nil
 	}
 	return modelsOf(e)
-}
-
-// modelFrom reads the model from a header or path source.
-func modelFrom(ctx wrapper.HttpContext, s config.ModelSource) string {
-	switch s.Kind {
-	case config.ModelFromHeader:
-		return requestHeader(s.Header)
-	case config.ModelFromPath:
-		return estimate.ModelFromPath(ctx.Path())
-	}
-	return ""
 }
 
 // modelRequest is a request with its resolved model, for the rules' model

@@ -126,8 +126,8 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	coding, readable := bodyCoding(ctx)
 	var model string
 	if pc.modelLimits {
-		var needBody bool
-		if model, needBody = pc.modelAtHeaders(ctx, readable); needBody {
+		var needBody, unreadBody bool
+		if model, needBody, unreadBody = pc.modelAtHeaders(ctx, readable); needBody {
 			// The model is in the body, and decides which limits apply:
 			// the request is matched once its body has come (bodyEnded).
 			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true, coding: coding}
@@ -136,11 +136,9 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			r.readsBody = true
 			return types.HeaderStopIteration
 		}
-		if model == config.UnknownModel && pc.rules.AmbiguousBody == config.AmbiguousReject {
-			if _, route := pc.rules.RouteModel(ctx.Path()); !route { // a route's unknown model is no body's ambiguity
-				pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), "")
-				return rejectAmbiguous(pc, unreadableCoding)
-			}
+		if unreadBody && pc.rules.AmbiguousBody == config.AmbiguousReject {
+			pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), "")
+			return rejectAmbiguous(pc, unreadableCoding)
 		}
 	}
 	matches := pc.matchRequest(ctx, model, nil)
@@ -148,7 +146,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	if len(matches) == 0 {
 		return types.ActionContinue
 	}
-	if !readable && pc.rules.CompressedBody == config.CompressedReject && undecodable(ctx) {
+	if pc.rules.CompressedBody == config.CompressedReject && undecodable(ctx, readable) {
 		return rejectCompressed()
 	}
 	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), coding: coding}
@@ -163,7 +161,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		// ask for the usage, by its size; compressed, by its decompressed
 		// size: see bodyEnded). Admission does not wait for the body.
 		r.readsBody = r.mayAsk || r.coding != ""
-		if !readable && undecodable(ctx) { // (the Content-Encoding read only then)
+		if undecodable(ctx, readable) {
 			r.promptEstimate = r.unreadBody(size).Prompt
 		} else {
 			r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt

@@ -54,8 +54,24 @@ type Name struct {
 
 // NameOf names the subject of a match (as Config.MatchAll or
 // Config.Resolve return it).
-func NameOf(rules *config.Config, m config.Match) Name {
-	s := Name{Key: m.Key.Key, Value: m.Value, Model: m.Model}
+func NameOf(rules *config.Config, m config.Match) Name { return nameOf(rules, m, false) }
+
+// ShownNameOf names the subject of a match as logs, budget alerts and the
+// admin API show it: as NameOf, but a value read from a credential, and a
+// key that names one, as their fingerprints (see config.Match.ShownValue
+// and ShownKey).
+func ShownNameOf(rules *config.Config, m config.Match) Name { return nameOf(rules, m, true) }
+
+// nameOf is NameOf, or with shown ShownNameOf.
+func nameOf(rules *config.Config, m config.Match, shown bool) Name {
+	key, value := m.Key, m.Value
+	if m.Parent != nil { // a per_model entry: its parent's key, and its pattern
+		key = m.Parent
+	}
+	s := Name{Key: key.Key, Value: value, Model: m.Model}
+	if shown {
+		s.Key, s.Value = m.ShownKey(key), m.ShownValue()
+	}
 	switch {
 	case m.Unmatched:
 		s.Threshold = config.UnmatchedThreshold
@@ -70,26 +86,8 @@ func NameOf(rules *config.Config, m config.Match) Name {
 		}
 		s.RuleItem = &n
 	}
-	if m.Parent != nil { // a per_model entry: its parent's key, and its pattern
-		s.Key, s.ModelKey = m.Parent.Key, m.Key.Key
-	}
-	return s
-}
-
-// ShownNameOf names the subject of a match as logs, budget alerts and the
-// admin API show it: as NameOf, but a value read from a credential, and a
-// key that names one, as their fingerprints (see config.Match.ShownValue
-// and ShownKey).
-func ShownNameOf(rules *config.Config, m config.Match) Name {
-	s := NameOf(rules, m)
-	if !m.Secret() {
-		return s
-	}
-	s.Value = m.ShownValue()
 	if m.Parent != nil {
-		s.Key = m.ShownKey(m.Parent)
-	} else {
-		s.Key = m.ShownKey(m.Key)
+		s.ModelKey = m.Key.Key
 	}
 	return s
 }

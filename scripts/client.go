@@ -190,23 +190,20 @@ type Subject struct {
 }
 
 // LogName is the subject's key as a log line shows it: with its value
-// (the part of its hash tag after the last '|') fingerprinted when it is
-// read from a credential (see config.Fingerprint). A value the key holds
+// (the last part of its hash tag, see cachekey.Parts) fingerprinted when it
+// is read from a credential (see config.Fingerprint). A value the key holds
 // hashed ('#' and hex digits) is shown as it is.
 func (s *Subject) LogName() string {
 	key := string(s.Key)
 	if !s.Secret {
 		return key
 	}
-	end := strings.IndexByte(key, '}')
-	if end < 0 {
+	parts, tail, ok := cachekey.Parts(key)
+	if value := parts[3]; !ok || value == "" || value[0] == '#' {
 		return key
 	}
-	start := strings.LastIndexByte(key[:end], '|') + 1
-	if value := key[start:end]; value != "" && value[0] != '#' {
-		return key[:start] + config.Fingerprint(value) + key[end:]
-	}
-	return key
+	end := len(key) - len(tail) - 1 // the '}' after the value
+	return key[:end-len(parts[3])] + config.Fingerprint(parts[3]) + key[end:]
 }
 
 // AllSoft is Subject.SoftWindows when every window is soft.
@@ -690,6 +687,30 @@ func (c *Client) dispatchQuery(query []byte, reply func(status, size int)) error
 		return fmt.Errorf("%w: dispatch to %s failed: %v", ErrUnavailable, c.cluster, err)
 	}
 	return nil
+}
+
+// VMCounterKey counts the plugin's VMs (see NumberVM): the one key the
+// plugin keeps that belongs to no subject.
+const VMCounterKey = "atrl:vms"
+
+// vmNumberQuery increments VMCounterKey.
+var vmNumberQuery = []byte("*2\r\n$4\r\nINCR\r\n$8\r\n" + VMCounterKey + "\r\n")
+
+// NumberVM asks Redis for a number no other VM of the plugin on it got
+// (INCR atrl:vms), for a VM's ids (the limiter mixes it into their
+// prefix). done gets the number, or an error; when NumberVM itself returns
+// an error, done is never called.
+func (c *Client) NumberVM(done func(n int64, err error)) error {
+	return c.dispatch(func(bool) []byte { return vmNumberQuery }, func(v resp.Value, err error) {
+		if err == nil && (v.Type() != resp.Integer || v.Integer() <= 0) {
+			err = fmt.Errorf("%w: INCR atrl:vms returned %s", ErrMalformed, describe(v))
+		}
+		if err != nil {
+			done(0, err)
+			return
+		}
+		done(int64(v.Integer()), nil)
+	})
 }
 
 // probeQuery is the breaker's probe: a read of one key, which any Redis

@@ -97,17 +97,11 @@ type bucketKey struct {
 // parseBucketKey reads a bucket's key; ok is false for the subjects' other
 // keys (leases, overrides, markers) and for what is not the plugin's.
 func parseBucketKey(key string) (k bucketKey, ok bool) {
-	rest, ok := strings.CutPrefix(key, cachekey.Prefix+"{")
-	end := strings.IndexByte(rest, '}') // plain parts never hold a '}', and hashed ones are hex
-	if !ok || end < 0 {
+	parts, tail, ok := cachekey.Parts(key)
+	if !ok {
 		return k, false
 	}
-	parts := strings.Split(rest[:end], "|")
-	if len(parts) != 4 {
-		return k, false
-	}
-	copy(k.parts[:], parts)
-	tail := rest[end+1:]
+	k.parts = parts
 	if m, ok := strings.CutPrefix(tail, cachekey.ModelSeparator); ok {
 		i := strings.IndexByte(m, ':') // a plain model has none
 		if i <= 0 {
