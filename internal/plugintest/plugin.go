@@ -36,6 +36,7 @@ func Start(t redistest.TB, redis redistest.Backend, config string) *Plugin {
 	p := &Plugin{T: t, Host: host, Redis: redis, reset: host.Reset}
 	t.Cleanup(p.Stop)
 	require.Equal(t, types.OnPluginStartStatusOK, status, "plugin refused the configuration")
+	p.SendPostponed() // the first tick numbers the VM: the test's own ticks then send only what it expects
 	return p
 }
 
@@ -219,6 +220,7 @@ func StartOn(t redistest.TB, vm types.VMContext, redis redistest.Backend, config
 	host, stop := StartEmulator(t, vm, config)
 	p := &Plugin{T: t, Host: host, Redis: redis, reset: stop}
 	t.Cleanup(p.Stop)
+	p.SendPostponed() // as Start
 	return p
 }
 
