@@ -67,6 +67,17 @@ func AppendSubject(dst []byte, rule, limitType, source, value string) []byte {
 	return append(dst, '}')
 }
 
+// AlertIndex is the key of a rule's alert index: the outboxes of its
+// subjects that hold budget alerts (see scripts/alertbox.lua). Its hash
+// tag is the rule's part of the subjects' keys, as alerts.lua reads it.
+func AlertIndex(rule string) []byte {
+	return append(appendPart([]byte(Prefix+"alerts:{"), rule), '}')
+}
+
+// OutboxSuffix follows a subject's key in the key of its outbox, where
+// its budget alerts wait to be delivered.
+const OutboxSuffix = ":!o"
+
 // Parts reads back the four parts of a key AppendSubject wrote (a
 // subject's key, or one of its keys: tail is what follows the braces, such
 // as ":t60:29533012"); ok is false for a key that is not the limiter's. A

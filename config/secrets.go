@@ -62,6 +62,18 @@ func (c *Config) markSecretItems() {
 	}
 }
 
+// ReadsSecret reports whether the subjects of a rule item type (its name,
+// "limit_by_header") reading source are named by a credential, as the
+// parts of their keys say (see cachekey.Parts).
+func (c *Config) ReadsSecret(limitType, source string) bool {
+	for i := range c.Items {
+		if it := &c.Items[i]; it.Secret && it.Type.String() == limitType && it.Name == source {
+			return true
+		}
+	}
+	return false
+}
+
 // Fingerprint shows a credential without giving it away: at most its
 // first four bytes (a quarter of it at most; a scheme such as "Bearer "
 // kept in front), "...", and 8 hex digits of its SHA-256:

@@ -2,30 +2,39 @@ package limiter
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // Budget alerts (budget_alerts). The scripts say when an admission or a
-// charge took a window's bucket past a threshold first, for every replica
-// (see scripts/alerts.lua); the plugin then POSTs one JSON alert per
-// crossing to the webhook. Sending never holds a request: the alert is
-// queued, and the plugin's tick sends it from the plugin's context, whose
-// calls are always answered. Each alert has an id, the same on every try,
-// so that a receiver can drop a repeat (a 2xx that was lost on its way
-// back). One that fails (a dispatch error, no answer, a status other than
-// 2xx) is tried again from a later tick, waiting 1 s, then twice as long
-// after each failure (at most a minute), until the webhook takes it or it
-// is older than budget_alerts.max_age_seconds: then it is logged and
-// counted failed, as one that finds the queue full is.
+// charge took a window's bucket past a threshold first, for every replica,
+// and in the same call write the alert to the subject's outbox in Redis
+// (see scripts/alerts.lua). The replica that made the call gives the alert
+// its body (the JSON the webhook gets, naming the subject as this
+// configuration does) and lists the outbox in the rule's alert index, from
+// its tick; every replica's tick scans the index, every second or at once
+// after a listing, claims the alerts due (each claim puts an alert off:
+// another replica tries it only if this try fails), POSTs them, and takes
+// out of Redis those the webhook took (a 2xx). An alert that fails is
+// tried again after its age (at least 1 s and the webhook's timeout, at
+// most a minute: about doubling), by whichever replica gets to it, until
+// it is older than budget_alerts.max_age_seconds: then it is dropped,
+// logged and counted failed. So an alert is delivered at least once,
+// whichever replica made it, across reloads and restarts, each time with
+// the same id, so that a receiver can drop a repeat. Sending never holds a
+// request: every call goes from the tick, in the plugin's context, whose
+// calls are always answered.
 
 // Counters of the alerts, per webhook: webhook.<service_name>.metric.<name>.
 const (
@@ -33,34 +42,50 @@ const (
 	metricAlertFailed = "token_ratelimit_alert_failed_count"
 )
 
-// maxAlertQueue bounds the alerts waiting for the tick: past it (a webhook
-// down under a flood of crossings), an alert is dropped and counted failed.
-const maxAlertQueue = 1000
+// maxAttaching bounds the alerts waiting for the tick to attach their body:
+// past it (a flood of crossings with Redis failing), an alert waits in its
+// outbox without one, and is delivered after the grace with a body made
+// from its key (alertFromKey).
+const maxAttaching = 1000
 
-// The waits between an alert's tries, in ticks: the first (a second),
-// and the longest (a minute).
+// Delivery's rhythm, in ticks and seconds: a scan every second (and at
+// once after a listing); an outbox leased for 5 s by the replica that
+// scanned it; at most 16 outboxes a scan and 16 alerts an outbox; an attach
+// tried for 5 s (alerts.lua's grace is 10 s).
 const (
-	firstAlertRetry = 1000 / tickMs
-	maxAlertRetry   = 60 * 1000 / tickMs
+	scanTicks      = 1000 / tickMs
+	outboxLease    = 5
+	scanOutboxes   = 16
+	claimAlerts    = 16
+	attachForTicks = 5000 / tickMs
 )
 
-// alerter is one configuration's webhook and its counters.
+// alerter is one configuration's budget alerts: its webhook, its counters,
+// its rule's alert index, and the work waiting for the tick.
 type alerter struct {
+	rules         *config.Config
+	redis         *scripts.Client
 	hook          config.Webhook
 	cluster       string // the gateway's name for the webhook's cluster
+	index         []byte // the rule's alert index (cachekey.AlertIndex)
 	maxAgeSeconds int64  // budget_alerts.max_age_seconds: how long an alert is tried
+	leastWait     int64  // seconds between two tries of an alert, at least: a try has timed out by then
 	sent          proxywasm.MetricCounter
 	failed        proxywasm.MetricCounter
+
+	attaching []*newAlert // alerts this replica made, whose body goes to Redis from the tick
+	scanning  int         // calls of a scan in flight (the scan, its claims and settles): one scan at a time
+	nextScan  uint64      // the tick of the next scan
 }
 
-// pendingAlert is one alert waiting for the tick, or being sent.
-type pendingAlert struct {
-	to    *alerter
-	body  []byte
-	made  uint64 // the tick it was queued at: it gives up at budget_alerts.max_age_seconds
-	due   uint64 // the tick of its next try
-	wait  uint64 // in ticks, since its last try
-	tries int
+// newAlert is an alert this replica made, waiting to get its body in its
+// outbox.
+type newAlert struct {
+	outbox []byte
+	member string // as the outbox holds it (scripts.Crossing.Member)
+	body   []byte
+	made   uint64 // the tick it was made at
+	busy   bool   // its calls are in flight
 }
 
 // alertBody is the JSON an alert POSTs. Subject names the subject as the
@@ -82,25 +107,32 @@ type alertBody struct {
 	Time         string      `json:"time"`
 }
 
-// newAlerter returns the alerter of a configuration with budget_alerts, nil
-// without.
-func newAlerter(rules *config.Config) *alerter {
+// newAlerter returns the alerter of a configuration with budget_alerts,
+// nil without; the start's tick works for it.
+func newAlerter(rules *config.Config, redis *scripts.Client, s *startState) *alerter {
 	if rules.Alerts == nil {
 		return nil
 	}
 	hook := rules.Alerts.Webhook
 	name := "webhook." + hook.ServiceName + ".metric."
-	return &alerter{
+	a := &alerter{
+		rules:         rules,
+		redis:         redis,
 		hook:          hook,
 		cluster:       wrapper.FQDNCluster{FQDN: hook.ServiceName, Port: int64(hook.ServicePort)}.ClusterName(),
+		index:         cachekey.AlertIndex(rules.RuleName),
 		maxAgeSeconds: rules.Alerts.MaxAgeSeconds,
+		leastWait:     hook.TimeoutMs/1000 + 1,
 		sent:          proxywasm.DefineCounterMetric(name + metricAlertSent),
 		failed:        proxywasm.DefineCounterMetric(name + metricAlertFailed),
 	}
+	s.alerters = append(s.alerters, a)
+	return a
 }
 
-// alertCrossings queues an alert for each crossing of a call about the
-// subjects (those of one of the request's groups).
+// alertCrossings makes the alert of each crossing of a call about the
+// subjects (those of one of the request's groups): its body goes to its
+// outbox from the tick.
 func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.Crossing) {
 	a := r.pc.alerts
 	if a == nil || len(crossed) == 0 {
@@ -111,10 +143,13 @@ func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.C
 		if c.Subject >= len(matches) {
 			continue // not the request's group: never the case
 		}
-		body := alertJSON(r.pc.rules, matches[c.Subject].WindowFrom(c.Window), subjects[c.Subject].Windows[c.Window], c)
+		w := subjects[c.Subject].Windows[c.Window]
+		outbox := scripts.Outbox(subjects[c.Subject].Key)
+		member := c.Member(scripts.OverrideName(w.Unit, w.Seconds))
+		id := scripts.AlertID(outbox, member[:strings.IndexByte(member, '|')])
+		body := alertJSON(r.pc.rules, id, quota.ShownNameOf(r.pc.rules, matches[c.Subject].WindowFrom(c.Window)), w.Unit, w.Seconds, c)
 		log.Infof("budget alert: %s", body)
-		tick := r.pc.start.ticks
-		r.pc.start.queueAlert(&pendingAlert{to: a, body: body, made: tick, due: tick})
+		a.attach(&newAlert{outbox: outbox, member: member, body: body, made: r.pc.start.ticks})
 	}
 }
 
@@ -129,50 +164,200 @@ func (r *request) matchesOf(subjects []scripts.Subject) []config.Match {
 	return nil
 }
 
-// alertJSON is the body of the alert of a crossing of window w of the
-// subject of match m.
-func alertJSON(rules *config.Config, m config.Match, w config.Window, c scripts.Crossing) []byte {
-	s := quota.ShownNameOf(rules, m) // posted and logged: a credential as its fingerprint
-	kind := quota.KindName(scripts.KindOf(w.Unit))
-	body, _ := json.Marshal(alertBody{ID: newLeaseID(), RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(w.Seconds),
+// alertJSON is the body of the alert id of a crossing of a window (its
+// unit and length) of subject s; the posted and logged name shows a
+// credential as its fingerprint.
+func alertJSON(rules *config.Config, id string, s quota.Name, unit config.Unit, seconds int64, c scripts.Crossing) []byte {
+	kind := quota.KindName(scripts.KindOf(unit))
+	body, _ := json.Marshal(alertBody{ID: id, RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(seconds),
 		Limit: quota.Amount(kind, c.Limit), Used: quota.Amount(kind, c.Used), ResetSeconds: c.Reset, Threshold: c.Threshold,
 		Time: time.Unix(c.At, 0).UTC().Format(time.RFC3339)})
 	return body
 }
 
-// queueAlert hands an alert to the tick; a full queue drops it.
-func (s *startState) queueAlert(a *pendingAlert) {
-	if len(s.alerts) >= maxAlertQueue {
-		log.Warnf("budget alert dropped: %d alerts wait already: %s", len(s.alerts), a.body)
-		a.to.failed.Increment(1)
-		return
-	}
-	s.alerts = append(s.alerts, a)
-}
-
-// sendAlerts POSTs the queued alerts that are due, from the plugin's
-// context (the tick).
-func (s *startState) sendAlerts() {
-	if len(s.alerts) == 0 {
-		return
-	}
-	out := s.alerts
-	s.alerts = nil
-	for _, a := range out {
-		if s.ticks < a.due {
-			s.alerts = append(s.alerts, a) // waits for its next try
-			continue
+// alertFromKey is the body of an alert found in an outbox without one: the
+// replica that made it stopped (or failed to reach Redis) before it gave
+// it one. The subject is named from its key: the limit key's source and the
+// value (a credential's fingerprint; a long value as the key holds it,
+// hashed), without the rule item, which the key does not say.
+func alertFromKey(rules *config.Config, outbox string, a scripts.Alert) []byte {
+	var s quota.Name
+	parts, tail, _ := cachekey.Parts(outbox)
+	switch parts[1] {
+	case config.GlobalThreshold, config.UnmatchedThreshold:
+		s.Threshold, s.Key = parts[1], "*"
+	default:
+		s.Key, s.Value = parts[2], parts[3]
+		if !strings.HasPrefix(s.Value, "#") && rules.ReadsSecret(parts[1], parts[2]) {
+			s.Value = config.Fingerprint(s.Value)
 		}
-		a.send(s)
+	}
+	if m, ok := strings.CutPrefix(tail, cachekey.ModelSeparator); ok {
+		s.Model = strings.TrimSuffix(m, cachekey.OutboxSuffix)
+	}
+	spec := a.Head[:strings.IndexByte(a.Head, ':')]
+	seconds, _ := strconv.ParseInt(spec[1:], 10, 64)
+	unit := config.UnitTokens
+	switch spec[0] {
+	case 'q':
+		unit = config.UnitRequests
+	case 'u':
+		unit = config.UnitUSD
+	}
+	c := scripts.Crossing{Threshold: a.Threshold, Used: a.Used, Limit: a.Limit, Reset: a.Reset, At: a.At}
+	return alertJSON(rules, scripts.AlertID([]byte(outbox), a.Head), s, unit, seconds, c)
+}
+
+// attach hands an alert this replica made to the tick, which gives it its
+// body in Redis; past maxAttaching it waits there without one.
+func (a *alerter) attach(n *newAlert) {
+	if len(a.attaching) >= maxAttaching {
+		log.Warnf("budget alert waits in Redis without its body: %d alerts wait already: %s", len(a.attaching), n.body)
+		return
+	}
+	a.attaching = append(a.attaching, n)
+}
+
+// onTick gives the alerts this replica made their body, and scans the
+// index when a scan is due and none is in flight.
+func (a *alerter) onTick(tick uint64) {
+	kept := a.attaching[:0]
+	for _, n := range a.attaching {
+		switch {
+		case n.busy:
+		case tick-n.made > attachForTicks:
+			log.Warnf("budget alert not attached in %d s: delivered from Redis without its body's rule item: %s", attachForTicks*tickMs/1000, n.body)
+			continue
+		default:
+			a.sendAttach(n)
+		}
+		kept = append(kept, n)
+	}
+	clear(a.attaching[len(kept):])
+	a.attaching = kept
+	if a.scanning == 0 && tick >= a.nextScan {
+		a.nextScan = tick + scanTicks
+		a.scan()
 	}
 }
 
-// send POSTs the alert to its webhook; its answer decides whether it is
-// counted sent, tried again or counted failed.
-func (a *pendingAlert) send(s *startState) {
-	headers := [][2]string{{":method", "POST"}, {":path", a.to.hook.Path}, {":authority", a.to.hook.ServiceName},
+// scanSoon scans now, or at the next tick when a scan is in flight (it may
+// have missed what was just listed).
+func (a *alerter) scanSoon() {
+	if a.scanning > 0 {
+		a.nextScan = 0
+		return
+	}
+	a.scan()
+}
+
+// sendAttach attaches an alert's body in its outbox, then lists the outbox
+// due now, and scans at the next tick.
+func (a *alerter) sendAttach(n *newAlert) {
+	n.busy = true
+	failed := func(err error) {
+		n.busy = false
+		log.Debugf("budget alert not attached yet (%v): %s", err, n.body)
+	}
+	err := a.redis.AttachAlert(n.outbox, n.member, n.body, func(there bool, err error) {
+		if err != nil {
+			failed(err)
+			return
+		}
+		if !there { // delivered without its body (its grace ended), or dropped
+			a.forget(n)
+			return
+		}
+		if err := a.redis.ListOutbox(a.index, n.outbox, func(err error) {
+			if err != nil {
+				failed(err)
+				return
+			}
+			a.forget(n)
+			a.scanSoon()
+		}); err != nil {
+			failed(err)
+		}
+	})
+	if err != nil {
+		failed(err)
+	}
+}
+
+// forget takes an alert off the ones waiting to be attached.
+func (a *alerter) forget(n *newAlert) {
+	if i := slices.Index(a.attaching, n); i >= 0 {
+		a.attaching = slices.Delete(a.attaching, i, i+1)
+	}
+}
+
+// scan leases the outboxes with alerts due and claims them.
+func (a *alerter) scan() {
+	a.scanning++
+	err := a.redis.ScanAlerts(a.index, scanOutboxes, outboxLease, func(token string, outboxes []string, err error) {
+		defer a.callDone()
+		if err != nil {
+			log.Debugf("budget alerts: scanning %s failed: %v", a.index, err)
+			return
+		}
+		for _, outbox := range outboxes {
+			a.claim(outbox, token)
+		}
+	})
+	if err != nil {
+		a.callDone()
+	}
+}
+
+// callDone notes the answer of one of a scan's calls.
+func (a *alerter) callDone() { a.scanning-- }
+
+// claim takes the alerts due from an outbox, settles the outbox in the
+// index, counts and logs those dropped, and POSTs the others.
+func (a *alerter) claim(outbox, token string) {
+	a.scanning++
+	err := a.redis.ClaimAlerts(outbox, a.maxAgeSeconds, a.leastWait, claimAlerts, func(cl scripts.Claimed, err error) {
+		defer a.callDone()
+		if err != nil {
+			log.Debugf("budget alerts: claiming %s failed: %v", outbox, err)
+			return
+		}
+		a.scanning++
+		if err := a.redis.SettleOutbox(a.index, outbox, token, cl.Next, func(error) { a.callDone() }); err != nil {
+			a.callDone()
+		}
+		for _, d := range cl.Dropped {
+			log.Warnf("budget alert to %s not delivered in %d s, given up: %s", a.cluster, a.maxAgeSeconds, a.bodyOf(outbox, d))
+			a.failed.Increment(1)
+		}
+		for _, t := range cl.Taken {
+			a.post(outbox, t)
+		}
+	})
+	if err != nil {
+		a.callDone()
+	}
+}
+
+// bodyOf is an alert's body: the one attached, else one made from its key.
+func (a *alerter) bodyOf(outbox string, alert scripts.Alert) []byte {
+	if alert.Body != "" {
+		return []byte(alert.Body)
+	}
+	if alert.Head == "" { // not the limiter's: shown as Redis holds it
+		return []byte(alert.Raw)
+	}
+	return alertFromKey(a.rules, outbox, alert)
+}
+
+// post POSTs an alert to the webhook; when the webhook takes it (2xx), it
+// is counted sent and taken out of its outbox; otherwise it waits there
+// for its next try.
+func (a *alerter) post(outbox string, alert scripts.Alert) {
+	headers := [][2]string{{":method", "POST"}, {":path", a.hook.Path}, {":authority", a.hook.ServiceName},
 		{"content-type", "application/json"}}
-	_, err := proxywasm.DispatchHttpCall(a.to.cluster, headers, a.body, nil, uint32(a.to.hook.TimeoutMs), func(numHeaders, _, _ int) {
+	body := a.bodyOf(outbox, alert)
+	_, err := proxywasm.DispatchHttpCall(a.cluster, headers, body, nil, uint32(a.hook.TimeoutMs), func(numHeaders, _, _ int) {
 		status := 0
 		if headers, err := proxywasm.GetHttpCallResponseHeaders(); numHeaders > 0 && err == nil {
 			for _, h := range headers {
@@ -181,30 +366,20 @@ func (a *pendingAlert) send(s *startState) {
 				}
 			}
 		}
-		a.answered(s, status, nil)
+		if status < 200 || status > 299 {
+			log.Debugf("budget alert to %s failed (status %d), tried again later: %s", a.cluster, status, body)
+			return
+		}
+		a.sent.Increment(1)
+		if err := a.redis.RemoveAlert(outbox, alert.Raw, func(err error) {
+			if err != nil {
+				log.Debugf("budget alert sent, but not taken out of %s (%v): it may be sent again", outbox, err)
+			}
+		}); err != nil {
+			log.Debugf("budget alert sent, but not taken out of %s (%v): it may be sent again", outbox, err)
+		}
 	})
 	if err != nil {
-		a.answered(s, 0, err)
+		log.Debugf("budget alert to %s failed (%v), tried again later: %s", a.cluster, err, body)
 	}
-}
-
-// answered takes the outcome of one try: a 2xx status is sent; a failure
-// is tried again after a wait that doubles each time (at most a minute),
-// unless the alert is older than budget_alerts.max_age_seconds by then.
-func (a *pendingAlert) answered(s *startState, status int, err error) {
-	if err == nil && status >= 200 && status < 300 {
-		a.to.sent.Increment(1)
-		return
-	}
-	a.tries++
-	a.wait = min(max(2*a.wait, firstAlertRetry), maxAlertRetry)
-	a.due = s.ticks + a.wait
-	if age := uint64(a.to.maxAgeSeconds) * 1000 / tickMs; a.due-a.made > age {
-		log.Warnf("budget alert to %s failed %d times in %d s (status %d, %v), given up: %s", a.to.cluster, a.tries,
-			(s.ticks-a.made)*tickMs/1000, status, err, a.body)
-		a.to.failed.Increment(1)
-		return
-	}
-	log.Debugf("budget alert to %s failed (status %d, %v), trying again in %d ms: %s", a.to.cluster, status, err, a.wait*tickMs, a.body)
-	s.queueAlert(a)
 }

@@ -145,8 +145,9 @@ func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 }
 
 // Issue 35, point 5: an alert survives a webhook that fails four times
-// (500, 503, 502, 500): it is tried again after 1 s, 2 s, 4 s and 8 s (in
-// ticks), with the same id every time, and arrives once; one that fails
+// (500, 503, 502, 500): it waits in Redis and is tried again after its age
+// (at least 1 s: 1 s, then its age, about doubling; replicas scan every
+// second), with the same id every time, and arrives once; one that fails
 // for longer than budget_alerts.max_age_seconds is given up and counted.
 func TestAlertSurvivesAFailingWebhook(t *testing.T) {
 	redis := redistest.Start(t)
@@ -159,31 +160,105 @@ func TestAlertSurvivesAFailingWebhook(t *testing.T) {
 		got, ids := tickAlertIDs(t, p, 500)
 		require.Equal(t, []string{want}, got)
 		id := ids[0]
+		age := 0.0
 		for i, status := range []int{503, 502, 500, 200} {
-			tickQuietly(t, p, 10<<i-1) // 1 s, 2 s, 4 s, 8 s: its next try is the tick after
+			least := max(1, age)
+			waited := tickUntilAlert(t, p, 200)
+			assert.True(t, waited >= least && waited <= least+1.1, "try %d after %.1f s, not %.1f s", i+2, waited, least)
+			age += waited
 			got, ids = tickAlertIDs(t, p, status)
 			require.Equal(t, []string{want}, got, "try %d", i+2)
 			assert.Equal(t, []string{id}, ids, "the same id every time")
 		}
 		assert.Equal(t, uint64(1), counter(p, alertsSent))
 		assert.Equal(t, uint64(0), counter(p, alertsLost))
-		tickQuietly(t, p, 200)
+		p.SendPostponed()
+		assert.Empty(t, redis.Keys("atrl:*:!o"), "taken out of Redis once sent")
+		assert.Equal(t, -1.0, tickUntilAlert(t, p, 200), "sent once")
 
-		// At most 3 s of tries: at once, then 1 s later; the next would
-		// be 2 s after that, past 3 s: given up.
+		// At most 3 s of tries: at once, a second or two later; the next
+		// would be past 3 s: given up.
 		redis.StartOver(t, alertsClock)
 		p.Stop()
 		p = plugintest.Start(t, redis, plugintest.APIKeyConfig(`"budget_alerts": {"thresholds": [100], "max_age_seconds": 3,
 			"webhook": {"service_name": "alerts.static", "path": "/hooks/budget", "timeout": 500}},`, `"token_per_day": 1000`))
 		spendTokens(t, p, 1000)
 		require.Len(t, tickAlerts(t, p, 500), 1)
-		assert.Equal(t, uint64(0), counter(p, alertsLost))
-		tickQuietly(t, p, 9)
+		require.Greater(t, tickUntilAlert(t, p, 30), 0.0)
 		require.Len(t, tickAlerts(t, p, 500), 1)
+		assert.Equal(t, uint64(0), counter(p, alertsLost))
+		assert.Equal(t, -1.0, tickUntilAlert(t, p, 40))
 		assert.Equal(t, uint64(1), counter(p, alertsLost), "given up")
-		assert.Contains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "failed 2 times in 1 s")
-		tickQuietly(t, p, 200)
+		assert.Contains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "not delivered in 3 s, given up: {\"id\":")
+		assert.Empty(t, redis.Keys("atrl:*:!o"))
 	})
+}
+
+// Issue 35, point 5: an alert is delivered by whichever replica is still
+// running. Replica A makes an alert the webhook refuses, and stops; replica
+// B sends it at its next try, with A's body and id. Replica A makes
+// another and stops before its tick could give it a body: once the grace
+// is over (10 s), B sends it with a body made from its key, under the id A
+// would have given it.
+func TestAlertDeliveredByAnotherReplica(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		config := alertsConfig("50, 100", "", `"token_per_day": 1000`)
+		a := plugintest.Start(t, redis, config)
+		spendTokens(t, a, 500)
+		first, ids := tickAlertIDs(t, a, 503)
+		require.Len(t, first, 1)
+		spendTokens(t, a, 500) // 100 %: A stops before its tick
+		a.Stop()
+
+		b := plugintest.Start(t, redis, config)
+		assert.Greater(t, tickUntilAlert(t, b, 30), 0.0)
+		got, again := tickAlertIDs(t, b, 200)
+		assert.Equal(t, first, got, "A's alert, sent by B")
+		assert.Equal(t, ids, again)
+		waited := tickUntilAlert(t, b, 150)
+		assert.Greater(t, waited, 8.0, "not before the grace")
+		got, _ = tickAlertIDs(t, b, 200)
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"key":"x-api-key","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
+			`"limit":1000,"used":1000,"reset_seconds":82800,"threshold":100,` + alertsTime + `}`}, got,
+			"named from its key: the credential fingerprinted, no rule item")
+		assert.Equal(t, uint64(2), counter(b, alertsSent))
+		assert.Equal(t, -1.0, tickUntilAlert(t, b, 150))
+		assert.Empty(t, redis.Keys("atrl:*:!o"))
+		assert.Empty(t, redis.Keys("atrl:alerts:*"), "nothing left listed once the last try's wait is over")
+		b.Stop()
+
+		// With redis.cluster: false, the call that crosses lists the
+		// outbox itself: the first alert of a replica that stops before
+		// its tick is delivered too.
+		redis.StartOver(t, alertsClock)
+		oneServer := strings.Replace(config, `"timeout": 1000}`, `"timeout": 1000, "cluster": false}`, 1)
+		require.NotEqual(t, config, oneServer)
+		a = plugintest.Start(t, redis, oneServer)
+		spendTokens(t, a, 500)
+		a.Stop()
+		b = plugintest.Start(t, redis, oneServer)
+		assert.Greater(t, tickUntilAlert(t, b, 150), 8.0)
+		got, again = tickAlertIDs(t, b, 200)
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"key":"x-api-key","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
+			`"limit":1000,"used":500,"reset_seconds":82800,"threshold":50,` + alertsTime + `}`}, got)
+		assert.Equal(t, ids, again, "the id A would have given it")
+	})
+}
+
+// tickUntilAlert ticks the plugin (0.1 s of Redis's clock each) until it
+// has sent an alert, at most n times; it returns the seconds that took, or
+// -1 when none was sent.
+func tickUntilAlert(t *testing.T, p *plugintest.Plugin, n int) float64 {
+	t.Helper()
+	for i := 1; i <= n; i++ {
+		p.Tick(nil)
+		if len(p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID)) > 0 {
+			return float64(i) / 10
+		}
+	}
+	return -1
 }
 
 // A money window alerts in dollars, written exactly.

@@ -39,6 +39,7 @@ type pendingCharge struct {
 	cancel   string // the marker of an admission it cancels instead (see cancelAdmission)
 	retried  bool   // this is its second try
 	holds    bool   // its first try holds the response's last chunk until answered
+	ticked   bool   // this try was sent from the tick (startState.charging counts it)
 }
 
 // charge adds the amounts (negative: gives back) to every window of their
@@ -88,6 +89,10 @@ func (c *pendingCharge) send() error {
 // reply takes the answer to a try, and lets the last chunk the try held go
 // once no other charge holds it.
 func (c *pendingCharge) reply(err error) {
+	if c.ticked {
+		c.ticked = false
+		c.r.pc.start.charging--
+	}
 	if !c.holds {
 		c.answered(err)
 		return
@@ -137,8 +142,10 @@ func (s *startState) sendPostponed() {
 	out := s.outbox
 	s.outbox = nil
 	for _, c := range out {
+		s.charging++
+		c.ticked = true
 		if err := c.send(); err != nil {
-			c.answered(err)
+			c.reply(err)
 		}
 	}
 }

@@ -31,11 +31,14 @@ import (
 type vmContext struct{ types.VMContext }
 
 func (v vmContext) NewPluginContext(id uint32) types.PluginContext {
-	return pluginContext{v.VMContext.NewPluginContext(id)}
+	return &pluginContext{PluginContext: v.VMContext.NewPluginContext(id)}
 }
 
 // pluginContext wraps the wrapper's plugin context.
-type pluginContext struct{ types.PluginContext }
+type pluginContext struct {
+	types.PluginContext
+	start *startState // what its configurations share (nil until they are parsed)
+}
 
 // OnPluginStart refuses a configuration the limiter cannot run with one
 // log line saying what is wrong and where, before the wrapper reads it: the
@@ -43,7 +46,7 @@ type pluginContext struct{ types.PluginContext }
 // config failed: parse config failed, no valid rules; global config parse
 // error: ..."). A configuration it takes goes to the wrapper, which parses
 // it again, per rule, into the configurations requests use.
-func (p pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
+func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 	data, err := proxywasm.GetPluginConfiguration()
 	if err != nil && !errors.Is(err, types.ErrorStatusNotFound) {
 		// The wrapper says so itself, and fails the start.
@@ -57,10 +60,31 @@ func (p pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 		log.Error(config.Refusal(err))
 		return types.OnPluginStartStatusFailed
 	}
-	return p.PluginContext.OnPluginStart(size)
+	status := p.PluginContext.OnPluginStart(size)
+	if status == types.OnPluginStartStatusOK {
+		p.start = started
+	}
+	return status
 }
 
-func (p pluginContext) NewHttpContext(id uint32) types.HttpContext {
+// OnPluginDone comes when the gateway is done with the plugin: after a
+// reload, once the last request of the replaced configuration has ended (a
+// reload starts the plugin anew beside it, with a state of its own), or
+// when the gateway stops. What its start still has to send (postponed
+// charges, local windows' debts, budget alerts' bodies) would be lost with
+// it: while there is some, the plugin answers not yet, and its tick goes on
+// sending until nothing is left, or for at most finishTicks, then tells the
+// gateway it is done (see startState.finish).
+func (p *pluginContext) OnPluginDone() bool {
+	if p.start == nil || p.start.idle() {
+		return true
+	}
+	p.start.finishing = true
+	log.Infof("plugin done: %s still to send; sending it before the plugin goes (at most %d s)", p.start.pending(), finishTicks*tickMs/1000)
+	return false
+}
+
+func (p *pluginContext) NewHttpContext(id uint32) types.HttpContext {
 	return &httpContext{HttpContext: p.PluginContext.NewHttpContext(id), id: id}
 }
 

@@ -78,6 +78,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	if rules.Alerts != nil {
 		options.Thresholds = rules.Alerts.Thresholds // admissions and charges report crossings
 	}
+	options.OneServer = !rules.Redis.Cluster // an alert's outbox listed in the call that records it
 	options.ByKind = rules.QuotaHeaders&(config.QuotaHeadersOpenAI|config.QuotaHeadersIETF) != 0
 	pc.shadowLog, pc.unmatchedLog = &rateLimitedLog{}, &rateLimitedLog{}
 	pc.redis = scripts.NewClient(scripts.Endpoint{
@@ -94,8 +95,8 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		log.Warnf("%v; will retry on the first request", err)
 	}
 	pc.metrics = newMetrics(rules)
-	pc.alerts = newAlerter(rules)
 	pc.start = thisStart()
+	pc.alerts = newAlerter(rules, pc.redis, pc.start)
 	pc.redis.SetBreaker(pc.start.breakerFor(rules.Redis, pc.redis))
 	if rules.FailureMode == config.FailLocal {
 		pc.local = pc.start.newLocal(rules, pc.redis)

@@ -2,8 +2,10 @@ package limiter
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/wasm-go/pkg/log"
 
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 )
@@ -18,9 +20,67 @@ type startState struct {
 	leaseHolders []*request                  // admitted requests in progress that hold concurrency leases (lease.go)
 	breakers     map[string]*endpointBreaker // by endpoint (breaker.go)
 	locals       []*localState               // the local windows of failure_mode local (local.go)
-	alerts       []*pendingAlert             // budget alerts waiting for the tick (alerts.go)
+	alerters     []*alerter                  // the budget alerts of its configurations (alerts.go)
 	injected     uint64                      // requests asked for their stream's usage since the last tick (metricInjected)
-	ticks        uint64                      // the ticks so far (every tickMs): alerts wait for their next try in them
+	ticks        uint64                      // the ticks so far (every tickMs)
+	charging     int                         // charges sent from the tick, not answered yet
+	finishing    bool                        // the gateway is done with the plugin: the tick sends what is left, then tells it
+	finished     uint64                      // the ticks since the gateway was done with it
+}
+
+// finishTicks bounds how long a plugin the gateway is done with keeps
+// sending what is left (OnPluginDone): a charge's two tries and their
+// timeouts fit many times over.
+const finishTicks = 30 * 1000 / tickMs
+
+// idle reports whether the start has nothing left to send: no charge
+// postponed or in flight, no local debt, no alert without its body.
+func (s *startState) idle() bool {
+	if len(s.outbox) > 0 || s.charging > 0 {
+		return false
+	}
+	for _, ls := range s.locals {
+		if ls.limiter.Owes() {
+			return false
+		}
+	}
+	for _, a := range s.alerters {
+		if len(a.attaching) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// pending says what the start still has to send.
+func (s *startState) pending() string {
+	attaching := 0
+	for _, a := range s.alerters {
+		attaching += len(a.attaching)
+	}
+	owes := 0
+	for _, ls := range s.locals {
+		if ls.limiter.Owes() {
+			owes++
+		}
+	}
+	return fmt.Sprintf("%d charges, %d budget alerts' bodies, the debts of %d local windows", len(s.outbox)+s.charging, attaching, owes)
+}
+
+// finish tells the gateway the plugin is done once nothing is left to send,
+// or finishTicks after it asked, saying what is lost then.
+func (s *startState) finish() {
+	s.finished++
+	if !s.idle() && s.finished < finishTicks {
+		return
+	}
+	if s.idle() {
+		log.Infof("plugin done: everything sent")
+	} else {
+		log.Warnf("plugin done: %s not sent in %d s, lost", s.pending(), finishTicks*tickMs/1000)
+	}
+	s.finishing = false
+	proxywasm.PluginDone()
 }
 
 // injectedCounter is the worker's metricInjected (0: not defined yet): a
@@ -85,9 +145,14 @@ func (s *startState) onTick() {
 	s.sendPostponed()
 	s.catchUp()
 	s.renewDueLeases()
-	s.sendAlerts()
+	for _, a := range s.alerters {
+		a.onTick(s.ticks)
+	}
 	s.flushTallies()
 	if s.room != nil {
 		s.room.onTick()
+	}
+	if s.finishing {
+		s.finish()
 	}
 }

@@ -55,8 +55,9 @@
 --   that replaced a configured limit: their count, then 3 numbers each:
 --   subject, window (0: the concurrency limit), limit (the quota headers
 --   show the limits that hold);
---   then, with alerts, 6 numbers per threshold a bucket went past (see
---   alerts.lua: subject, window, threshold, used, limit, reset seconds).
+--   then, with alerts, 7 numbers per threshold a bucket went past (see
+--   alerts.lua: subject, window, threshold, used, limit, reset seconds,
+--   bucket).
 
 local alerting = read_thresholds()                              -- budget alerts: ARGV[3] loses its suffix
 local cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')       -- tokens, and nanodollars ('' when none)

@@ -24,11 +24,12 @@ type Crossing struct {
 	Used      int64 // what the bucket holds now (nanodollars for a money window)
 	Limit     int64 // the window's limit: its override, when the subject has one
 	Reset     int64 // seconds until the window starts anew
+	Bucket    int64 // the bucket's number (see period.lua)
 	At        int64 // Redis's second of the call
 }
 
 // crossingLen is how many integers a crossing takes in a reply.
-const crossingLen = 6
+const crossingLen = 7
 
 // verdictLen is how many integers admit.lua's verdict takes in its reply,
 // and byKindLen how many its tightest window of each kind takes after it
@@ -61,7 +62,9 @@ func ignoreCrossings(done func(error)) func([]Crossing, error) {
 
 // appendThresholds appends the alerts' suffix of an options argument when
 // alerting and thresholds are configured: '#', 'o' when a charge is to read
-// overrides, the thresholds ("#o50,80,100").
+// overrides, 'i' when the call may list an outbox in its rule's alert index
+// (Options.OneServer, and no Redis Cluster refused a call), the thresholds
+// ("#oi50,80,100").
 func (c *Client) appendThresholds(arg []byte, alerting, overrides bool) []byte {
 	if !alerting || len(c.options.Thresholds) == 0 {
 		return arg
@@ -69,6 +72,9 @@ func (c *Client) appendThresholds(arg []byte, alerting, overrides bool) []byte {
 	arg = append(arg, '#')
 	if overrides {
 		arg = append(arg, 'o')
+	}
+	if c.options.OneServer && !c.crossSlot {
+		arg = append(arg, 'i')
 	}
 	for i, t := range c.options.Thresholds {
 		if i > 0 {
@@ -218,10 +224,10 @@ func (c *Client) parseCrossings(a []resp.Value, subjects []Subject, at int64) ([
 		}
 		s, w := n[0]-1, n[1]-1
 		if s < 0 || s >= int64(len(subjects)) || w < 0 || w >= int64(len(subjects[s].Windows)) ||
-			!slices.Contains(c.options.Thresholds, n[2]) || n[3] < 0 || n[4] <= 0 || n[5] < 0 {
+			!slices.Contains(c.options.Thresholds, n[2]) || n[3] < 0 || n[4] <= 0 || n[5] < 0 || n[6] < 0 {
 			return nil, ErrMalformed
 		}
-		out = append(out, Crossing{Subject: int(s), Window: int(w), Threshold: n[2], Used: n[3], Limit: n[4], Reset: n[5], At: at})
+		out = append(out, Crossing{Subject: int(s), Window: int(w), Threshold: n[2], Used: n[3], Limit: n[4], Reset: n[5], Bucket: n[6], At: at})
 	}
 	return out, nil
 }

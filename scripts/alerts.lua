@@ -1,19 +1,27 @@
 -- alerts.lua: budget alerts (config.Alerts), for admit.lua and charge.lua.
 -- A call that alerts ends its options argument (ARGV[3]) with '#', then 'o'
 -- when a charge is to read the subjects' overrides (overrides.lua), then
--- the thresholds, percentages of a limit ('#50,80,100'), and gives each
--- window's limit. A bucket that goes past a threshold is marked, once for
--- every replica, and the call reports it in its reply (see the scripts).
+-- 'i' when the call may write any key (one Redis server: the alert index
+-- too, see below), then the thresholds, percentages of a limit
+-- ('#50,80,100'), and gives each window's limit. A bucket that goes past a
+-- threshold is marked, once for every replica; in the same call the alert
+-- is written to its subject's outbox (alertbox.lua delivers it), and the
+-- call reports it in its reply (see the scripts).
 
 local thresholds = {}                                           -- the percentages that alert, ascending ({}: none)
+local index_too = false                                         -- write the alert index in this call ('i')
+local grace = 10                                                -- seconds the caller has to attach the alert's body
+local kept = 7 * 86400 + 3600                                   -- an outbox outlives its last alert this long (config's
+                                                                -- longest max_age_seconds, and an hour)
 
 -- read_thresholds takes the alerts' suffix off the options, leaving them
 -- as a call without alerts has them, and reports whether there was one and
 -- whether it asks for overrides.
 local function read_thresholds()
-  local o, list = string.match(ARGV[3], '#(o?)([%d,]+)$')
+  local o, i, list = string.match(ARGV[3], '#(o?)(i?)([%d,]+)$')
   if not list then return false, false end
-  ARGV[3] = string.sub(ARGV[3], 1, -(#o + #list + 2))           -- without '#', 'o' and the list
+  ARGV[3] = string.sub(ARGV[3], 1, -(#o + #i + #list + 2))      -- without '#', 'o', 'i' and the list
+  index_too = i == 'i'
   for pct in string.gmatch(list, '%d+') do thresholds[#thresholds + 1] = tonumber(pct) end
   return true, o == 'o'
 end
@@ -25,15 +33,44 @@ local function point(pct, limit)
   return pct * ((limit - r) / 100) + math.ceil(pct * r / 100)
 end
 
--- cross appends to out, for every threshold a bucket (key) went past from
--- before to after, of limit, {subject, window, threshold, used, limit,
--- reset}, subject and window being indexes from 1 in ARGV order, when it is
--- the first to: a marker beside the bucket, living as long (ttl), says so.
+-- list_outbox lists an outbox in its rule's alert index (alertbox.lua) by
+-- when it has an alert due at the latest, and drops its lease: whoever holds
+-- it has not seen this alert, and must not take the outbox off the index.
+local function list_outbox(index, leases, outbox, due)
+  local listed = tonumber(redis.call('ZSCORE', index, outbox))
+  if not listed or listed > due then redis.call('ZADD', index, due, outbox) end
+  redis.call('HDEL', leases, outbox)
+end
+
+-- record writes the alert of a crossing to the outbox of the subject whose
+-- bucket crossed: a sorted set beside the subject (its slot), of members
+-- '<window>:<bucket>:!<pct>|<used>|<limit>|<reset>|<second>' (then
+-- '|<body>', once the caller attaches it), scored by when the alert is due:
+-- after grace, so that no replica delivers it before its body is there.
+-- With 'i', the outbox is listed in its rule's alert index in this call
+-- too; otherwise the caller lists it (a Redis Cluster: another slot).
+local function record(subject, head, pct, used, limit, reset)
+  local outbox = subject .. ':!o'
+  redis.call('ZADD', outbox, now + grace, string.format('%s:!%d|%d|%d|%d|%d', head, pct, used, limit, reset, sec))
+  redis.call('EXPIRE', outbox, kept)                            -- one nobody delivers goes in time
+  if index_too then
+    local index = 'atrl:alerts:{' .. string.match(subject, '^atrl:{([^|]*)|') .. '}' -- cachekey.AlertIndex
+    list_outbox(index, index .. ':l', outbox, now + grace)
+  end
+end
+
+-- cross appends to out, for every threshold a bucket (key: its subject,
+-- window and number) went past from before to after, of limit, {subject,
+-- window, threshold, used, limit, reset, bucket}, subject and window being
+-- indexes from 1 in ARGV order, when it is the first to: a marker beside the
+-- bucket, living as long (ttl), says so, and the alert is recorded.
 local function cross(out, key, before, after, limit, ttl, subject, window, reset)
   for _, pct in ipairs(thresholds) do
     local p = point(pct, limit)
     if before < p and p <= after and redis.call('SET', key .. ':!' .. pct, 1, 'NX', 'EX', ttl) then
-      for _, x in ipairs({subject, window, pct, after, limit, reset}) do out[#out + 1] = x end
+      local owner, head, bucket = string.match(key, '^(.*):([^:]+:(%d+))$') -- the subject; its window and bucket
+      record(owner, head, pct, after, limit, reset)
+      for _, x in ipairs({subject, window, pct, after, limit, reset, tonumber(bucket)}) do out[#out + 1] = x end
     end
   end
 end

@@ -93,22 +93,28 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	assert.Nil(t, admit().Crossings, "1 of 4 requests")
 	v := admit()
 	require.Len(t, v.Crossings, 1, "2 of 4 requests: 50 %")
-	assert.Equal(t, Crossing{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3590, At: 1767229210}, v.Crossings[0])
+	assert.Equal(t, Crossing{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3590, Bucket: 1767229210 / 3600, At: 1767229210}, v.Crossings[0])
 
 	// 1,500 tokens of 1,000 pass 50 and 100 % at once; $12 of $20 passes 50 %.
 	crossed := charge(Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1")
 	require.Len(t, crossed, 3)
 	assert.Equal(t, []int64{50, 100, 50}, []int64{crossed[0].Threshold, crossed[1].Threshold, crossed[2].Threshold})
-	assert.Equal(t, Crossing{Subject: 0, Window: 0, Threshold: 100, Used: 1500, Limit: 1000, Reset: 50, At: 1767229210}, crossed[1])
+	assert.Equal(t, Crossing{Subject: 0, Window: 0, Threshold: 100, Used: 1500, Limit: 1000, Reset: 50, Bucket: 1767229210 / 60, At: 1767229210}, crossed[1])
 	assert.Equal(t, Crossing{Subject: 1, Window: 0, Threshold: 50, Used: 12 * config.NanoPerDollar, Limit: 20 * config.NanoPerDollar,
-		Reset: 82790, At: 1767229210}, crossed[2])
+		Reset: 82790, Bucket: 1767229210 / 86400, At: 1767229210}, crossed[2])
 	assert.Nil(t, charge(Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1"), "a retried charge: applied once")
 
 	// Given back under 50 % and taken past it again in the same bucket: no
 	// second alert.
 	assert.Nil(t, charge(Amounts{Tokens: -1400}, "c2"))
 	assert.Nil(t, charge(Amounts{Tokens: 1400}, "c3"))
-	assert.Equal(t, 4, len(r.Keys(subject+"*:!*")), "one marker per bucket and threshold")
+	assert.Equal(t, 4, len(r.Keys(subject+"*:![0-9]*")), "one marker per bucket and threshold")
+	assert.Equal(t, []string{
+		"q3600:490897:!50|2|4|3590|1767229210", "t60:29453820:!100|1500|1000|50|1767229210", "t60:29453820:!50|1500|1000|50|1767229210",
+	}, r.Strings("ZRANGE", subject+":!o", "0", "-1"), "each alert in its subject's outbox")
+	assert.Equal(t, []string{"u86400:20454:!50|12000000000|20000000000|82790|1767229210"}, r.Strings("ZRANGE", subject+":m:gpt-4o:!o", "0", "-1"))
+	assert.Equal(t, int64(1767229220), r.Int("ZSCORE", subject+":!o", "q3600:490897:!50|2|4|3590|1767229210"), "due after 10 s")
+	assert.Equal(t, 0, len(r.Keys("atrl:alerts:*")), "listed by the caller, on a Redis Cluster")
 
 	// Soft: over its limit, an admission still goes, and counts.
 	subjects[0].SoftWindows = AllSoft
@@ -136,20 +142,21 @@ func TestCrossingRepliesAreChecked(t *testing.T) {
 		return resp.ArrayValue(vs)
 	}
 	verdict := []int{1, 1000, 10, 30, 1767229200, 0, 0, 1, 1}
-	good := []int{1, 2, 50, 2, 4, 3000}
+	good := []int{1, 2, 50, 2, 4, 3000, 490896}
 	v, err := alerting.parseAdmit(reply(append(verdict, good...)...), subjects)
 	require.NoError(t, err)
-	assert.Equal(t, []Crossing{{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3000, At: 1767229200}}, v.Crossings)
+	assert.Equal(t, []Crossing{{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3000, Bucket: 490896, At: 1767229200}}, v.Crossings)
 	_, err = (&Client{}).parseAdmit(reply(append(verdict, good...)...), subjects)
 	assert.ErrorIs(t, err, ErrMalformed, "crossings from a call that sent no thresholds")
 	for name, bad := range map[string][]int{
-		"short":             {1, 2, 50, 2, 4},
-		"subject 0":         {0, 2, 50, 2, 4, 3000},
-		"subject 3":         {3, 1, 50, 2, 4, 3000},
-		"window 3":          {1, 3, 50, 2, 4, 3000},
-		"unknown threshold": {1, 2, 80, 2, 4, 3000},
-		"limit 0":           {1, 2, 50, 2, 0, 3000},
-		"negative":          {1, 2, 50, -2, 4, 3000},
+		"short":             {1, 2, 50, 2, 4, 3000},
+		"subject 0":         {0, 2, 50, 2, 4, 3000, 1},
+		"subject 3":         {3, 1, 50, 2, 4, 3000, 1},
+		"window 3":          {1, 3, 50, 2, 4, 3000, 1},
+		"unknown threshold": {1, 2, 80, 2, 4, 3000, 1},
+		"limit 0":           {1, 2, 50, 2, 0, 3000, 1},
+		"negative":          {1, 2, 50, -2, 4, 3000, 1},
+		"negative bucket":   {1, 2, 50, 2, 4, 3000, -1},
 	} {
 		_, err := alerting.parseAdmit(reply(append(verdict, bad...)...), subjects)
 		assert.ErrorIs(t, err, ErrMalformed, name)
@@ -169,7 +176,7 @@ func TestCrossingRepliesAreChecked(t *testing.T) {
 		"no crossing":       {alerting, append(totals, 1767229200), false},
 		"no time":           {alerting, append(totals, good...), false},
 		"not alerting":      {&Client{options: alerting.options}, append(append(totals, 1767229200), good...), false},
-		"bad crossing":      {alerting, append(append(totals, 1767229200), 1, 2, 80, 2, 4, 3000), false},
+		"bad crossing":      {alerting, append(append(totals, 1767229200), 1, 2, 80, 2, 4, 3000, 1), false},
 		"no thresholds set": {&Client{}, append(append(totals, 1767229200), good...), false},
 	} {
 		alert := c.client == alerting

@@ -40,8 +40,8 @@
 -- or deleted); empty when the charge id's marker was there: it had been
 -- applied already, and when a cancelled admission had not admitted (or not
 -- run). With alerts, when a bucket went past a threshold, the totals are
--- followed by the time (seconds) and 6 numbers per threshold passed (see
--- alerts.lua: subject, window, threshold, used, limit, reset seconds).
+-- followed by the time (seconds) and 7 numbers per threshold passed (see
+-- alerts.lua: subject, window, threshold, used, limit, reset seconds, bucket).
 
 local alerting, read_overrides = read_thresholds()              -- budget alerts: ARGV[3] loses its suffix
 local spent_t, spent_u = string.match(ARGV[3], '=(%d+):(%d+)$') -- with alerts and a reservation: the usage charged

@@ -226,6 +226,10 @@ type Options struct {
 	// ByKind asks admissions for each kind's tightest window
 	// (Verdict.ByKind): quota headers that show tokens and requests apart.
 	ByKind bool
+	// OneServer says that one call may touch keys of any slot
+	// (redis.cluster: false): a call that records a budget alert lists its
+	// outbox in the alert index too (see alerts.lua).
+	OneServer bool
 }
 
 // defaultCalendar is the calendar of Options without one.

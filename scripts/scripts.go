@@ -29,6 +29,8 @@ var (
 	periodSource string
 	//go:embed alerts.lua
 	alertsSource string
+	//go:embed alertbox.lua
+	alertboxSource string
 )
 
 // Script is one Lua script and the SHA1 digest Redis caches it under.
@@ -75,6 +77,12 @@ var Limiter = newScript("limiter", clockPrelude+periodSource+overridesSource+ale
 var Quota = newScript("quota", clockPrelude+periodSource+overridesSource+
 	"local op = table.remove(ARGV, 1) -- "+opStatus+", "+opReset+", "+opGrant+" or "+opOverride+"\n"+
 	"if op == '"+opStatus+"' then\n"+statusSource+"\nelse\n"+manageSource+"\nend\n")
+
+// Alerts is the script that delivers budget alerts (alertbox.lua), with
+// the same clock; apart from Limiter, as Quota is: sent from the plugin's
+// tick only when alerts are configured.
+var Alerts = newScript("alerts", clockPrelude+alertsSource+
+	"local op = table.remove(ARGV, 1) -- list, scan, settle, claim or attach\n"+alertboxSource)
 
 const clockPrelude = `local sec, frac = string.match(ARGV[2], '^(%d+)(%.?%d*)$') -- ARGV[1] is the operation, ARGV[2] the time given, if any
 if sec then

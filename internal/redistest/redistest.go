@@ -379,6 +379,13 @@ func (s *Server) Keys(pattern string) []string {
 	return strs(s.Do("KEYS", pattern))
 }
 
+// Strings sends one command whose reply is an array, and returns its
+// elements as strings.
+func (s *Server) Strings(args ...string) []string {
+	s.n.tb.Helper()
+	return strs(s.Do(args...))
+}
+
 // strs returns the elements of an array reply as strings.
 func strs(v resp.Value) []string {
 	var out []string

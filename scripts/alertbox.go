@@ -1,0 +1,234 @@
+package scripts
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/resp"
+
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
+)
+
+// The budget alerts' outboxes (alerts.lua writes them, alertbox.lua hands
+// them out). A call that takes a bucket past a threshold writes the alert
+// to its subject's outbox in Redis, in the same call; the replica that made
+// the call attaches the alert's body (AttachAlert) and lists the outbox in
+// its rule's index (ListOutbox); every replica scans the index now and
+// then (ScanAlerts), claims what is due in the outboxes it leased
+// (ClaimAlerts), POSTs it, removes what the webhook took (RemoveAlert), and
+// settles the outbox in the index (SettleOutbox). So an alert is delivered
+// at least once, whichever replica made it or is still running, and with
+// the same id every time.
+
+// Outbox is where the budget alerts of a subject (its key) wait.
+func Outbox(subject []byte) []byte {
+	return append(append(make([]byte, 0, len(subject)+len(cachekey.OutboxSuffix)), subject...), cachekey.OutboxSuffix...)
+}
+
+// Alert is an alert in an outbox, as alerts.lua writes it
+// ('t86400:20454:!80|850|1000|82800|1767229200'), with its body once
+// attached.
+type Alert struct {
+	Head      string // the bucket's window and number, and the threshold: "t86400:20454:!80"
+	Threshold int64
+	Used      int64
+	Limit     int64
+	Reset     int64  // seconds until the window starts anew, when it crossed
+	At        int64  // the second it crossed
+	Body      string // "" until attached
+	Raw       string // the member, as Redis holds it
+}
+
+// Member is the alert of a crossing of a subject's window (its name in
+// keys, see OverrideName: "t86400") as its outbox holds it until its body
+// is attached.
+func (c Crossing) Member(window string) string {
+	return fmt.Sprintf("%s:%d:!%d|%d|%d|%d|%d", window, c.Bucket, c.Threshold, c.Used, c.Limit, c.Reset, c.At)
+}
+
+// ParseAlert reads an alert from an outbox; ok is false for what is not one.
+func ParseAlert(raw string) (a Alert, ok bool) {
+	f := strings.SplitN(raw, "|", 6)
+	if len(f) < 5 {
+		return a, false
+	}
+	a.Raw, a.Head = raw, f[0]
+	i := strings.LastIndex(a.Head, ":!")
+	var err [5]error
+	a.Threshold, err[0] = strconv.ParseInt(a.Head[i+2:], 10, 64)
+	a.Used, err[1] = strconv.ParseInt(f[1], 10, 64)
+	a.Limit, err[2] = strconv.ParseInt(f[2], 10, 64)
+	a.Reset, err[3] = strconv.ParseInt(f[3], 10, 64)
+	a.At, err[4] = strconv.ParseInt(f[4], 10, 64)
+	for _, e := range err {
+		if e != nil {
+			return Alert{}, false
+		}
+	}
+	if i <= 0 || a.Threshold <= 0 || a.Limit <= 0 {
+		return Alert{}, false
+	}
+	if len(f) == 6 {
+		a.Body = f[5]
+	}
+	return a, true
+}
+
+// AlertID names the alert of head in outbox, the same for every replica
+// and every try: a short hash, which gives nothing of the subject away.
+func AlertID(outbox []byte, head string) string {
+	h := sha256.New()
+	h.Write(outbox)
+	h.Write([]byte{'|'})
+	h.Write([]byte(head))
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// alertCall encodes a call of alertbox.lua: the keys, the operation, an
+// empty time (Redis's clock) and the arguments.
+func alertCall(keys [][]byte, op string, args ...string) Call {
+	return func(bySource bool) []byte {
+		subjects := make([]Subject, len(keys))
+		for i, k := range keys {
+			subjects[i].Key = k
+		}
+		q := Alerts.appendCall(nil, bySource, op, subjects, false, 1+len(args))
+		q = appendBulkString(q, "")
+		for _, a := range args {
+			q = appendBulkString(q, a)
+		}
+		return q
+	}
+}
+
+// leasesOf is the key of an alert index's leases, in its slot.
+func leasesOf(index []byte) []byte { return append(append([]byte(nil), index...), ":l"...) }
+
+// ListOutbox lists an outbox in the alert index, due now.
+func (c *Client) ListOutbox(index, outbox []byte, done func(error)) error {
+	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "list", string(outbox), ""), func(v resp.Value, err error) {
+		done(checkOne(v, err, "list"))
+	})
+}
+
+// ScanAlerts leases at most n outboxes of the index that have an alert due,
+// for leaseSeconds; done gets the lease's token and the outboxes.
+func (c *Client) ScanAlerts(index []byte, n int, leaseSeconds int64, done func(token string, outboxes []string, err error)) error {
+	args := []string{strconv.Itoa(n), strconv.FormatInt(leaseSeconds, 10)}
+	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "scan", args...), func(v resp.Value, err error) {
+		var out []string
+		if err == nil {
+			out, err = strings0(v, "scan", 1)
+		}
+		if err != nil {
+			done("", nil, err)
+			return
+		}
+		done(out[0], out[1:], nil)
+	})
+}
+
+// SettleOutbox lists an outbox a scan leased by when its next alert is due
+// (next, as ClaimAlerts gave it), or takes it off the index when it has
+// none and nothing was listed since the scan.
+func (c *Client) SettleOutbox(index []byte, outbox, token, next string, done func(error)) error {
+	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "settle", outbox, token, next), func(v resp.Value, err error) {
+		done(checkOne(v, err, "settle"))
+	})
+}
+
+// Claimed is what ClaimAlerts took from an outbox.
+type Claimed struct {
+	Next    string  // when its next alert is due ("": it has none)
+	Dropped []Alert // older than the max age: given up
+	Taken   []Alert // to be tried now (each is put off, in case this try fails)
+}
+
+// ClaimAlerts takes at most n alerts due from an outbox: those older than
+// maxAge seconds are dropped, the others put off (least seconds at least)
+// and handed to done.
+func (c *Client) ClaimAlerts(outbox string, maxAge, least int64, n int, done func(Claimed, error)) error {
+	args := []string{strconv.FormatInt(maxAge, 10), strconv.FormatInt(least, 10), strconv.Itoa(n)}
+	return c.dispatch(alertCall([][]byte{[]byte(outbox)}, "claim", args...), func(v resp.Value, err error) {
+		var cl Claimed
+		if err == nil {
+			cl, err = parseClaimed(v)
+		}
+		done(cl, err)
+	})
+}
+
+// parseClaimed reads claim's reply: when the next alert is due, the number
+// dropped, the dropped, the taken. An alert it cannot read is dropped.
+func parseClaimed(v resp.Value) (Claimed, error) {
+	a := v.Array()
+	if v.Type() != resp.Array || len(a) < 2 || a[1].Type() != resp.Integer || a[1].Integer() < 0 || 2+a[1].Integer() > len(a) {
+		return Claimed{}, fmt.Errorf("%w: claim returned %s", ErrMalformed, describe(v))
+	}
+	cl := Claimed{Next: a[0].String()}
+	for i, x := range a[2:] {
+		alert, ok := ParseAlert(x.String())
+		if !ok {
+			alert = Alert{Raw: x.String()}
+		}
+		if i < a[1].Integer() || !ok {
+			cl.Dropped = append(cl.Dropped, alert)
+		} else {
+			cl.Taken = append(cl.Taken, alert)
+		}
+	}
+	return cl, nil
+}
+
+// AttachAlert gives an alert in an outbox (Crossing.Member) its body and
+// makes it due now; done gets whether it was still there.
+func (c *Client) AttachAlert(outbox []byte, member string, body []byte, done func(bool, error)) error {
+	return c.dispatch(alertCall([][]byte{outbox}, "attach", member, string(body)), func(v resp.Value, err error) {
+		if err == nil && (v.Type() != resp.Integer || v.Integer() < 0 || v.Integer() > 1) {
+			err = fmt.Errorf("%w: attach returned %s", ErrMalformed, describe(v))
+		}
+		done(err == nil && v.Integer() == 1, err)
+	})
+}
+
+// RemoveAlert takes a delivered alert out of its outbox.
+func (c *Client) RemoveAlert(outbox, raw string, done func(error)) error {
+	return c.dispatch(func(bool) []byte {
+		q := appendArrayHeader(nil, 3)
+		q = appendBulkString(q, "ZREM")
+		q = appendBulkString(q, outbox)
+		return appendBulkString(q, raw)
+	}, func(v resp.Value, err error) {
+		if err == nil && v.Type() != resp.Integer {
+			err = fmt.Errorf("%w: ZREM returned %s", ErrMalformed, describe(v))
+		}
+		done(err)
+	})
+}
+
+// checkOne checks a reply that is the integer 1.
+func checkOne(v resp.Value, err error, op string) error {
+	if err == nil && (v.Type() != resp.Integer || v.Integer() != 1) {
+		err = fmt.Errorf("%w: %s returned %s", ErrMalformed, op, describe(v))
+	}
+	return err
+}
+
+// strings0 reads a reply that is an array of at least least bulk strings.
+func strings0(v resp.Value, op string, least int) ([]string, error) {
+	a := v.Array()
+	if v.Type() != resp.Array || len(a) < least {
+		return nil, fmt.Errorf("%w: %s returned %s", ErrMalformed, op, describe(v))
+	}
+	out := make([]string, len(a))
+	for i, x := range a {
+		if x.Type() != resp.BulkString {
+			return nil, fmt.Errorf("%w: %s returned %s", ErrMalformed, op, describe(v))
+		}
+		out[i] = x.String()
+	}
+	return out, nil
+}
