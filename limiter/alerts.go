@@ -195,17 +195,8 @@ func alertFromKey(rules *config.Config, outbox string, a scripts.Alert) []byte {
 	if m, ok := strings.CutPrefix(tail, cachekey.ModelSeparator); ok {
 		s.Model = strings.TrimSuffix(m, cachekey.OutboxSuffix)
 	}
-	spec := a.Head[:strings.IndexByte(a.Head, ':')]
-	seconds, _ := strconv.ParseInt(spec[1:], 10, 64)
-	unit := config.UnitTokens
-	switch spec[0] {
-	case 'q':
-		unit = config.UnitRequests
-	case 'u':
-		unit = config.UnitUSD
-	}
 	c := scripts.Crossing{Threshold: a.Threshold, Used: a.Used, Limit: a.Limit, Reset: a.Reset, At: a.At}
-	return alertJSON(rules, scripts.AlertID([]byte(outbox), a.Head), s, unit, seconds, c)
+	return alertJSON(rules, scripts.AlertID([]byte(outbox), a.Head), s, a.Unit, a.Seconds, c)
 }
 
 // attach hands an alert this replica made to the tick, which gives it its

@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/resp"
 
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
 
 // The budget alerts' outboxes (alerts.lua writes them, alertbox.lua hands
@@ -32,7 +33,9 @@ func Outbox(subject []byte) []byte {
 // ('t86400:20454:!80|850|1000|82800|1767229200'), with its body once
 // attached.
 type Alert struct {
-	Head      string // the bucket's window and number, and the threshold: "t86400:20454:!80"
+	Head      string      // the bucket's window and number, and the threshold: "t86400:20454:!80"
+	Unit      config.Unit // the window's
+	Seconds   int64       // the window's length
 	Threshold int64
 	Used      int64
 	Limit     int64
@@ -56,19 +59,25 @@ func ParseAlert(raw string) (a Alert, ok bool) {
 		return a, false
 	}
 	a.Raw, a.Head = raw, f[0]
-	i := strings.LastIndex(a.Head, ":!")
-	var err [5]error
-	a.Threshold, err[0] = strconv.ParseInt(a.Head[i+2:], 10, 64)
-	a.Used, err[1] = strconv.ParseInt(f[1], 10, 64)
-	a.Limit, err[2] = strconv.ParseInt(f[2], 10, 64)
-	a.Reset, err[3] = strconv.ParseInt(f[3], 10, 64)
-	a.At, err[4] = strconv.ParseInt(f[4], 10, 64)
+	head := strings.Split(a.Head, ":") // "t86400", "20454", "!80"
+	if len(head) != 3 || !strings.HasPrefix(head[2], "!") {
+		return Alert{}, false
+	}
+	var ok1 bool
+	a.Unit, a.Seconds, ok1 = ParseWindowName(head[0])
+	var err [6]error
+	_, err[0] = strconv.ParseUint(head[1], 10, 63)
+	a.Threshold, err[1] = strconv.ParseInt(head[2][1:], 10, 64)
+	a.Used, err[2] = strconv.ParseInt(f[1], 10, 64)
+	a.Limit, err[3] = strconv.ParseInt(f[2], 10, 64)
+	a.Reset, err[4] = strconv.ParseInt(f[3], 10, 64)
+	a.At, err[5] = strconv.ParseInt(f[4], 10, 64)
 	for _, e := range err {
 		if e != nil {
 			return Alert{}, false
 		}
 	}
-	if i <= 0 || a.Threshold <= 0 || a.Limit <= 0 {
+	if !ok1 || a.Threshold <= 0 || a.Threshold > 100 || a.Used < 0 || a.Limit <= 0 || a.Reset < 0 || a.At < 0 {
 		return Alert{}, false
 	}
 	if len(f) == 6 {

@@ -59,7 +59,7 @@ func TestOutboxHandsAlertsOutUntilRemoved(t *testing.T) {
 	assert.Empty(t, again, "leased")
 	cl := claim("3600")
 	require.Len(t, cl.Taken, 1)
-	assert.Equal(t, Alert{Head: "t60:29453820:!50", Threshold: 50, Used: 600, Limit: 1000, Reset: 50, At: at, Body: `{"id":"x"}`,
+	assert.Equal(t, Alert{Head: "t60:29453820:!50", Unit: config.UnitTokens, Seconds: 60, Threshold: 50, Used: 600, Limit: 1000, Reset: 50, At: at, Body: `{"id":"x"}`,
 		Raw: member + `|{"id":"x"}`}, cl.Taken[0])
 	assert.Equal(t, "1767229211", cl.Next, "tried again in a second")
 	settle(token, cl.Next)

@@ -115,3 +115,35 @@ func TestFlatReplies(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOutbox: whatever a claim's reply holds (an outbox anyone can write
+// to), it is read as alerts the limiter can deliver or drop, or as
+// ErrMalformed; never a panic. An alert as alerts.lua writes it reads back
+// as itself.
+func FuzzOutbox(f *testing.F) {
+	f.Add([]byte("*3\r\n$10\r\n1767229211\r\n:0\r\n$41\r\nt60:29453820:!50|600|1000|50|1767229210|{}\r\n"), "t60", int64(29453820), int64(50), int64(600))
+	f.Add([]byte("*4\r\n$0\r\n\r\n:1\r\n$5\r\n:!|||\r\n$9\r\nq1:1:!1|0\r\n"), "u86400", int64(0), int64(100), int64(0))
+	f.Add([]byte("*2\r\n$0\r\n\r\n:-1\r\n"), "x1", int64(1), int64(0), int64(-1))
+	f.Fuzz(func(t *testing.T, raw []byte, window string, bucket, threshold, used int64) {
+		if v, err := ParseReply(raw, nil); err == nil {
+			cl, err := parseClaimed(v)
+			if err != nil && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%q gave %v, not ErrMalformed", raw, err)
+			}
+			for _, a := range cl.Taken {
+				if a.Head == "" || a.Seconds <= 0 || a.Threshold <= 0 || a.Threshold > 100 || a.Limit <= 0 || a.Used < 0 || a.Reset < 0 {
+					t.Fatalf("took an alert the limiter cannot describe: %+v", a)
+				}
+			}
+		}
+		unit, seconds, ok := ParseWindowName(window)
+		if !ok || bucket < 0 || threshold < 1 || threshold > 100 || used < 0 {
+			return
+		}
+		c := Crossing{Threshold: threshold, Used: used, Limit: 1000, Reset: 60, Bucket: bucket, At: 1767229210}
+		a, ok := ParseAlert(c.Member(OverrideName(unit, seconds)))
+		if !ok || a.Unit != unit || a.Seconds != seconds || a.Threshold != threshold || a.Used != used || a.At != c.At {
+			t.Fatalf("%+v read back as %+v (%v)", c, a, ok)
+		}
+	})
+}

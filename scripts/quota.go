@@ -172,6 +172,29 @@ func OverrideName(unit config.Unit, seconds int64) string {
 	return string(appendSpec(nil, unit, seconds))
 }
 
+// ParseWindowName reads a window's name in keys (OverrideName): its unit
+// and length; ok is false for what is not one.
+func ParseWindowName(name string) (unit config.Unit, seconds int64, ok bool) {
+	if len(name) < 2 {
+		return 0, 0, false
+	}
+	switch name[0] {
+	case 't':
+		unit = config.UnitTokens
+	case 'q':
+		unit = config.UnitRequests
+	case 'u':
+		unit = config.UnitUSD
+	default:
+		return 0, 0, false
+	}
+	seconds, err := strconv.ParseInt(name[1:], 10, 64)
+	if err != nil || seconds <= 0 || name[1] == '+' {
+		return 0, 0, false
+	}
+	return unit, seconds, true
+}
+
 // Override is one of a subject's limit overrides.
 type Override struct {
 	Name  string // OverrideName of a window, or ConcurrencyOverride

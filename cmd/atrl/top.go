@@ -114,20 +114,15 @@ func parseBucketKey(key string) (k bucketKey, ok bool) {
 	if len(f) != 3 || f[0] != "" || len(f[1]) < 2 {
 		return k, false
 	}
-	unit, ok := specUnits[f[1][0]]
-	seconds, err1 := strconv.ParseInt(f[1][1:], 10, 64)
-	bucket, err2 := strconv.ParseInt(f[2], 10, 64)
-	if !ok || err1 != nil || err2 != nil || seconds <= 0 || bucket < 0 {
+	unit, seconds, ok := scripts.ParseWindowName(f[1])
+	bucket, err := strconv.ParseInt(f[2], 10, 64)
+	if !ok || err != nil || bucket < 0 {
 		return k, false
 	}
 	k.window = config.Window{Unit: unit, Seconds: seconds, Limit: 1}
 	k.bucket = bucket
 	return k, true
 }
-
-// specUnits are the units of windows by the letter their keys name them
-// with ("t60", "q3600", "u86400": see scripts.OverrideName).
-var specUnits = map[byte]config.Unit{'t': config.UnitTokens, 'q': config.UnitRequests, 'u': config.UnitUSD}
 
 // foundSubject is a subject whose counters of the current windows a scan
 // found.
