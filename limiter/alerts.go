@@ -310,7 +310,7 @@ func (a *alerter) claim(outbox, token string) {
 	err := a.redis.ClaimAlerts(outbox, a.maxAgeSeconds, a.leastWait, claimAlerts, func(cl scripts.Claimed, err error) {
 		defer a.callDone()
 		if err != nil {
-			log.Debugf("budget alerts: claiming %s failed: %v", outbox, err)
+			log.Debugf("budget alerts: claiming %s failed: %v", shownKey(outbox), err)
 			return
 		}
 		a.scanning++
@@ -328,6 +328,13 @@ func (a *alerter) claim(outbox, token string) {
 	if err != nil {
 		a.callDone()
 	}
+}
+
+// shownKey is a key of a subject as logs show it: its value, which may be
+// a credential, as a fingerprint (the key does not say whether it is one).
+func shownKey(key string) string {
+	s := scripts.Subject{Key: []byte(key), Secret: true}
+	return s.LogName()
 }
 
 // bodyOf is an alert's body: the one attached, else one made from its key.
@@ -362,12 +369,13 @@ func (a *alerter) post(outbox string, alert scripts.Alert) {
 			return
 		}
 		a.sent.Increment(1)
-		if err := a.redis.RemoveAlert(outbox, alert.Raw, func(err error) {
+		notRemoved := func(err error) {
 			if err != nil {
-				log.Debugf("budget alert sent, but not taken out of %s (%v): it may be sent again", outbox, err)
+				log.Debugf("budget alert sent, but not taken out of %s (%v): it may be sent again", shownKey(outbox), err)
 			}
-		}); err != nil {
-			log.Debugf("budget alert sent, but not taken out of %s (%v): it may be sent again", outbox, err)
+		}
+		if err := a.redis.RemoveAlert(outbox, alert.Raw, notRemoved); err != nil {
+			notRemoved(err)
 		}
 	})
 	if err != nil {

@@ -116,8 +116,7 @@ func (ls *localState) caughtUpOrNot(d locallimit.Debt, err error) {
 	if err != nil {
 		// The debt does not say whether its value is a credential: the line
 		// shows every value as one.
-		shown := scripts.Subject{Key: []byte(d.Key), Secret: true}
-		log.Debugf("catching up %d on %s failed, kept for later: %v", d.Amount, shown.LogName(), err)
+		log.Debugf("catching up %d on %s failed, kept for later: %v", d.Amount, shownKey(d.Key), err)
 		ls.limiter.Owe(d, time.Now().Unix())
 		return
 	}

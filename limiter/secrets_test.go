@@ -74,6 +74,12 @@ func TestCredentialsReachNoLogWebhookOrHeader(t *testing.T) {
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 150, 0))...)
 		bodies := tickAlerts(t, p, 200)
 		require.Len(t, bodies, 3, "each subject alerts at 50 %")
+		removals := slices.Clone(p.Host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID))
+		require.Len(t, removals, 3, "each alert taken out of its outbox")
+		for _, c := range removals {
+			p.Host.CallOnRedisCallResponse(c.CalloutID, 1, nil) // fails: logged with the outbox's key
+		}
+		assert.Contains(t, strings.Join(p.Host.GetDebugLogs(), "\n"), "not taken out of")
 		assert.Contains(t, strings.Join(bodies, "\n"), `"value":"`+config.Fingerprint("Bearer "+bearer)+`"`)
 		assert.Contains(t, strings.Join(bodies, "\n"), `"key":"`+config.Fingerprint(apiKey)+`"`)
 		see(nil, []byte(strings.Join(bodies, "\n")))
