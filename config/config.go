@@ -408,8 +408,10 @@ const (
 	ByPerConsumer
 	ByPerCookie
 	ByPerIP
-	ByModel    // the request's model (Request.Model); keys are names, prefixes, regexps or "*"
-	ByPerModel // each distinct model of the requests its keys match
+	ByModel     // the request's model (Request.Model); keys are names, prefixes, regexps or "*"
+	ByPerModel  // each distinct model of the requests its keys match
+	ByAPIKey    // the request's API key, wherever it is sent (see APIKeys)
+	ByPerAPIKey // each distinct API key of the requests its keys match
 )
 
 // limitTypes is indexed by LimitType; its order is the order used in messages.
@@ -428,6 +430,8 @@ var limitTypes = [...]struct {
 	ByPerIP:       {"limit_by_per_ip", true},
 	ByModel:       {"limit_by_model", false},
 	ByPerModel:    {"limit_by_per_model", true},
+	ByAPIKey:      {"limit_by_api_key", false},
+	ByPerAPIKey:   {"limit_by_per_api_key", true},
 }
 
 // String returns the Higress configuration key, e.g. "limit_by_header".
@@ -449,6 +453,10 @@ func (t LimitType) PerValue() bool {
 // (limit_by_model, limit_by_per_model): its keys may be prefixes, and its
 // limit keys take no per_model.
 func (t LimitType) ModelValued() bool { return t == ByModel || t == ByPerModel }
+
+// ReadsAPIKey reports whether the type's value is the request's API key
+// (limit_by_api_key, limit_by_per_api_key): every key it carries (APIKeys).
+func (t LimitType) ReadsAPIKey() bool { return t == ByAPIKey || t == ByPerAPIKey }
 
 func limitTypeByField(field string) (LimitType, bool) {
 	for t := ByHeader; int(t) < len(limitTypes); t++ {

@@ -169,6 +169,10 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 	} else {
 		for i := range c.Items {
 			it := &c.Items[i]
+			if it.Type.ReadsAPIKey() {
+				dst = appendAPIKeyMatches(dst, start, it, r)
+				continue
+			}
 			m, ok, repeated := c.matchItem(it, r, false)
 			if ok {
 				dst = appendMatch(dst, start, m, r)
@@ -185,6 +189,18 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 	}
 	if len(dst) == items && c.Unmatched != nil {
 		dst = appendMatch(dst, start, c.unmatched(), r)
+	}
+	return dst
+}
+
+// appendAPIKeyMatches appends a match of the item for every API key the
+// request carries that one of its keys matches: each is limited.
+func appendAPIKeyMatches(dst []Match, start int, it *RuleItem, r Request) []Match {
+	keys, n := APIKeys(r)
+	for _, v := range keys[:n] {
+		if m, ok := it.matchValue(v); ok {
+			dst = appendMatch(dst, start, m, r)
+		}
 	}
 	return dst
 }
@@ -390,6 +406,11 @@ func (it *RuleItem) values(r Request) (first, last string) {
 		first, last, _ = QueryParam(r.Path(), it.Name)
 	case ByCookie, ByPerCookie:
 		first, last, _ = CookieValue(r.Header(CookieHeader), it.Name)
+	case ByAPIKey, ByPerAPIKey:
+		keys, n := APIKeys(r)
+		if n > 0 {
+			first, last = keys[0], keys[n-1]
+		}
 	}
 	return first, last
 }
@@ -413,6 +434,8 @@ const (
 // respells a scheme or the whitespace after it.
 func (it *RuleItem) normalize(v string) string {
 	switch it.Type {
+	case ByAPIKey, ByPerAPIKey:
+		v = apiKeyValue(v)
 	case ByHeader, ByPerHeader, ByConsumer, ByPerConsumer:
 		v = trimOWS(v)
 		if it.Name == authorizationHeader || it.Name == proxyAuthorizationHeader {

@@ -105,7 +105,7 @@ func TestParseInvalid(t *testing.T) {
 		{"rule_items empty", `{"rule_name":"r","rule_items":[],` + redisOK + `}`, `rule_items: must not be empty`},
 		{"rule item string", withItems(`"x"`), `rule_items[0]: must be an object, got string "x"`},
 		{"no limit_by", withItems(`{"limit_keys":[{"key":"a","token_per_minute":1}]}`),
-			`rule_items[0]: one of limit_by_header, limit_by_param, limit_by_consumer, limit_by_cookie, limit_by_per_header, limit_by_per_param, limit_by_per_consumer, limit_by_per_cookie, limit_by_per_ip, limit_by_model, limit_by_per_model is required`},
+			`rule_items[0]: one of limit_by_header, limit_by_param, limit_by_consumer, limit_by_cookie, limit_by_per_header, limit_by_per_param, limit_by_per_consumer, limit_by_per_cookie, limit_by_per_ip, limit_by_model, limit_by_per_model, limit_by_api_key, limit_by_per_api_key is required`},
 		{"two limit_by", withItems(item(`"limit_by_param":"p",`+hdr, `"k"`)),
 			`rule_items[0]: only one limit_by_* field may be set, got limit_by_header, limit_by_param`},
 		{"three limit_by", withItems(item(`"limit_by_per_ip":"from-remote-addr","limit_by_consumer":"",`+hdr, `"k"`)),
@@ -477,7 +477,7 @@ func TestKnownFieldsAreAccepted(t *testing.T) {
 		}
 		mustParse(t, withItems(item(`"`+f+`":"name"`, key)))
 	}
-	require.Len(t, ruleItemFields(), 12)
+	require.Len(t, ruleItemFields(), 14)
 	require.Len(t, redisFields, 10)
 	require.Len(t, topFields, 36)
 }

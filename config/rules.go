@@ -69,14 +69,15 @@ func limitTypeOf(path string, members map[string]gjson.Result) (LimitType, error
 // parseRuleName validates the limit_by_* value and sets item.Name and Raw.
 func parseRuleName(item *RuleItem, path string, v gjson.Result) error {
 	switch item.Type {
-	case ByConsumer, ByPerConsumer, ByModel, ByPerModel:
+	case ByConsumer, ByPerConsumer, ByModel, ByPerModel, ByAPIKey, ByPerAPIKey:
 		// Higress only checks that the key is present; its value ('') is
 		// ignored. So is a model type's: the model is read as model_source
-		// says, for every item.
+		// says, for every item; and an API key type's: the key is read
+		// wherever clients send it (APIKeys).
 		if v.Type != gjson.String && v.Type != gjson.Null {
 			return fieldErr(path, "must be a string (its value is ignored), got ", describe(v))
 		}
-		if !item.Type.ModelValued() {
+		if item.Type == ByConsumer || item.Type == ByPerConsumer {
 			item.Name, item.Raw = ConsumerHeader, ConsumerHeader
 		}
 		return nil

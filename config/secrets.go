@@ -56,7 +56,7 @@ func (c *Config) markSecretItems() {
 			it.Secret = slices.Contains(c.SecretHeaders, it.Name)
 		case ByParam, ByPerParam:
 			it.Secret = slices.Contains(credentialParams, strings.ToLower(it.Name)) || slices.Contains(c.SecretParams, it.Name)
-		case ByCookie, ByPerCookie: // a cookie is a session's, or a token
+		case ByCookie, ByPerCookie, ByAPIKey, ByPerAPIKey: // a cookie is a session's, or a token
 			it.Secret = true
 		}
 	}

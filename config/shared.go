@@ -219,7 +219,7 @@ func (c *Config) Overlaps() []ItemOverlap {
 			if a.source() != b.source() {
 				continue
 			}
-			pair := "rule_items[" + strconv.Itoa(i) + "] (" + a.describe() + ") and rule_items[" + strconv.Itoa(j) + "] (" + b.describe() + ")"
+			pair := "rule_items[" + strconv.Itoa(i) + "] (" + a.Describe() + ") and rule_items[" + strconv.Itoa(j) + "] (" + b.Describe() + ")"
 			if a.Type == b.Type {
 				out = append(out, ItemOverlap{Merged: true, Text: pair + " name one subject for a value both match: " +
 					"it is counted once, each window at the tighter limit of the two"})
@@ -245,13 +245,15 @@ func (it *RuleItem) source() [2]string {
 		return [2]string{"cookie", it.Name}
 	case ByPerIP:
 		return [2]string{"ip", it.Name}
+	case ByAPIKey, ByPerAPIKey:
+		return [2]string{"api key", ""}
 	}
 	return [2]string{"model", ""}
 }
 
-// describe names an item as configured: "limit_by_per_header x-api-key",
-// "limit_by_consumer".
-func (it *RuleItem) describe() string {
+// Describe names an item as configured: "limit_by_per_header x-api-key",
+// "limit_by_consumer", "limit_by_per_api_key".
+func (it *RuleItem) Describe() string {
 	if it.Raw == "" || it.Type == ByConsumer || it.Type == ByPerConsumer {
 		return it.Type.String()
 	}

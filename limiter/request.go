@@ -304,7 +304,7 @@ func describeItem(m config.Match) string {
 	case m.Item == nil:
 		return "global_threshold"
 	}
-	return m.Item.Type.String() + " " + m.Item.Raw
+	return m.Item.Describe()
 }
 
 // admit sends one admission call per group, reserving cost tokens in
