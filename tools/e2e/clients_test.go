@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,4 +105,42 @@ func TestSDKsReadTheQuotaAndTheirErrors(t *testing.T) {
 		assert.Contains(t, second.Message, "Token rate limit exceeded: the limit of 100 tokens per day is used up")
 		assert.Contains(t, second.Message, "Try again in ", "its users read only the body: it says when")
 	})
+}
+
+// apiKeyConfig limits every API key, wherever its client sends it, to 100
+// tokens a day: one rule for every SDK.
+const apiKeyConfig = `{"rule_name": "keys", "quota_headers": ["openai", "ietf"],
+	"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_day": 100}]}],
+	"redis": {"service_name": "redis.static", "timeout": 1000}}`
+
+// sdkKeyPlaces is where each official SDK pinned in tools/e2e/sdk, built
+// with its API key only, puts it (docs/clients.md's table, which this test
+// keeps true): @anthropic-ai/sdk 1.x sends Authorization: Bearer, not the
+// x-api-key of Anthropic's API reference and of its 0.x versions.
+var sdkKeyPlaces = map[string]string{
+	"openai":    "authorization: Bearer",
+	"anthropic": "authorization: Bearer",
+	"gemini":    "x-goog-api-key",
+}
+
+// Issue 36: one limit_by_per_api_key rule counts each official SDK's
+// calls under its key, wherever the SDK puts it, and the SDK then gets its
+// own rejection; the places are checked against the table.
+func TestEverySDKsKeyUnderOneRule(t *testing.T) {
+	s := startStack(t, apiKeyConfig)
+	s.avoidDayEdge()
+	for _, sdk := range []string{"openai", "anthropic", "gemini"} {
+		t.Run(sdk, func(t *testing.T) {
+			key := "key-" + sdk + "-1"
+			first := s.callSDK(sdk, key, "80,40")
+			require.True(t, first.OK, "%+v", first)
+			s.waitIdle()
+			assert.Equal(t, int64(120), s.redis.Int("GET", fmt.Sprintf("atrl:{keys|limit_by_per_api_key||%s}:t86400:%d", key, s.redis.Now()/86400)),
+				"counted under the key")
+			assert.Equal(t, sdkKeyPlaces[sdk], s.upstream.keyPlace(key), "where the SDK put its key")
+			second := s.callSDK(sdk, key, "1,1")
+			require.False(t, second.OK)
+			assert.Equal(t, 429, second.Status)
+		})
+	}
 }

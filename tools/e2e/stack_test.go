@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -164,6 +165,32 @@ func (u *upstreamLog) wrap(h http.Handler) http.Handler {
 		u.seen = append(u.seen, upstreamRequest{path: r.URL.RequestURI(), header: header,
 			cancelled: r.Context().Err() != nil, ended: time.Now()})
 	})
+}
+
+// keyPlace says where the requests that reached the mock carried key: the
+// headers holding it ("authorization: Bearer" when as a Bearer token), or
+// "?key=", joined by ", ".
+func (u *upstreamLog) keyPlace(key string) string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	var places []string
+	for _, r := range u.seen {
+		for name, values := range r.header {
+			for _, v := range values {
+				switch {
+				case v == "Bearer "+key:
+					places = append(places, strings.ToLower(name)+": Bearer")
+				case v == key:
+					places = append(places, strings.ToLower(name))
+				}
+			}
+		}
+		if strings.Contains(r.path, "key="+key) {
+			places = append(places, "?key=")
+		}
+	}
+	slices.Sort(places)
+	return strings.Join(slices.Compact(places), ", ")
 }
 
 // withKey returns the requests that reached the mock with an x-api-key.

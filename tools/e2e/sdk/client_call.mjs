@@ -6,8 +6,8 @@
 //
 //   SDK=openai|anthropic|gemini BASE_URL=http://127.0.0.1:PORT KEY=... node client_call.mjs
 //
-// The key goes where each SDK puts it: OpenAI's Authorization: Bearer,
-// Anthropic's x-api-key, Gemini's x-goog-api-key. Retries are off: the test
+// The key goes where each SDK puts it (e2e.sdkKeyPlaces: Authorization:
+// Bearer for OpenAI and Anthropic 1.x, x-goog-api-key for Gemini). Retries are off: the test
 // sees the first answer. MOCK_USAGE is the mock LLM's x-mock-usage.
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";

@@ -84,7 +84,7 @@ func TestLoadConfigPicksTheFormatByExtension(t *testing.T) {
 func TestTheExampleConfigurationLoads(t *testing.T) {
 	js, err := LoadConfig("../example.yaml")
 	require.NoError(t, err)
-	assert.Contains(t, string(js), `"limit_by_per_header":"x-api-key"`)
+	assert.Contains(t, string(js), `"limit_by_per_api_key":""`)
 }
 
 func TestRedisSettingsFollowThePluginsRedisSection(t *testing.T) {
