@@ -62,23 +62,26 @@ import (
 
 // Defaults and well-known names.
 const (
-	DefaultRejectedCode     = 429
-	DefaultRejectedMsg      = "Too many requests"
-	DefaultRedisTimeoutMs   = 1000
-	DefaultLocalMaxSubjects = 10000
-	DefaultBreakerFailures  = 5    // consecutive failed Redis calls that open the breaker
-	DefaultBreakerProbeMs   = 1000 // the first wait before probing an open breaker's Redis
-	DefaultRedisPort        = 6379
-	DefaultRedisStaticPort  = 80 // when service_name ends with StaticServiceSuffix
-	DefaultLeaseSeconds     = 600
-	DefaultMaxQueueWaitMs   = 5000
-	DefaultIPv6PrefixLength = 64 // what one client (a home, a cloud instance) is given
-	StaticServiceSuffix     = ".static"
-	ConsumerHeader          = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
-	CookieHeader            = "cookie"
-	XForwardedForHeader     = "x-forwarded-for"
-	RegexpKeyPrefix         = "regexp:"
-	AnyKey                  = "*"
+	DefaultRejectedCode = 429
+	DefaultRejectedMsg  = "Too many requests"
+	// DefaultMaxRetryWaitSeconds is max_retry_wait's default: a minute's
+	// limit is worth the wait an SDK takes; a spent day is not.
+	DefaultMaxRetryWaitSeconds = 60
+	DefaultRedisTimeoutMs      = 1000
+	DefaultLocalMaxSubjects    = 10000
+	DefaultBreakerFailures     = 5    // consecutive failed Redis calls that open the breaker
+	DefaultBreakerProbeMs      = 1000 // the first wait before probing an open breaker's Redis
+	DefaultRedisPort           = 6379
+	DefaultRedisStaticPort     = 80 // when service_name ends with StaticServiceSuffix
+	DefaultLeaseSeconds        = 600
+	DefaultMaxQueueWaitMs      = 5000
+	DefaultIPv6PrefixLength    = 64 // what one client (a home, a cloud instance) is given
+	StaticServiceSuffix        = ".static"
+	ConsumerHeader             = "x-mse-consumer" // where the limit_by_*consumer types read the consumer
+	CookieHeader               = "cookie"
+	XForwardedForHeader        = "x-forwarded-for"
+	RegexpKeyPrefix            = "regexp:"
+	AnyKey                     = "*"
 )
 
 const (
@@ -97,7 +100,8 @@ const (
 	maxBreakerProbeMs       = 30000 // scripts.MaxProbeInterval: probes wait no longer
 	minRejectedCode         = 100
 	maxRejectedCode         = 599
-	maxQuotedValueInMessage = 100 // bytes of a bad value quoted in an error message
+	maxRetryWaitSeconds     = 366 * 86400 // a year: longer than any window's wait
+	maxQuotedValueInMessage = 100         // bytes of a bad value quoted in an error message
 )
 
 // Config is a parsed, validated plugin configuration. It is read-only after
@@ -113,6 +117,10 @@ type Config struct {
 	Items []RuleItem
 
 	RejectedCode uint32
+	// MaxRetryWaitSeconds is max_retry_wait: a rejection whose limit has
+	// room again later than this tells the client not to retry
+	// (x-should-retry: false), where the SDKs would sleep for it.
+	MaxRetryWaitSeconds int64
 	// RejectedMsg is rejected_msg, and RejectedMsgSet says it was
 	// configured: without it, a rejection speaks the request's API.
 	RejectedMsg    string

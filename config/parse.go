@@ -56,6 +56,7 @@ var topFields = fields[Config]{
 	customField(unmatchedField, readUnmatched),
 	intField("rejected_code", minRejectedCode, maxRejectedCode, func(c *Config, n int64) { c.RejectedCode = uint32(n) }),
 	stringField("rejected_msg", func(c *Config, s string) { c.RejectedMsg, c.RejectedMsgSet = s, true }),
+	intField("max_retry_wait", 0, maxRetryWaitSeconds, func(c *Config, n int64) { c.MaxRetryWaitSeconds = n }),
 	boolField("show_limit_quota_header", func(c *Config, b bool) {
 		if b {
 			c.QuotaHeaders |= QuotaHeadersTokenRateLimit
@@ -268,14 +269,15 @@ func isGatewayKey(key string) bool { return strings.HasPrefix(key, gatewayReserv
 // newConfig returns a Config holding the defaults of the optional fields.
 func newConfig() *Config {
 	return &Config{
-		RejectedCode:     DefaultRejectedCode,
-		RejectedMsg:      DefaultRejectedMsg,
-		FailureMode:      FailAllow,
-		LocalShare:       1,
-		LocalMaxSubjects: DefaultLocalMaxSubjects,
-		XFFTrustedHops:   xffTrustedHopsUnset,
-		IPv6PrefixLength: DefaultIPv6PrefixLength,
-		MatchMode:        MatchAll,
+		RejectedCode:        DefaultRejectedCode,
+		MaxRetryWaitSeconds: DefaultMaxRetryWaitSeconds,
+		RejectedMsg:         DefaultRejectedMsg,
+		FailureMode:         FailAllow,
+		LocalShare:          1,
+		LocalMaxSubjects:    DefaultLocalMaxSubjects,
+		XFFTrustedHops:      xffTrustedHopsUnset,
+		IPv6PrefixLength:    DefaultIPv6PrefixLength,
+		MatchMode:           MatchAll,
 		Redis: Redis{TimeoutMs: DefaultRedisTimeoutMs, BreakerFailures: DefaultBreakerFailures,
 			BreakerProbeMs: DefaultBreakerProbeMs, Cluster: true},
 		Reservation: Reservation{BytesPerToken: DefaultBytesPerToken,

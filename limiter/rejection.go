@@ -42,11 +42,26 @@ func rejectedContentType(msg string) string {
 // OpenAI and Anthropic SDKs read before Retry-After.
 const headerRetryAfterMs = "retry-after-ms"
 
+// headerShouldRetry tells the official OpenAI and Anthropic SDKs whether to
+// retry, before they look at the status or Retry-After; the providers send
+// "false" for quota that will not come back soon.
+const headerShouldRetry = "x-should-retry"
+
+// The "code" of an OpenAI-shaped rejection: a limit that has room again
+// soon, or one spent for longer than max_retry_wait (OpenAI's own answer to
+// an exhausted billing quota).
+const (
+	codeRateLimited = "rate_limit_exceeded"
+	codeQuotaSpent  = "insufficient_quota"
+)
+
 // reject answers rejected_code, telling the client when to come back (to
 // the second and to the millisecond), which limit closed (scope), and the
 // quota headers configured. The body is rejected_msg when it is set, else
 // an error in the shape of the request's API naming the limit and when it
-// has room again (see rejectionBody).
+// has room again (see rejectionBody). A limit that has room again only
+// after max_retry_wait adds x-should-retry: false, so that an SDK raises
+// its error at once rather than sleep for hours with the call held.
 func (r *request) reject(v scripts.Verdict, scope string) {
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
@@ -56,7 +71,8 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 	if waitMs <= 0 { // a concurrency limit: a request may end any time
 		waitMs = reset * 1000
 	}
-	body, contentType := r.rejectionBody(v, scope, waitMs)
+	spent := waitMs > rules.MaxRetryWaitSeconds*1000
+	body, contentType := r.rejectionBody(v, scope, waitMs, spent)
 	detail := "ai-token-ratelimit.rejected"
 	if v.Kind == scripts.KindConcurrent {
 		detail = "ai-token-ratelimit.concurrency"
@@ -66,6 +82,9 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 		[2]string{headerRetryAfterMs, strconv.FormatInt(waitMs, 10)}, [2]string{"content-type", contentType})
 	if scope != "" {
 		headers = append(headers, [2]string{HeaderScope, scope})
+	}
+	if spent {
+		headers = append(headers, [2]string{headerShouldRetry, "false"})
 	}
 	headers = r.appendQuotaHeaders(headers, v, true)
 	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, detail, headers, []byte(body), -1)
@@ -112,9 +131,10 @@ func apiOf(path string) api {
 // rejectionBody is the body of a rejection and its Content-Type:
 // rejected_msg when it is set (a concurrency limit keeps its own text, as
 // before), else the error of the request's API, as its SDK reads it, with
-// a message naming the limit and when it has room again; a path of no API
-// known gets the default text.
-func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64) (string, string) {
+// a message naming the limit and when it has room again (with spent, an
+// OpenAI code saying the quota is spent); a path of no API known gets the
+// default text.
+func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64, spent bool) (string, string) {
 	rules := r.pc.rules
 	switch {
 	case rules.RejectedMsgSet && v.Kind == scripts.KindConcurrent:
@@ -141,7 +161,11 @@ func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64) (
 	case apiGemini:
 		body = geminiError{Error: geminiErrorDetail{Code: rules.RejectedCode, Message: msg, Status: "RESOURCE_EXHAUSTED"}}
 	default:
-		body = openAIError{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType[v.Kind], Code: "rate_limit_exceeded"}}
+		code := codeRateLimited
+		if spent {
+			code = codeQuotaSpent
+		}
+		body = openAIError{Error: openAIErrorDetail{Message: msg, Type: openAIErrorType[v.Kind], Code: code}}
 	}
 	out, _ := json.Marshal(body) // plain structs of strings and numbers: never fails
 	return string(out), contentTypeJSON

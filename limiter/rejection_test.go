@@ -69,3 +69,47 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 		})
 	})
 }
+
+// Issue 36: a limit that has room again only after max_retry_wait (60 s by
+// default) tells the SDKs not to retry (x-should-retry: false) and, on an
+// OpenAI path, says the quota is spent (insufficient_quota); a minute's
+// limit keeps its Retry-After for the SDK to wait through. Redis's clock is
+// 2026-01-01 01:00:00: a day reopens in 82,800 s, a minute in 60 s.
+func TestLongWaitsTellClientsNotToRetry(t *testing.T) {
+	redis := redistest.Start(t)
+	config := func(extra, limits string) string {
+		return plugintest.APIKeyConfig(extra, limits)
+	}
+	reject := func(p *plugintest.Plugin, path string) (headers [][2]string, body string) {
+		key := [2]string{"x-api-key", "sk-1"}
+		p.SendTo(path, key).Answer()
+		local := p.SendTo(path, key).Answer().RequireRejected(429)
+		return local.Headers, string(local.Data)
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		p := plugintest.Start(t, redis, config("", `"query_per_day": 1`))
+		headers, body := reject(p, "/v1/chat/completions")
+		assert.Equal(t, "false", plugintest.Header(headers, "x-should-retry"), "a day: do not retry")
+		assert.Equal(t, "82800", plugintest.Header(headers, "retry-after"), "still said")
+		assert.Contains(t, body, `"code":"insufficient_quota"`)
+		headers, body = reject(p, "/v1/messages")
+		assert.Equal(t, "false", plugintest.Header(headers, "x-should-retry"))
+		assert.Contains(t, body, `"type":"rate_limit_error"`)
+
+		redis.StartOver(t, alertsClock)
+		p.Stop()
+		p = plugintest.Start(t, redis, config("", `"query_per_minute": 1`))
+		headers, body = reject(p, "/v1/chat/completions")
+		assert.Empty(t, plugintest.Header(headers, "x-should-retry"), "a minute: worth the wait")
+		assert.Equal(t, "60", plugintest.Header(headers, "retry-after"))
+		assert.Contains(t, body, `"code":"rate_limit_exceeded"`)
+
+		// max_retry_wait: 0: no rejection is worth a retry.
+		redis.StartOver(t, alertsClock)
+		p.Stop()
+		p = plugintest.Start(t, redis, config(`"max_retry_wait": 0,`, `"query_per_minute": 1`))
+		headers, _ = reject(p, "/v1/chat/completions")
+		assert.Equal(t, "false", plugintest.Header(headers, "x-should-retry"))
+	})
+}

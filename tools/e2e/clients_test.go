@@ -32,13 +32,15 @@ type sdkResult struct {
 	Error   json.RawMessage   `json:"error"`
 	Usage   json.RawMessage   `json:"usage"`
 	Headers map[string]string `json:"headers"`
+	Ms      int64             `json:"ms"` // how long the call took, retries included
 }
 
 // callSDK makes one call with an official SDK (openai, anthropic, gemini)
-// through the stack's gateway.
-func (s *stack) callSDK(sdk, key, usage string) sdkResult {
+// through the stack's gateway, retries off (env: RETRIES=default for the
+// SDK's own).
+func (s *stack) callSDK(sdk, key, usage string, env ...string) sdkResult {
 	s.t.Helper()
-	stdout := s.runNode("client_call.mjs", "SDK="+sdk, "BASE_URL="+s.url, "KEY="+key, "MOCK_USAGE="+usage)
+	stdout := s.runNode("client_call.mjs", append(env, "SDK="+sdk, "BASE_URL="+s.url, "KEY="+key, "MOCK_USAGE="+usage)...)
 	var r sdkResult
 	require.NoError(s.t, json.Unmarshal(bytes.TrimSpace(stdout), &r), string(stdout))
 	return r
@@ -141,6 +143,38 @@ func TestEverySDKsKeyUnderOneRule(t *testing.T) {
 			second := s.callSDK(sdk, key, "1,1")
 			require.False(t, second.OK)
 			assert.Equal(t, 429, second.Status)
+		})
+	}
+}
+
+// Issue 36: with their default retries, the OpenAI and Anthropic SDKs get
+// their RateLimitError at once on a spent day (x-should-retry: false),
+// where they slept for hours on Retry-After before; on a second's limit
+// they still wait as told, and their retry goes through.
+func TestSDKsGiveUpOnASpentDayAndWaitForASecond(t *testing.T) {
+	s := startStack(t, `{"rule_name": "retries", "rule_items": [{"limit_by_per_api_key": "", "limit_keys": [
+			{"key": "regexp:^day-", "token_per_day": 100},
+			{"key": "regexp:^second-", "query_per_second": 1}]}],
+		"redis": {"service_name": "redis.static", "timeout": 1000}}`)
+	s.avoidDayEdge()
+	for _, sdk := range []string{"openai", "anthropic"} {
+		t.Run(sdk, func(t *testing.T) {
+			key := "day-" + sdk
+			require.True(t, s.callSDK(sdk, key, "80,40").OK)
+			s.waitIdle()
+			spent := s.callSDK(sdk, key, "1,1", "RETRIES=default")
+			require.False(t, spent.OK)
+			assert.Equal(t, "RateLimitError", spent.Class)
+			assert.Less(t, spent.Ms, int64(10_000), "no sleep on a spent day")
+			if sdk == "openai" {
+				assert.Equal(t, "insufficient_quota", spent.Code)
+			}
+
+			key = "second-" + sdk
+			require.True(t, s.callSDK(sdk, key, "1,1").OK)
+			waited := s.callSDK(sdk, key, "1,1", "RETRIES=default")
+			assert.True(t, waited.OK, "retried after the second: %+v", waited)
+			assert.Less(t, waited.Ms, int64(10_000))
 		})
 	}
 }

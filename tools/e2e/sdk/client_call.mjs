@@ -8,7 +8,9 @@
 //
 // The key goes where each SDK puts it (e2e.sdkKeyPlaces: Authorization:
 // Bearer for OpenAI and Anthropic 1.x, x-goog-api-key for Gemini). Retries are off: the test
-// sees the first answer. MOCK_USAGE is the mock LLM's x-mock-usage.
+// sees the first answer; RETRIES=default leaves them as the SDK has them
+// (OpenAI and Anthropic: 2 retries, waiting as the 429 says). MOCK_USAGE is
+// the mock LLM's x-mock-usage. It prints how long the call took, in ms.
 import OpenAI from "openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { GoogleGenAI } from "@google/genai";
@@ -16,6 +18,7 @@ import { GoogleGenAI } from "@google/genai";
 const base = process.env.BASE_URL;
 const key = process.env.KEY;
 const mock = process.env.MOCK_USAGE ? { "x-mock-usage": process.env.MOCK_USAGE } : {};
+const retries = process.env.RETRIES === "default" ? {} : { maxRetries: 0 };
 const quotaHeaders = [
   "retry-after", "retry-after-ms",
   "x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
@@ -34,7 +37,7 @@ function headersOf(h) {
 }
 
 async function openai() {
-  const client = new OpenAI({ apiKey: key, baseURL: base + "/v1", defaultHeaders: mock, maxRetries: 0, timeout: 30000 });
+  const client = new OpenAI({ apiKey: key, baseURL: base + "/v1", defaultHeaders: mock, timeout: 30000, ...retries });
   try {
     const { data, response } = await client.chat.completions
       .create({ model: "gpt-4o-mini", messages: [{ role: "user", content: "Hi" }] })
@@ -50,7 +53,7 @@ async function openai() {
 }
 
 async function anthropic() {
-  const client = new Anthropic({ apiKey: key, baseURL: base, defaultHeaders: mock, maxRetries: 0, timeout: 30000 });
+  const client = new Anthropic({ apiKey: key, baseURL: base, defaultHeaders: mock, timeout: 30000, ...retries });
   try {
     const { data, response } = await client.messages
       .create({ model: "claude-sonnet-4-5", max_tokens: 64, messages: [{ role: "user", content: "Hi" }] })
@@ -78,4 +81,6 @@ async function gemini() {
 const calls = { openai, anthropic, gemini };
 const call = calls[process.env.SDK];
 if (!call) throw new Error(`SDK must be one of ${Object.keys(calls).join(", ")}`);
-console.log(JSON.stringify(await call()));
+const started = Date.now();
+const result = await call();
+console.log(JSON.stringify({ ...result, ms: Date.now() - started }));
