@@ -90,10 +90,17 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejecte
 			if k == scripts.KindRequests {
 				unit = "requests"
 			}
+			remaining, resetMs := q.Remaining, q.ResetMs
+			if k == scripts.KindTokens && rejected && (v.Kind == scripts.KindUSD || v.Kind == scripts.KindConcurrent) {
+				// A limit OpenAI's form has no header for closed: no token
+				// can be spent until it reopens, whatever the token window
+				// has left.
+				remaining, resetMs = 0, max(v.WaitMs, v.Reset*1000)
+			}
 			dst = append(dst,
 				[2]string{headerOpenAILimit + unit, strconv.FormatInt(q.Limit, 10)},
-				[2]string{headerOpenAIRemaining + unit, strconv.FormatInt(q.Remaining, 10)},
-				[2]string{headerOpenAIReset + unit, openAIDuration(q.ResetMs)})
+				[2]string{headerOpenAIRemaining + unit, strconv.FormatInt(remaining, 10)},
+				[2]string{headerOpenAIReset + unit, openAIDuration(resetMs)})
 		}
 	}
 	if forms&config.QuotaHeadersIETF != 0 {

@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"encoding/json"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -153,7 +154,7 @@ func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64, s
 		}
 		return rules.RejectedMsg, contentTypeText
 	}
-	msg := rejectionMessage(r.rejectedBy, v, scope, waitMs)
+	msg := rejectionMessage(r.rejectedBy, v, readableScope(scope), waitMs)
 	var body any
 	switch which {
 	case apiAnthropic:
@@ -317,12 +318,34 @@ func limitFrom(m *config.Match, window int) config.Match {
 	return m.WindowFrom(window)
 }
 
+// readableScope is a scope header's value as a message shows it: without
+// its percent-encoding (a message's JSON carries any byte; the key a
+// client reads there is the key as configured, "regexp:^Bearer ").
+func readableScope(scope string) string {
+	if !strings.Contains(scope, "%") {
+		return scope
+	}
+	s, err := url.PathUnescape(scope)
+	if err != nil {
+		return scope // never: appendScopeValue writes whole escapes
+	}
+	return s
+}
+
 // appendScopeValue writes a value into a scope header, percent-encoding
-// what a header value cannot carry and what the format reserves.
+// what a header value cannot carry and what the format reserves. A space
+// within the value stays (a header value may hold one, and a key such as
+// "regexp:^Bearer " reads as written); one at either end, which a header
+// would lose, is encoded.
 func appendScopeValue(b *strings.Builder, s string) {
 	const hex = "0123456789ABCDEF"
-	for i := 0; i < len(s) && i < maxScopeValueBytes; i++ {
+	n := min(len(s), maxScopeValueBytes)
+	for i := 0; i < n; i++ {
 		c := s[i]
+		if c == ' ' && i > 0 && i < n-1 {
+			b.WriteByte(c)
+			continue
+		}
 		if c <= ' ' || c >= 0x7f || c == ';' || c == '%' || c == ',' || c == '"' {
 			b.WriteByte('%')
 			b.WriteByte(hex[c>>4])

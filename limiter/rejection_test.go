@@ -37,7 +37,7 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 			key := [2]string{"x-api-key", "sk-a b;c-1"}
 			p.Request(key)
 			x := p.Request(key)
-			assert.Equal(t, "rule_item=1; key=regexp:^sk-a%20b%3Bc", scope(x))
+			assert.Equal(t, "rule_item=1; key=regexp:^sk-a b%3Bc", scope(x), "a space within stays")
 			assert.Equal(t, "text/plain; charset=utf-8", contentType(x))
 		})
 
@@ -50,6 +50,18 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 			assert.Equal(t, "rule_item=1; key=*", scope(x))
 			assert.Equal(t, "application/json", contentType(x), "a JSON rejected_msg goes out as JSON")
 			assert.JSONEq(t, `{"error": {"message": "quota exceeded", "type": "rate_limit"}}`, string(x.Local().Data))
+		})
+
+		t.Run("a key ending in a space: encoded in the header, as configured in the message", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_items": [
+				{"limit_by_per_header": "authorization", "limit_keys": [{"key": "regexp:^Bearer ", "query_per_day": 1}]}],
+				`+plugintest.RedisSection+`}`)
+			key := [2]string{"authorization", "Bearer sk-1"}
+			p.Request(key)
+			x := p.Request(key)
+			assert.Equal(t, "rule_item=0; key=regexp:^Bearer%20", scope(x), "a header would lose a trailing space")
+			assert.Contains(t, string(x.Local().Data), "(rule_item=0; key=regexp:^Bearer )")
 		})
 
 		t.Run("the unmatched threshold", func(t *testing.T) {
