@@ -28,7 +28,7 @@ JSON when FILE ends in .json.
 A configuration the plugin takes prints one line per configuration in it,
 and the exit status is 0:
 
-  plugin.yaml: ok: rule "chat" limits limit_by_per_header x-api-key (1 key)
+  plugin.yaml: ok: rule "chat" limits limit_by_per_api_key (1 key); Redis redis.static (a Redis Cluster, redis.timeout 1000 ms)
 
 followed by a note for each pair of rule items that read the same value
 (the plugin logs them when it starts): a value both match is limited by
@@ -38,7 +38,7 @@ One the plugin refuses prints the line the plugin logs, saying where and
 what is wrong, and the exit status is 2, as for a file that cannot be read
 or is not YAML:
 
-  configuration refused: rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0
+  plugin.yaml: configuration refused: rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0
 `)
 }
 
@@ -65,7 +65,7 @@ func runCheck(args []string, s streams) int {
 	}
 	d, err := config.ParseDocument(doc)
 	if err != nil {
-		fmt.Fprintln(s.stderr, config.Refusal(err))
+		fmt.Fprintf(s.stderr, "%s: %s\n", *path, config.Refusal(err))
 		return exitBadArgs
 	}
 	if d.Global != nil {
@@ -117,16 +117,17 @@ func describeConfig(c *config.Config) string {
 		limits = append(limits, "every request (global_threshold)")
 	}
 	for _, item := range c.Items {
-		what := item.Type.String()
-		if item.Raw != "" {
-			what += " " + item.Raw
-		}
-		limits = append(limits, what+" ("+strconv.Itoa(len(item.Keys))+" "+plural(int64(len(item.Keys)), "key")+")")
+		limits = append(limits, item.Describe()+" ("+strconv.Itoa(len(item.Keys))+" "+plural(int64(len(item.Keys)), "key")+")")
 	}
 	if c.Unmatched != nil {
 		limits = append(limits, "the requests no rule item matches (unmatched_threshold)")
 	}
-	return "rule " + strconv.Quote(c.RuleName) + " limits " + strings.Join(limits, ", ")
+	redis := "a Redis Cluster"
+	if !c.Redis.Cluster {
+		redis = "one Redis server"
+	}
+	return "rule " + strconv.Quote(c.RuleName) + " limits " + strings.Join(limits, ", ") + "; Redis " + c.Redis.ServiceName +
+		" (" + redis + ", redis.timeout " + strconv.FormatInt(c.Redis.TimeoutMs, 10) + " ms)"
 }
 
 // describeMatch says what requests a rule of _rules_ applies to.
