@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -353,5 +354,34 @@ func TestAlertsAreDecidedOnUsageNotReservations(t *testing.T) {
 		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":850,"reset_seconds":82800,"threshold":80,` + alertsTime + `}`}, tickAlerts(t, p, 200))
 		assert.Equal(t, int64(850), tokensAt(redis, plugintest.APIKeySubject, 86400), "the bucket holds the usage once reconciled")
+	})
+}
+
+// Issue 36 (found with make run's curl, which closes its connection once
+// it has a response of known length): a client that resets the stream
+// while its last chunk waits for the charge takes the charge's answer with
+// it. The charge goes to the tick again under its id: applied once, and
+// answered with the threshold its first try crossed, so the alert keeps the
+// body its configuration gives it.
+func TestAlertOfAChargeWhoseAnswerWasDropped(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		p := plugintest.Start(t, redis, alertsConfig("50", "", `"token_per_day": 1000`))
+		x := p.Request([2]string{"x-api-key", "sk-1"})
+		require.True(t, x.Passed())
+		x.ResponseHeaders("application/json")
+		held := p.Host.CallOnResponseBody(x.ID, []byte(`{"usage":{"prompt_tokens":400,"completion_tokens":200,"total_tokens":600}}`), true)
+		require.Equal(t, types.ActionPause, held, "the end waits for the charge")
+		sent := slices.Clone(p.Host.GetRedisCalloutAttributesFromContext(x.ID))
+		require.Len(t, sent, 1)
+		redis.Forward(sent[0].Query) // it reaches Redis, but its answer is lost with the stream
+		p.Host.CompleteHttpContext(x.ID)
+		assert.Equal(t, int64(600), tokensAt(redis, plugintest.APIKeySubject, 86400))
+
+		p.SendPostponed() // the charge, sent again
+		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
+			`"limit":1000,"used":600,"reset_seconds":82800,"threshold":50,` + alertsTime + `}`}, tickAlerts(t, p, 200), "its body as configured")
+		assert.Equal(t, int64(600), tokensAt(redis, plugintest.APIKeySubject, 86400), "charged once")
 	})
 }

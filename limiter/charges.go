@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"slices"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
@@ -39,6 +40,7 @@ type pendingCharge struct {
 	cancel   string // the marker of an admission it cancels instead (see cancelAdmission)
 	retried  bool   // this is its second try
 	holds    bool   // its first try holds the response's last chunk until answered
+	dropped  bool   // the stream ended before this try's answer: it went to the tick again (resendHeld)
 	ticked   bool   // this try was sent from the tick (startState.charging counts it)
 }
 
@@ -70,8 +72,23 @@ func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spe
 		c.answered(err)
 		return
 	}
-	r.holding++
+	r.held = append(r.held, c)
 	holdLastChunk()
+}
+
+// resendHeld hands the charges whose answers the end of the response
+// waits for to the tick, when the stream ends first (its client reset
+// it): the gateway drops their answers with the stream, so whether they
+// were applied, and which thresholds they took a bucket past, would be
+// lost. Sent again under the same id, each is applied once, and answered
+// with what its first try crossed (see charge.lua).
+func (r *request) resendHeld() {
+	for _, c := range r.held {
+		c.dropped = true // if its answer comes after all, it is ignored
+		again := &pendingCharge{r: r, subjects: c.subjects, amounts: c.amounts, spent: c.spent, at: c.at, id: c.id, retried: true}
+		again.postpone()
+	}
+	r.held = nil
 }
 
 // send dispatches the charge call; reply gets its answer.
@@ -93,15 +110,18 @@ func (c *pendingCharge) reply(err error) {
 		c.ticked = false
 		c.r.pc.start.charging--
 	}
+	if c.dropped {
+		return // sent again from the tick
+	}
 	if !c.holds {
 		c.answered(err)
 		return
 	}
 	r := c.r
 	c.holds = false
-	r.holding--
+	r.held = slices.DeleteFunc(r.held, func(h *pendingCharge) bool { return h == c })
 	c.answered(err)
-	if r.holding == 0 {
+	if len(r.held) == 0 {
 		_ = proxywasm.ResumeHttpResponse()
 	}
 }

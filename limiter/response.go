@@ -54,6 +54,7 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	r.gone = true
 	r.leaveQueue()
 	r.cancelAdmission() // its answer may never come
+	r.resendHeld()      // nor may the answers of the charges the last chunk waited for
 	if r.admitted {
 		r.settle(false) // a no-op when the last chunk settled it
 	}

@@ -191,12 +191,20 @@ func parseOverridden(a []resp.Value, subjects []Subject) ([]Overridden, int, err
 
 // parseCharge checks charge.lua's reply: a total per window, or nothing
 // (maybeEmpty: a charge applied before, a cancel with nothing to undo), or
-// when alerting the totals, Redis's second and at least one crossing.
+// when alerting the totals, Redis's second and at least one crossing; or,
+// for a charge applied before that crossed, -1, its second and crossings.
 func (c *Client) parseCharge(v resp.Value, subjects []Subject, maybeEmpty, alerting bool) ([]Crossing, error) {
 	a, windows := v.Array(), windowArgs(subjects, 1)-len(subjects)
 	switch {
 	case v.Type() == resp.Array && (len(a) == windows || maybeEmpty && len(a) == 0):
 		return nil, nil
+	case maybeEmpty && alerting && len(a) >= 2+crossingLen && a[0].Type() == resp.Integer && a[0].Integer() == -1 && a[1].Type() == resp.Integer:
+		// Applied before: what its first try crossed, kept in its marker.
+		crossed, err := c.parseCrossings(a[2:], subjects, int64(a[1].Integer()))
+		if err != nil || a[1].Integer() <= 0 {
+			return nil, fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
+		}
+		return crossed, nil
 	case !alerting || len(a) < windows+1+crossingLen || a[windows].Type() != resp.Integer || a[windows].Integer() <= 0:
 		return nil, fmt.Errorf("%w: charge returned %s", ErrMalformed, describe(v))
 	}

@@ -102,7 +102,9 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	assert.Equal(t, Crossing{Subject: 0, Window: 0, Threshold: 100, Used: 1500, Limit: 1000, Reset: 50, Bucket: 1767229210 / 60, At: 1767229210}, crossed[1])
 	assert.Equal(t, Crossing{Subject: 1, Window: 0, Threshold: 50, Used: 12 * config.NanoPerDollar, Limit: 20 * config.NanoPerDollar,
 		Reset: 82790, Bucket: 1767229210 / 86400, At: 1767229210}, crossed[2])
-	assert.Nil(t, charge(Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1"), "a retried charge: applied once")
+	assert.Equal(t, crossed, charge(Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1"),
+		"a retried charge (its first answer lost): applied once, and telling what its first try crossed")
+	assert.Equal(t, int64(1500), r.Int("GET", subject+":t60:29453820"), "applied once")
 
 	// Given back under 50 % and taken past it again in the same bucket: no
 	// second alert.
@@ -185,6 +187,19 @@ func TestCrossingRepliesAreChecked(t *testing.T) {
 	}
 	_, err = alerting.parseCharge(reply(), subjects, true, true)
 	assert.NoError(t, err, "a charge applied before")
+	crossed, err = alerting.parseCharge(reply(append([]int{-1, 1767229200}, good...)...), subjects, true, true)
+	require.NoError(t, err, "a charge applied before, which crossed")
+	assert.Equal(t, int64(490896), crossed[0].Bucket)
+	for name, ns := range map[string][]int{
+		"not a retry":   append([]int{-1, 1767229200}, good...),
+		"no time":       append([]int{-1, 0}, good...),
+		"bad crossing":  {-1, 1767229200, 1, 2, 80, 2, 4, 3000, 1},
+		"no crossing":   {-1, 1767229200},
+		"another first": append([]int{-2, 1767229200}, good...),
+	} {
+		_, err := alerting.parseCharge(reply(ns...), subjects, name != "not a retry", true)
+		assert.ErrorIs(t, err, ErrMalformed, name)
+	}
 	_, err = alerting.parseCharge(reply(totals...), subjects, false, false)
 	assert.NoError(t, err)
 }

@@ -38,8 +38,10 @@
 --            followed by its limit
 -- Reply: the new total of each window, in the order given (0 when untouched
 -- or deleted); empty when the charge id's marker was there: it had been
--- applied already, and when a cancelled admission had not admitted (or not
--- run). With alerts, when a bucket went past a threshold, the totals are
+-- applied already (or, when that first try took a bucket past a threshold,
+-- -1, the time and the crossings it reported, kept in the marker: the
+-- retry of a charge whose answer was lost still tells of its alerts), and
+-- when a cancelled admission had not admitted (or not run). With alerts, when a bucket went past a threshold, the totals are
 -- followed by the time (seconds) and 7 numbers per threshold passed (see
 -- alerts.lua: subject, window, threshold, used, limit, reset seconds, bucket).
 
@@ -68,8 +70,13 @@ if cancel then
   ARGV[2] = admitted                                            -- undo in the buckets it took from
 end
 local marker_seconds, charge = string.match(ARGV[3], '/(%d+)/([^!]+)$')
-if charge and not redis.call('SET', KEYS[1] .. ':x:' .. charge, '1', 'NX', 'EX', marker_seconds) then
-  return {}                                                     -- a retry of a charge that went through: done already
+local marker = charge and KEYS[1] .. ':x:' .. charge
+if charge and not redis.call('SET', marker, '1', 'NX', 'EX', marker_seconds) then
+  local done = redis.call('GET', marker)                        -- a retry of a charge that went through: done already;
+  if not done or done == '1' then return {} end                 -- the thresholds it crossed, if any, are kept in its marker
+  local out = {-1}                                              -- -1: applied before; then the time and the crossings
+  for x in string.gmatch(done, '[^,]+') do out[#out + 1] = tonumber(x) end
+  return out
 end
 local most = 2^53                                               -- what a bucket holds at most (config.MaxLimit, the largest
                                                                 -- limit): Lua's doubles hold every count up to it exactly
@@ -130,5 +137,10 @@ end
 if #crossed > 0 then                                            -- nothing more without a crossing
   totals[#totals + 1] = sec
   for _, x in ipairs(crossed) do totals[#totals + 1] = x end
+  if marker then                                                -- a retry whose first answer was lost gets them too
+    local kept = {string.format('%d', sec)}
+    for _, x in ipairs(crossed) do kept[#kept + 1] = string.format('%d', x) end -- exact: %g would round past 2^47
+    redis.call('SET', marker, table.concat(kept, ','), 'EX', marker_seconds)
+  end
 end
 return totals

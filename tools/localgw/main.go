@@ -4,7 +4,11 @@
 // calls to a real Redis. See package gateway for what it does per request.
 //
 //	localgw -config tools/localgw/example.yaml -upstream http://127.0.0.1:8081 \
-//	        -redis 127.0.0.1:6379 [-wasm main.wasm] [-listen 127.0.0.1:0] [-log-level debug]
+//	        -redis 127.0.0.1:6379 [-wasm main.wasm] [-listen 127.0.0.1:0] [-log-level debug] \
+//	        [-webhook http://127.0.0.1:9000]
+//
+// The plugin's budget alerts go to -webhook (path and body as the plugin
+// sends them), or, without it, are printed ("gateway: budget alert ...").
 //
 // It prints "localgw listening on http://<address>" on stdout once it
 // accepts connections; the plugin's logs, its own and one line per request
@@ -34,8 +38,9 @@ func main() {
 	flag.StringVar(&o.wasm, "wasm", "main.wasm", "the plugin compiled to WASM (`file`; make build)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "the plugin's log level: trace, debug, info, warn, error, critical")
 	flag.BoolVar(&o.quiet, "quiet", false, "do not log one line per request")
+	flag.StringVar(&o.webhook, "webhook", "", "base `URL` the plugin's budget alerts are POSTed to (default: printed)")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: localgw -config file -upstream URL [-redis host:port] [-wasm file] [-listen host:port] [-log-level level] [-quiet]\n\n"+
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: localgw -config file -upstream URL [-redis host:port] [-wasm file] [-listen host:port] [-log-level level] [-quiet] [-webhook URL]\n\n"+
 			"Runs the plugin in the proxy-wasm host emulator as a local gateway in front of an LLM.\n\n")
 		flag.PrintDefaults()
 	}
@@ -78,8 +83,8 @@ func (e *badConfig) Error() string {
 func (e *badConfig) Unwrap() error { return e.err }
 
 type options struct {
-	listen, upstream, redis, config, wasm, logLevel string
-	quiet                                           bool
+	listen, upstream, redis, config, wasm, logLevel, webhook string
+	quiet                                                    bool
 }
 
 // check reports flags that cannot work before anything starts.
@@ -107,7 +112,7 @@ func run(o options) error {
 		return &badConfig{o.config, err}
 	}
 	gw, err := gateway.New(gateway.Options{Wasm: wasm, Config: config, Upstream: o.upstream, Redis: o.redis,
-		LogLevel: o.logLevel, AccessLog: !o.quiet})
+		LogLevel: o.logLevel, AccessLog: !o.quiet, Webhook: o.webhook})
 	var refused *gateway.ConfigError
 	if errors.As(err, &refused) {
 		return &badConfig{o.config, err}

@@ -10,13 +10,16 @@
 # Environment: LISTEN (the gateway's host:port; port 0 picks a free one),
 # REDIS_ADDR (use this Redis), LOCALGW_CONFIG (plugin configuration, default
 # tools/localgw/example.yaml), LOCALGW_LOG_LEVEL (the plugin's log level,
-# default info), WASM (default main.wasm), GO.
+# default info), ALERTS_URL (where budget alerts are POSTed; default: the
+# gateway prints them), WASM (default main.wasm), GO.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 GO=${GO:-go}
 WASM=${WASM:-main.wasm}
-CONFIG=${LOCALGW_CONFIG:-tools/localgw/example.yaml}
+EXAMPLE=tools/localgw/example.yaml
+CONFIG=${LOCALGW_CONFIG:-$EXAMPLE}
+ALERTS_URL=${ALERTS_URL:-}
 LOG_LEVEL=${LOCALGW_LOG_LEVEL:-info}
 LISTEN=${LISTEN:-127.0.0.1:10000}
 
@@ -69,7 +72,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-trap 'echo; echo "stopping"; exit 0' INT TERM
+trap 'echo; echo "stopped"; exit 0' INT TERM
 
 # address_of FILE PID NAME: waits (up to 30 s) for a process to print
 # "<name> listening on <url>" in FILE, and sets address to the URL. When the
@@ -139,7 +142,7 @@ address_of "$tmp/mockllm.out" "$!" mockllm || fail "mockllm exited"
 mock=$address
 
 "$tmp/localgw" -listen "$LISTEN" -wasm "$WASM" -config "$CONFIG" -upstream "$mock" \
-  -redis "$redis_addr" -log-level "$LOG_LEVEL" >"$tmp/localgw.out" &
+  -redis "$redis_addr" -log-level "$LOG_LEVEL" ${ALERTS_URL:+-webhook "$ALERTS_URL"} >"$tmp/localgw.out" &
 gw_pid=$!
 pids+=("$gw_pid")
 if ! address_of "$tmp/localgw.out" "$gw_pid" localgw; then
@@ -154,16 +157,46 @@ gw=$address
 
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
+alerts='printed below as "gateway: budget alert ..." (ALERTS_URL=http://host:port POSTs them to a receiver instead)'
+[ -n "$ALERTS_URL" ] && alerts="POSTed to $ALERTS_URL (path and body as the plugin sends them)"
 cat <<EOF
 
 local gateway  $gw   (plugin $WASM, configuration $CONFIG)
 mock LLM       $mock
 Redis          $redis_addr   (counters: redis-cli -h ${redis_addr%:*} -p ${redis_addr##*:} --scan --pattern 'atrl:*')
+budget alerts  $alerts
+EOF
+
+if [ "$CONFIG" != "$EXAMPLE" ]; then
+  # Your configuration: what it limits, as the plugin reads it, and a call
+  # to try; the example's demo keys, prices and admin token are not in it.
+  cat <<EOF
+
+What your configuration limits, as the plugin reads it (bin/atrl check):
+
+$(bin/atrl check -config "$CONFIG" 2>&1 | sed 's/^/  /')
+
+A call through it (the mock LLM reports 30 + 20 tokens; send the headers
+your rules read):
+
+  curl -i $gw/v1/chat/completions -H 'Authorization: Bearer my-key' -H 'content-type: application/json' -H 'x-mock-usage: 30,20' -d '$body'
+
+What Redis holds, the subjects closest to their limits:
+
+  bin/atrl top -redis $redis_addr -config $CONFIG
+
+The gateway logs each request and the plugin's logs below (LOCALGW_LOG_LEVEL=debug for more).
+Ctrl-C stops everything.
+
+EOF
+else
+  cat <<EOF
 
 Each call below costs 30 + 20 tokens (x-mock-usage), \$0.000275 at the
 example's prices; it gives each API key 100 tokens a minute and \$1 a day,
 and all keys together \$20 a day: 200, 200, then 429 until the minute ends.
-/v1/quota shows the three.
+The second call takes the key's minute past 80 % and to 100 %: two budget
+alerts. /v1/quota shows the three limits.
 
   curl -i $gw/v1/chat/completions -H 'x-api-key: demo-1' -H 'content-type: application/json' -H 'x-mock-usage: 30,20' -d '$body'
 
@@ -181,12 +214,12 @@ A stream, one event every 200 ms, its usage (here 16 + 16 tokens) in the last ev
 
   curl -N $gw/v1/chat/completions -H 'x-api-key: demo-2' -H 'content-type: application/json' -H 'x-mock-usage: 16,16' -H 'x-mock-delay-ms: 200' -d '$stream'
 
-An SDK: point its base URL at the gateway; the example limits each SDK's
-own key header (the mock LLM checks no key):
+An SDK: point its base URL at the gateway; the example limits each key
+wherever its SDK sends it (the mock LLM checks no key):
 
   export OPENAI_BASE_URL=$gw/v1 OPENAI_API_KEY=demo-3        # OpenAI: Authorization: Bearer demo-3
-  export ANTHROPIC_BASE_URL=$gw ANTHROPIC_API_KEY=demo-4     # Anthropic: x-api-key: demo-4
-  # Gemini: new GoogleGenAI({apiKey: "demo-5", httpOptions: {baseUrl: "$gw"}})
+  export ANTHROPIC_BASE_URL=$gw ANTHROPIC_API_KEY=demo-4     # Anthropic 1.x: Authorization: Bearer demo-4
+  # Gemini: new GoogleGenAI({apiKey: "demo-5", httpOptions: {baseUrl: "$gw"}})   # x-goog-api-key: demo-5
 
 What Redis holds for demo-1, and the keys closest to their limits, with
 atrl, the operators' command (bin/atrl; \`bin/atrl help\` for the others):
@@ -198,5 +231,15 @@ The gateway logs each request and the plugin's logs below (LOCALGW_LOG_LEVEL=deb
 Ctrl-C stops everything.
 
 EOF
-wait "$gw_pid" || true
-fail "the local gateway stopped"
+fi
+
+# Ctrl-C reaches the gateway too: it stops cleanly (status 0), and so does
+# this script, whichever of the two saw the signal first.
+status=0
+wait "$gw_pid" || status=$?
+if [ "$status" = 0 ] || [ "$status" -gt 128 ]; then
+  echo
+  echo "stopped"
+  exit 0
+fi
+fail "the local gateway stopped (exit status $status); its last lines are above"

@@ -115,6 +115,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out, "  curl -i "+gw+"/v1/chat/completions -H 'x-api-key: demo-1'")
 	assert.Contains(t, out, "export OPENAI_BASE_URL="+gw+"/v1 ")
 	assert.Contains(t, out, "export ANTHROPIC_BASE_URL="+gw+" ")
+	assert.Contains(t, out, `budget alerts  printed below as "gateway: budget alert ..."`)
 	mock := regexp.MustCompile(`mock LLM +http://(\S+)`).FindStringSubmatch(out)
 	redis := regexp.MustCompile(`Redis +(\S+)`).FindStringSubmatch(out)
 	require.Len(t, mock, 2, out)
@@ -140,6 +141,14 @@ func TestRun(t *testing.T) {
 		last = resp
 	}
 	assert.Equal(t, []int{200, 200, 429}, codes)
+	// The second call took demo-1's minute to 80 % and 100 %: two alerts,
+	// printed by the gateway (the webhook make run gives the example).
+	deadline := time.Now().Add(10 * time.Second)
+	for strings.Count(r.stderr.String(), "gateway: budget alert (POST /budget-alerts to outbound|80||alerts.static): {") < 2 {
+		require.True(t, time.Now().Before(deadline), "two budget alerts printed:\n%s", r.stderr)
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Contains(t, r.stderr.String(), `"window":"minute","limit":100,"used":100`)
 	// The example's 429: OpenAI's error for a chat completion, and the quota headers of every form.
 	assert.Contains(t, string(lastBody), `"code":"rate_limit_exceeded"`)
 	assert.Equal(t, "0", last.Header.Get("x-ratelimit-remaining-tokens"))
@@ -188,8 +197,8 @@ func TestRun(t *testing.T) {
 
 	// Ctrl-C, as make run's terminal sends it to run.sh.
 	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
-	require.NoError(t, r.wait(t, 30*time.Second), "stderr:\n%s", r.stderr)
-	assert.Contains(t, r.stdout.String(), "\nstopping\n")
+	require.NoError(t, r.wait(t, 30*time.Second), "a clean stop, status 0; stderr:\n%s", r.stderr)
+	assert.Contains(t, r.stdout.String(), "\nstopped\n")
 	for _, addr := range []string{listen, mock[1], redis[1]} {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
@@ -200,6 +209,28 @@ func TestRun(t *testing.T) {
 	left, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	assert.Empty(t, left, "run.sh's temporary directory is removed")
+}
+
+// Issue 36: with a configuration of your own, make run says what it limits
+// (as atrl check reads it) and how to call it, not the example's demo keys,
+// prices and admin token; budget alerts go where ALERTS_URL says.
+func TestRunShowsYourConfiguration(t *testing.T) {
+	wasm := filepath.Join(t.TempDir(), "main.wasm")
+	require.NoError(t, wasmbuild.Build(wasmbuild.Plugin, wasm))
+	mine := filepath.Join(t.TempDir(), "mine.yaml")
+	require.NoError(t, os.WriteFile(mine, []byte("rule_name: mine\nrule_items:\n  - limit_by_per_header: x-team\n    limit_keys:\n"+
+		"      - key: \"*\"\n        token_per_hour: 5000\nredis:\n  service_name: redis.static\n"), 0o644))
+	r := startRunSh(t, "LISTEN="+freeAddr(t), "WASM="+wasm, "TMPDIR="+t.TempDir(), "REDIS_ADDR=", "LOCALGW_CONFIG="+mine,
+		"ALERTS_URL=http://127.0.0.1:9/hooks")
+	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute), "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	out := r.stdout.String()
+	assert.Contains(t, out, "  "+mine+`: ok: rule "mine" limits limit_by_per_header x-team (1 key); Redis redis.static`)
+	assert.Contains(t, out, "budget alerts  POSTed to http://127.0.0.1:9/hooks")
+	for _, demo := range []string{"demo-1", "local-admin", "$0.000275", "/v1/quota"} {
+		assert.NotContains(t, out, demo, "the example's, not this configuration's")
+	}
+	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, r.wait(t, 30*time.Second))
 }
 
 // A configuration the plugin refuses, or that is not YAML, stops make run

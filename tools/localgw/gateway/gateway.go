@@ -49,6 +49,10 @@ type Options struct {
 	Config   []byte // its configuration, JSON (see LoadConfig)
 	Upstream string // base URL requests are forwarded to, e.g. http://127.0.0.1:8081
 	Redis    string // host:port of the Redis the plugin's calls go to
+	// Webhook is the base URL the plugin's HTTP calls (budget alerts) go
+	// to, whatever cluster they name; "": the gateway prints each and
+	// answers 204.
+	Webhook string
 
 	LogLevel  string    // the plugin's log level: trace, debug, info (default), warn, error, critical
 	Log       io.Writer // the plugin's logs and the gateway's; nil: os.Stderr
@@ -131,7 +135,12 @@ func New(o Options) (*Gateway, error) {
 		DisableCompression:    true, // the plugin must see the body as the upstream sent it
 	}
 	redis := newRedisClient(o.Redis, readRedisSettings(o.Config))
-	g.vm, err = startVM(o.Wasm, o.Config, level, redis, g.log, &g.stats)
+	if o.Webhook != "" {
+		if u, err := url.Parse(o.Webhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("webhook %q: want a base URL such as http://127.0.0.1:9000", o.Webhook)
+		}
+	}
+	g.vm, err = startVM(o.Wasm, o.Config, level, redis, o.Webhook, g.log, &g.stats)
 	if err != nil {
 		return nil, err
 	}

@@ -174,3 +174,81 @@ func TestAccessLogSaysClientWentAwayOnlyWhenItDid(t *testing.T) {
 	idle()
 	assert.Regexp(t, `gateway: 127\.0\.0\.1:\d+ POST /v1/stream → 200 \(upstream\), client went away in \d+ms\n$`, log.String())
 }
+
+// Issue 36: the plugin's budget alerts reach a receiver. Without a webhook
+// the gateway prints each (what make run shows); with one, the alert is
+// POSTed there, path and body as the plugin sent them, and a refusal is
+// tried again.
+func TestBudgetAlertsArePrintedOrPosted(t *testing.T) {
+	redis := redistest.Start(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"c","object":"chat.completion","choices":[],"usage":{"prompt_tokens":30,"completion_tokens":20,"total_tokens":50}}`)
+	}))
+	defer up.Close()
+	config := `{"rule_name": "gw", "budget_alerts": {"thresholds": [50], "webhook": {"service_name": "alerts.static", "path": "/budget-alerts"}},
+		"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_day": 100}]}],
+		"redis": {"service_name": "redis.static", "timeout": 1000}}`
+	spend := func(g *Gateway, key string) {
+		front := httptest.NewServer(g)
+		defer front.Close()
+		req, err := http.NewRequest("POST", front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	var log syncBuffer
+	eventually := func(cond func() bool, msg string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for !cond() {
+			require.True(t, time.Now().Before(deadline), "%s; the log:\n%s", msg, log.String())
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	g, err := New(Options{Wasm: buildLimiter(t), Config: []byte(config), Upstream: up.URL, Redis: redis.Addr, Log: &log, LogLevel: "debug", AccessLog: true})
+	require.NoError(t, err)
+	spend(g, "k-printed")
+	time.Sleep(500 * time.Millisecond)
+	t.Logf("KEYS %v", redis.Keys("*"))
+	eventually(func() bool {
+		return strings.Contains(log.String(), "gateway: budget alert (POST /budget-alerts to outbound|80||alerts.static): {")
+	},
+		"the alert printed")
+	assert.Contains(t, log.String(), `"threshold":50`)
+	g.Close()
+
+	var mu sync.Mutex
+	var got []string
+	refusals := 1
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type")+" "+string(body))
+		if refusals > 0 {
+			refusals--
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer receiver.Close()
+	log.mu.Lock()
+	log.b.Reset()
+	log.mu.Unlock()
+	g, err = New(Options{Wasm: buildLimiter(t), Config: []byte(config), Upstream: up.URL, Redis: redis.Addr, Log: &log, Webhook: receiver.URL})
+	require.NoError(t, err)
+	defer g.Close()
+	spend(g, "k-posted")
+	eventually(func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 }, "refused once, then taken")
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, got[0], got[1], "the same alert, id and all")
+	assert.True(t, strings.HasPrefix(got[0], `POST /budget-alerts application/json {"id":"`), got[0])
+	assert.Contains(t, log.String(), "gateway: budget alert to "+receiver.URL+"/budget-alerts: 204 No Content")
+}

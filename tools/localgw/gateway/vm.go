@@ -27,25 +27,27 @@ var errCompleted = errors.New("the request has completed")
 // call the Redis calls it made are sent to Redis; their replies come back
 // into the plugin under mu too.
 type vm struct {
-	mu      sync.Mutex
-	host    proxytest.HostEmulator
-	wasm    proxytest.WasmVMContext
-	reset   func()
-	broken  error           // the plugin crashed: nothing more is called
-	closed  bool            // stopped: nothing more is called
-	sent    map[uint32]bool // Redis calls sent and not answered yet, by callout ID
-	signals map[uint32]*signal
+	mu       sync.Mutex
+	host     proxytest.HostEmulator
+	wasm     proxytest.WasmVMContext
+	reset    func()
+	broken   error           // the plugin crashed: nothing more is called
+	closed   bool            // stopped: nothing more is called
+	sent     map[uint32]bool // Redis calls sent and not answered yet, by callout ID
+	httpSent map[uint32]bool // HTTP calls likewise (webhook.go)
+	webhook  string          // where the plugin's HTTP calls go ("": printed, see webhook.go)
+	signals  map[uint32]*signal
 
 	redis    *redisClient
 	log      *logWriter
-	calls    sync.WaitGroup // Redis calls in flight
+	calls    sync.WaitGroup // Redis and HTTP calls in flight
 	stats    *stats
 	redisBad atomic.Bool   // the last Redis call failed (to log changes only)
 	ticks    atomic.Uint64 // the plugin's ticks so far
 }
 
 // startVM loads the plugin and starts it with its configuration.
-func startVM(wasm, config []byte, level uint32, redis *redisClient, lw *logWriter, st *stats) (v *vm, err error) {
+func startVM(wasm, config []byte, level uint32, redis *redisClient, webhook string, lw *logWriter, st *stats) (v *vm, err error) {
 	if !emulatorInUse.CompareAndSwap(false, true) {
 		return nil, errors.New("a gateway is already running in this process: the proxy-wasm host emulator is process-wide, so there can be only one at a time")
 	}
@@ -58,7 +60,8 @@ func startVM(wasm, config []byte, level uint32, redis *redisClient, lw *logWrite
 	if err != nil {
 		return nil, fmt.Errorf("loading the plugin: %w", err)
 	}
-	v = &vm{wasm: wasmVM, sent: map[uint32]bool{}, signals: map[uint32]*signal{}, redis: redis, log: lw, stats: st}
+	v = &vm{wasm: wasmVM, sent: map[uint32]bool{}, httpSent: map[uint32]bool{}, webhook: webhook, signals: map[uint32]*signal{},
+		redis: redis, log: lw, stats: st}
 	prevOut, prevFlags := log.Writer(), log.Flags()
 	log.SetOutput(lw)
 	log.SetFlags(0)
@@ -148,8 +151,10 @@ func (v *vm) do(contextID uint32, f func(proxytest.HostEmulator)) (err error) {
 	}()
 	f(v.host)
 	v.sendRedisCalls(contextID)
+	v.sendHTTPCalls(contextID)
 	if contextID != proxytest.PluginContextID {
 		v.sendRedisCalls(proxytest.PluginContextID)
+		v.sendHTTPCalls(proxytest.PluginContextID)
 	}
 	return nil
 }
