@@ -66,7 +66,7 @@ func TestSDKsReadTheQuotaAndTheirErrors(t *testing.T) {
 		require.False(t, second.OK)
 		assert.Equal(t, 429, second.Status)
 		assert.Equal(t, "RateLimitError", second.Class)
-		assert.Equal(t, "rate_limit_exceeded", second.Code)
+		assert.Equal(t, "insufficient_quota", second.Code, "a day spent: longer than max_retry_wait")
 		assert.Equal(t, "tokens", second.Type)
 		assert.Contains(t, second.Message, "Token rate limit exceeded: the limit of 100 tokens per day is used up")
 		assert.Equal(t, "0", second.Headers["x-ratelimit-remaining-tokens"])

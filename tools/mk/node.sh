@@ -22,7 +22,7 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
 fi
 
 major=$(node -p 'process.versions.node.split(".")[0]')
-[ "$major" -ge 18 ] || { echo "node $(node --version) is too old for the SDKs: Node.js 18 or later" >&2; exit 1; }
+[ "$major" -ge 20 ] || { echo "node $(node --version) is too old for the SDKs: Node.js 20 or later (the pinned SDKs' engines)" >&2; exit 1; }
 
 sdk=tools/e2e/sdk
 if [ ! -d "$sdk/node_modules" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules" ]; then
