@@ -22,13 +22,16 @@ atrl:
 	$(GO) build -o bin/atrl ./cmd/atrl
 
 # The plugin's tests (Go and WASM mode, against a private redis-server),
-# then the tools' (end-to-end over real HTTP, deployment files); then the
+# beside the tools' (end-to-end over real HTTP, deployment files); then the
 # estimate package again compiled to WASM (wasip1, under wazero's command),
 # where its hand-written WASM assembly runs. Tests that take 5 s or more
-# are named as they end.
+# are named as they end. The plugin's suites and the tools' run side by
+# side: the limiter package, two minutes of tests one after another (one
+# host emulator per process), leaves a core to the end-to-end suite and
+# the benchmark report's checks.
 test: vet redis-server sdks $(WAZERO) $(TESTLOG) main.wasm
-	bash -o pipefail -c '$(GO) test -json -count=1 ./... | $(TESTLOG)'
-	cd tools && bash -o pipefail -c '$(GO) test -json -count=1 ./... | $(TESTLOG)'
+	bash -o pipefail -c '{ $(GO) test -json -count=1 ./... | $(TESTLOG); } & plugin=$$!; \
+		{ cd tools && $(GO) test -json -count=1 ./... | $(TESTLOG); }; tools=$$?; wait $$plugin && exit $$tools'
 	GOOS=wasip1 GOARCH=wasm $(GO) test -count=1 -exec '$(WAZERO) run -mount /:/ -env-inherit' ./estimate/
 
 vet:

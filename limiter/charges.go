@@ -1,7 +1,6 @@
 package limiter
 
 import (
-	"slices"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
@@ -36,12 +35,13 @@ type pendingCharge struct {
 	amounts  scripts.Amounts
 	spent    *scripts.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
 	at       int64
-	id       string // marks it applied in Redis (see charge.lua)
-	cancel   string // the marker of an admission it cancels instead (see cancelAdmission)
-	retried  bool   // this is its second try
-	holds    bool   // its first try holds the response's last chunk until answered
-	dropped  bool   // the stream ended before this try's answer: it went to the tick again (resendHeld)
-	ticked   bool   // this try was sent from the tick (startState.charging counts it)
+	id       string         // marks it applied in Redis (see charge.lua)
+	cancel   string         // the marker of an admission it cancels instead (see cancelAdmission)
+	retried  bool           // this is its second try
+	holds    bool           // its first try holds the response's last chunk until answered
+	dropped  bool           // the stream ended before this try's answer: it went to the tick again (resendHeld)
+	nextHeld *pendingCharge // the request's next charge the last chunk waits for (request.held: a list, no allocation)
+	ticked   bool           // this try was sent from the tick (startState.charging counts it)
 }
 
 // charge adds the amounts (negative: gives back) to every window of their
@@ -72,7 +72,7 @@ func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spe
 		c.answered(err)
 		return
 	}
-	r.held = append(r.held, c)
+	c.nextHeld, r.held = r.held, c
 	holdLastChunk()
 }
 
@@ -83,7 +83,7 @@ func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spe
 // lost. Sent again under the same id, each is applied once, and answered
 // with what its first try crossed (see charge.lua).
 func (r *request) resendHeld() {
-	for _, c := range r.held {
+	for c := r.held; c != nil; c = c.nextHeld {
 		c.dropped = true // if its answer comes after all, it is ignored
 		again := &pendingCharge{r: r, subjects: c.subjects, amounts: c.amounts, spent: c.spent, at: c.at, id: c.id, retried: true}
 		again.postpone()
@@ -119,9 +119,14 @@ func (c *pendingCharge) reply(err error) {
 	}
 	r := c.r
 	c.holds = false
-	r.held = slices.DeleteFunc(r.held, func(h *pendingCharge) bool { return h == c })
+	for p := &r.held; *p != nil; p = &(*p).nextHeld {
+		if *p == c {
+			*p = c.nextHeld
+			break
+		}
+	}
 	c.answered(err)
-	if len(r.held) == 0 {
+	if r.held == nil {
 		_ = proxywasm.ResumeHttpResponse()
 	}
 }

@@ -73,12 +73,12 @@ type request struct {
 	queue    *waitLine           // the line it waits in, if any
 	gone     bool                // its stream ended: nothing is to be done to it any more
 
-	admitted  bool             // passed every limit: its usage is to be charged
-	local     bool             // admitted by the local windows (failure_mode local): charged there
-	settled   bool             // the usage was charged (or there was nothing to charge)
-	lastChunk bool             // the hook of the response's last chunk runs: charges can hold it (charges.go)
-	held      []*pendingCharge // the charges the last chunk waits for
-	status    int              // the upstream's response status, 0 before response headers
+	admitted  bool           // passed every limit: its usage is to be charged
+	local     bool           // admitted by the local windows (failure_mode local): charged there
+	settled   bool           // the usage was charged (or there was nothing to charge)
+	lastChunk bool           // the hook of the response's last chunk runs: charges can hold it (charges.go)
+	held      *pendingCharge // the charges the last chunk waits for (a list: pendingCharge.nextHeld)
+	status    int            // the upstream's response status, 0 before response headers
 	usage     tokenusage.Parser
 
 	readsBody     bool // its body is being read (bodies.go): the limiter waits for its end
