@@ -51,11 +51,12 @@ var topKeys = [...]string{
 	"model", "messages", "contents", "input", "instructions", "prompt", "system",
 	"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
 	"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
+	"response_format", "text", "output_format", "outputConfig", "toolConfig",
 }
 
 // camelTopKeys are the top-level keys with upper-case letters: the only
 // ones a key of lower-case ASCII alone can be a case variant of.
-var camelTopKeys = [...]string{"systemInstruction", "generationConfig"}
+var camelTopKeys = [...]string{"systemInstruction", "generationConfig", "outputConfig", "toolConfig"}
 
 // topKey returns the top-level key the walk reads that k is to a parser
 // that matches keys without regard to case (Go's encoding/json), noting
@@ -66,7 +67,8 @@ func (w *walker) topKey(k string) string {
 	switch k {
 	case "model", "messages", "contents", "input", "instructions", "prompt", "system",
 		"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
-		"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config":
+		"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
+		"response_format", "text", "output_format", "outputConfig", "toolConfig":
 		return k
 	}
 	if len(k) > 3*len("max_completion_tokens") { // no variant is longer (3 bytes is the longest fold of an ASCII letter)

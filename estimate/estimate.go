@@ -25,8 +25,19 @@
 //     parts); and, for a part whose "type" is "tool_result", its "content",
 //     which counts as a message's content does (string or text parts) but
 //     whose own tool_result parts are not looked into.
-//   - "tools", "functions", "tool_choice" (top level): the size of their raw
-//     JSON, whatever it holds, since tool definitions are sent to the model.
+//   - "tools", "functions", "tool_choice" (top level), and the output
+//     schemas "response_format", "text" (the Responses API's), "output_format"
+//     (Anthropic's), "toolConfig" and "outputConfig" (Bedrock Converse's),
+//     and generationConfig's "responseSchema" and "responseJsonSchema" (or
+//     their snake_case forms): the size of their raw JSON, whatever it
+//     holds, since tool definitions and schemas are sent to the model.
+//
+// To the prompt text's tokens the estimate adds what the request's API adds
+// by its own documentation (see Dialect, by the request's path): OpenAI's
+// chat format 3 tokens per message (each element of "messages", or of a
+// Responses "input", or 1 for an "input" string) and 3 for the reply's
+// priming; Anthropic, for a non-empty "tools", its tool-use system prompt
+// (by model family and tool_choice).
 //
 // Nothing else counts: images, audio and files (image_url, input_image,
 // input_audio, Anthropic image and document blocks, Gemini inlineData and
@@ -208,7 +219,6 @@ func request(body []byte, path string, o Options) Estimate {
 		w.ambiguous = AmbiguousLenient
 	}
 	e.Parsed = true
-	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1)), MaxTokens)
 	for _, c := range w.caps {
 		if c > 0 {
 			e.Completion = c
@@ -216,7 +226,26 @@ func request(body []byte, path string, o Options) Estimate {
 		}
 	}
 	w.models(&e)
+	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1))+overhead(DialectOf(path), w.messages, w.tools, w.forcedTool, e.Model), MaxTokens)
 	return e
+}
+
+// overhead is what a prompt costs beyond its text, in tokens, in its API's
+// dialect: OpenAI's chat format wraps each message (of messages, or of a
+// Responses input) and primes the reply; Anthropic adds its tool-use system
+// prompt to a request with tools. See the constants in dialect.go.
+func overhead(d Dialect, messages int64, tools, forcedTool bool, model string) int64 {
+	switch d {
+	case DialectOpenAIChat, DialectOpenAIResponses:
+		if messages > 0 {
+			return openAITokensPerMessage*messages + openAIReplyPriming
+		}
+	case DialectAnthropic:
+		if tools {
+			return anthropicToolPrompt(model, forcedTool)
+		}
+	}
+	return 0
 }
 
 // Size estimates a request whose body cannot be read (compressed, binary) by

@@ -60,7 +60,8 @@ func reference(body []byte, path string, o Options) Estimate {
 		return e
 	}
 
-	var text int64
+	var text, messages int64
+	var tools, forcedTool bool
 	var caps [numCaps]int64
 	var model string
 	str := func(v gjson.Result) {
@@ -125,11 +126,18 @@ func reference(body []byte, path string, o Options) Estimate {
 				model = v.Str
 			}
 		case "messages", "contents", "input", "instructions", "prompt":
+			counted := foldTopKey(k.Str) == "messages" || foldTopKey(k.Str) == "input"
 			if v.Type == gjson.String {
 				str(v)
+				if counted {
+					messages++
+				}
 			}
 			if v.IsArray() {
 				v.ForEach(func(_, m gjson.Result) bool {
+					if counted {
+						messages++
+					}
 					str(m)
 					if m.IsObject() {
 						turn(m)
@@ -143,8 +151,14 @@ func reference(body []byte, path string, o Options) Estimate {
 			if v.IsObject() {
 				turn(v)
 			}
-		case "tools", "functions", "tool_choice":
+		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
 			text += int64(len(v.Raw))
+			switch foldTopKey(k.Str) {
+			case "tools":
+				tools = tools || v.IsArray() && len(v.Array()) > 0
+			case "tool_choice":
+				forcedTool = v.Get("type").Type == gjson.String && (v.Get("type").Str == "any" || v.Get("type").Str == "tool")
+			}
 		case "max_completion_tokens":
 			positive(capMaxCompletionTokens, v)
 		case "max_tokens":
@@ -154,8 +168,11 @@ func reference(body []byte, path string, o Options) Estimate {
 		case "generationConfig", "generation_config":
 			if v.IsObject() {
 				v.ForEach(func(k, v gjson.Result) bool {
-					if k.Str == "maxOutputTokens" || k.Str == "max_output_tokens" {
+					switch k.Str {
+					case "maxOutputTokens", "max_output_tokens":
 						positive(capGeminiMaxOutputTokens, v)
+					case "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema":
+						text += int64(len(v.Raw))
 					}
 					return true
 				})
@@ -169,7 +186,6 @@ func reference(body []byte, path string, o Options) Estimate {
 	if text%bpt != 0 {
 		e.Prompt++
 	}
-	e.Prompt = min(e.Prompt, MaxTokens)
 	for _, c := range caps {
 		if c > 0 {
 			e.Completion = c
@@ -179,6 +195,18 @@ func reference(body []byte, path string, o Options) Estimate {
 	if e.Model == "" {
 		e.Model = model
 	}
+	// What the prompt costs beyond its text (see dialect.go).
+	switch DialectOf(path) {
+	case DialectOpenAIChat, DialectOpenAIResponses:
+		if messages > 0 {
+			e.Prompt += 3*messages + 3
+		}
+	case DialectAnthropic:
+		if tools {
+			e.Prompt += anthropicToolPrompt(e.Model, forcedTool)
+		}
+	}
+	e.Prompt = min(e.Prompt, MaxTokens)
 	return e
 }
 
@@ -247,8 +275,11 @@ func FuzzRequest(f *testing.F) {
 			ModelOfLargeBodies: maxBody&1 == 1}
 		got := Request(body, path, o)
 		bpt := max(bytesPerToken, 1)
-		if got.Prompt < 0 || got.Prompt > ceilDiv(int64(len(body)), bpt) {
-			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, ceilDiv(int64(len(body)), bpt))
+		// At most the body's size, and what the dialect adds: 3 tokens per
+		// message and 3 (a message takes at least 2 bytes), or a tool-use
+		// system prompt (dialect.go).
+		if most := ceilDiv(int64(len(body)), bpt) + max(3*int64(len(body))+3, 530); got.Prompt < 0 || got.Prompt > most {
+			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, most)
 		}
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {
 			t.Fatalf("Completion %d with default %d", got.Completion, defaultCompletion)

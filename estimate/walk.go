@@ -38,7 +38,14 @@ type walker struct {
 	bad   bool // not valid JSON, or deeper than MaxDepth
 	text  int64
 	caps  [numCaps]int64
-	model string // the last string "model" member, quotes included
+	// messages counts the elements of "messages" and "input" arrays: the
+	// messages a chat format wraps (see Dialect). tools says "tools" is a
+	// non-empty array, forcedTool that "tool_choice" forces a tool (its
+	// "type" is "any" or "tool"): Anthropic's tool-use system prompt.
+	messages   int64
+	tools      bool
+	forcedTool bool
+	model      string // the last string "model" member, quotes included
 	// others are the other string values of "model" members (a duplicate,
 	// or a case variant), quotes included, distinct from model and from
 	// each other as written: what a parser that keeps another occurrence
@@ -81,17 +88,27 @@ func (w *walker) top() {
 				w.str()
 				w.noteModel(w.s[v:w.i])
 			}
-		case "messages", "contents", "input", "instructions", "prompt":
-			w.turns()
+		case "messages", "input":
+			w.turns(true)
+		case "contents", "instructions", "prompt":
+			w.turns(false)
 		case "system":
 			w.content(false)
 		case "systemInstruction", "system_instruction":
 			if w.peek() == '{' {
 				w.turn()
 			}
-		case "tools", "functions", "tool_choice":
+		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
+			// Tool definitions and output schemas, sent to the model: their
+			// size, whatever they hold.
 			w.skip()
 			w.text += int64(w.i - v)
+			switch raw := w.s[v:w.i]; k {
+			case "tools":
+				w.tools = w.tools || nonEmptyArray(raw)
+			case "tool_choice":
+				w.forcedTool = forcesTool(raw)
+			}
 		case "max_completion_tokens":
 			w.cap(capMaxCompletionTokens)
 		case "max_tokens":
@@ -107,11 +124,15 @@ func (w *walker) top() {
 	}
 }
 
-// turns reads a string, or an array of strings and messages.
-func (w *walker) turns() {
+// turns reads a string, or an array of strings and messages; with counted,
+// the array's elements are counted in w.messages.
+func (w *walker) turns(counted bool) {
 	switch w.peek() {
 	case '"':
 		w.addText()
+		if counted {
+			w.messages++ // a Responses input given as a string: one user message
+		}
 	case '[':
 		if !w.enter() {
 			return
@@ -120,9 +141,15 @@ func (w *walker) turns() {
 			// Runs of plain messages are read in one call.
 			if end, n, text := plainTurns(w.s, w.i, first, &simpleEscape); n > 0 {
 				w.i, w.text, first = end, w.text+text, false
+				if counted {
+					w.messages += int64(n)
+				}
 			}
 			if !w.elem(first) {
 				break
+			}
+			if counted {
+				w.messages++
 			}
 			v := w.i
 			switch w.peek() {
@@ -222,8 +249,12 @@ func (w *walker) generationConfig() {
 			return
 		}
 		v := w.i
-		if k == "maxOutputTokens" || k == "max_output_tokens" {
+		switch k {
+		case "maxOutputTokens", "max_output_tokens":
 			w.cap(capGeminiMaxOutputTokens)
+		case "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema":
+			w.skip() // an output schema, sent to the model: its size
+			w.text += int64(w.i - v)
 		}
 		w.done(v)
 	}
@@ -244,6 +275,23 @@ func (w *walker) cap(slot int) {
 		}
 		w.caps[slot] = max(w.caps[slot], n)
 	}
+}
+
+// nonEmptyArray says whether a JSON value is an array with an element (a
+// value cut short, in a body that is not JSON, has none).
+func nonEmptyArray(raw string) bool {
+	if len(raw) == 0 || raw[0] != '[' {
+		return false
+	}
+	j := skipSpace(raw, 1)
+	return j < len(raw) && raw[j] != ']'
+}
+
+// forcesTool says whether a valid tool_choice value forces a tool use:
+// Anthropic's {"type": "any"} or {"type": "tool", "name": …}.
+func forcesTool(raw string) bool {
+	t := gjson.Get(raw, "type")
+	return t.Type == gjson.String && (t.Str == "any" || t.Str == "tool")
 }
 
 // addText reads a string and counts its decoded length.

@@ -353,7 +353,8 @@ func clusterLayeredRulesFanOutAndRollBack(t *testing.T, cluster *redistest.Clust
 	admission := cluster.Calls()[mark:]
 	assert.Len(t, admission, 3)
 	assert.Len(t, nodesOf(admission), 3, "one call on each node")
-	assert.Equal(t, [5]int64{101, 1, 101, 101, 1}, counters(), "101 reserved in each, counted, leased")
+	reserved := int64(100 + plugintest.ChatBodyPrompt)
+	assert.Equal(t, [5]int64{reserved, 1, reserved, reserved, 1}, counters(), "the reservation in each, counted, leased")
 
 	mark = len(cluster.Calls())
 	x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 400, 500))...)

@@ -111,8 +111,8 @@ func TestHardening2FloatOutputCap(t *testing.T) {
 				x := p.SendBody(`{"model":"gpt-4o","max_tokens":`+cap+`,"messages":[{"role":"user","content":"Hi"}]}`, key).Answer()
 				require.True(t, x.Passed())
 				headers := x.ResponseHeaders("text/event-stream")
-				assert.Equal(t, strconv.Itoa(100000-4096-1), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
-					"4,096 output tokens and 1 for the prompt reserved")
+				assert.Equal(t, strconv.Itoa(100000-4096-1-6), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
+					"4,096 output tokens and 1 for the prompt reserved, and 6 for OpenAI's chat format")
 				x.Done()
 			})
 		}
@@ -236,14 +236,15 @@ func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
 				defer redis.SetClock(0)
 				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"window_type": "`+windowType+`",`, `"token_per_minute": 100000`))
 
-				// Six streams admitted in minute M, each reserving 1,025.
+				// Six streams admitted in minute M, each reserving 1,031.
 				var streams []*plugintest.Exchange
 				for i := 0; i < 6; i++ {
 					x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
 					require.True(t, x.Passed())
 					streams = append(streams, x)
 				}
-				require.Equal(t, int64(6*1025), minuteCounter(redis, minute))
+				reserved := int64(1024 + plugintest.ChatBodyPrompt)
+				require.Equal(t, 6*reserved, minuteCounter(redis, minute))
 
 				// They end in minute M+2: five used 30,100 each, one only 25.
 				redis.SetClock(minute + 121)
@@ -252,8 +253,8 @@ func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
 				}
 				streams[5].Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 24))...)
 
-				assert.Equal(t, int64(5*(30100-1025)), minuteCounter(redis, minute+120), "the current minute holds what went past the reservations")
-				assert.Equal(t, int64(6*1025-1000), minuteCounter(redis, minute), "the admission's minute keeps the reservations, less the refund")
+				assert.Equal(t, 5*(30100-reserved), minuteCounter(redis, minute+120), "the current minute holds what went past the reservations")
+				assert.Equal(t, 6*reserved-(reserved-25), minuteCounter(redis, minute), "the admission's minute keeps the reservations, less the refund")
 				assert.Zero(t, minuteCounter(redis, minute+60))
 
 				next := p.SendBody(plugintest.ChatBody(1024), key).Answer()

@@ -35,8 +35,8 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
 	trailers := [][2]string{{"x-checksum", "5d41402abc4b2a76"}}
-	body := plugintest.ChatBody(100) // "Hi": 1 prompt token, + 100
-	const reserved = 101
+	body := plugintest.ChatBody(100) // its prompt estimate, + 100
+	const reserved = plugintest.ChatBodyPrompt + 100
 
 	// endsWithTrailers sends a request whose body ends with trailers, and
 	// returns the action of its trailers hook.
@@ -150,7 +150,7 @@ func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
 			x := p.SendBody(plugintest.ChatBody(5000), append(upgrade, key)...).Answer()
 			require.True(t, x.Passed())
-			assert.Equal(t, int64(5001), p.DayCounter(plugintest.APIKeySubject), "the body's cap, not the default")
+			assert.Equal(t, int64(5000+plugintest.ChatBodyPrompt), p.DayCounter(plugintest.APIKeySubject), "the body's cap, not the default")
 			x.Respond("application/json", usage)
 			assert.Equal(t, int64(1000), p.DayCounter(plugintest.APIKeySubject))
 		})
@@ -240,7 +240,7 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 				p := plugintest.Start(t, redis, config)
 				x := p.SendBody(body, append(c.headers, key)...).Answer()
 				require.True(t, x.Passed())
-				assert.Equal(t, int64(1+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
+				assert.Equal(t, int64(plugintest.ChatBodyPrompt+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(3, 20, 30))...)
 				assert.Equal(t, int64(20+30*10), p.DayCounter(plugintest.APIKeySubject), "charged at gpt-4o's weights")
 			})
@@ -258,7 +258,7 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 			p := plugintest.Start(t, redis, config)
 			x := p.SendBody(gzipped(t, body), key, [2]string{"content-encoding", "gzip"}).Answer()
 			require.True(t, x.Passed())
-			assert.Equal(t, int64(1+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
+			assert.Equal(t, int64(plugintest.ChatBodyPrompt+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
 		})
 	})
 }
@@ -273,7 +273,7 @@ func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
 	key := [2]string{"x-api-key", "sk-1"}
 	config := plugintest.APIKeyConfig(plugintest.ReservationOn+`"concurrency_lease_seconds": 600,`,
 		`"token_per_day": 1000, "query_per_day": 100, "max_concurrent_requests": 1`)
-	body := plugintest.ChatBody(999) // 1 + 999: the whole window
+	body := plugintest.ChatBody(1000 - plugintest.ChatBodyPrompt) // the whole window
 	requests := func() int64 {
 		return redis.Int("GET", fmt.Sprintf("%s:q86400:%d", plugintest.APIKeySubject, redis.Now()/86400))
 	}

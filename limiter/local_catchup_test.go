@@ -69,7 +69,7 @@ func TestLocalRefundAfterTheCatchUpReachesRedis(t *testing.T) {
 			p := plugintest.Start(t, redis, localReservedConfig)
 			x := admitDuringOutage(t, p)
 			p.SendPostponed() // the catch-up: the reservation goes to Redis
-			assert.Equal(t, int64(1001), p.MinuteCounter(plugintest.APIKeySubject), "the reservation, caught up")
+			assert.Equal(t, int64(1000+plugintest.ChatBodyPrompt), p.MinuteCounter(plugintest.APIKeySubject), "the reservation, caught up")
 			finish(p, x, 30)
 			p.SendPostponed() // the refund
 			assert.Equal(t, int64(30), p.MinuteCounter(plugintest.APIKeySubject), "what the stream used")
@@ -85,7 +85,7 @@ func TestLocalRefundAfterTheCatchUpReachesRedis(t *testing.T) {
 			p := plugintest.Start(t, redis, localReservedConfig)
 			x := admitDuringOutage(t, p)
 			loseCatchUpAnswer(t, p, redis)
-			assert.Equal(t, int64(1001), p.MinuteCounter(plugintest.APIKeySubject), "Redis ran it")
+			assert.Equal(t, int64(1000+plugintest.ChatBodyPrompt), p.MinuteCounter(plugintest.APIKeySubject), "Redis ran it")
 			finish(p, x, 30)
 			for range 3 {
 				p.SendPostponed() // the retry (applied already), then the refund

@@ -102,28 +102,17 @@ const (
 	apiGemini               // Gemini and Vertex AI: /models/<model>:<method>
 )
 
-// openAIPaths end the paths of OpenAI's APIs that an LLM gateway limits.
-var openAIPaths = [...]string{"/chat/completions", "/completions", "/responses", "/embeddings", "/moderations",
-	"/images/generations", "/audio/speech", "/audio/transcriptions"}
-
 // apiOf is the API of a request by its path as routers read it (see
-// config.CanonicalPath), and its Anthropic version header.
+// config.CanonicalPath; estimate.DialectOf), and its Anthropic version
+// header.
 func apiOf(path string) api {
-	if i := strings.IndexAny(path, "?#"); i >= 0 {
-		path = path[:i]
-	}
+	d := estimate.DialectOf(path)
 	switch {
-	case estimate.ModelFromPath(path) != "":
+	case d == estimate.DialectGemini:
 		return apiGemini
-	case strings.HasSuffix(path, "/messages") || strings.HasSuffix(path, "/messages/count_tokens") || requestHeader("anthropic-version") != "":
+	case d == estimate.DialectAnthropic || requestHeader("anthropic-version") != "":
 		return apiAnthropic
-	}
-	for _, p := range openAIPaths {
-		if strings.HasSuffix(path, p) {
-			return apiOpenAI
-		}
-	}
-	if strings.HasPrefix(path, "/openai/") || strings.Contains(path, "/responses/") { // Azure OpenAI; a response's sub-resources
+	case d == estimate.DialectOpenAIChat || d == estimate.DialectOpenAIResponses || d == estimate.DialectOpenAIOther:
 		return apiOpenAI
 	}
 	return apiOther

@@ -121,8 +121,9 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 					admitted++
 				}
 			}
-			assert.Equal(t, 2, admitted, "2 × 401 reserved; a third does not fit in 1,000")
-			assert.Equal(t, int64(802), p.MinuteCounter(plugintest.APIKeySubject), "the counter keeps both estimates")
+			reserved := int64(400 + plugintest.ChatBodyPrompt)
+			assert.Equal(t, 2, admitted, "2 × 407 reserved; a third does not fit in 1,000")
+			assert.Equal(t, 2*reserved, p.MinuteCounter(plugintest.APIKeySubject), "the counter keeps both estimates")
 
 			// An Anthropic stream reports its input (and one output token) as it
 			// starts: cut short after that, it still pays its estimate, not the
@@ -132,7 +133,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 			for _, c := range []struct {
 				input int
 				want  int64
-			}{{100, 401}, {600, 601}} {
+			}{{100, reserved}, {600, 601}} {
 				x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
 				require.True(t, x.Passed())
 				x.ResponseHeaders("text/event-stream")
@@ -140,7 +141,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 				p.Host.CallOnResponseBody(x.ID, []byte(started), false)
 				before := p.MinuteCounter(plugintest.APIKeySubject)
 				x.DoneAndTick()
-				assert.Equal(t, c.want, p.MinuteCounter(plugintest.APIKeySubject)-before+401, "input %d", c.input)
+				assert.Equal(t, c.want, p.MinuteCounter(plugintest.APIKeySubject)-before+reserved, "input %d", c.input)
 			}
 		})
 
@@ -172,7 +173,7 @@ func TestReservationDetails(t *testing.T) {
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 10000`))
 			x := p.SendBody(plugintest.ChatBody(1000), key).Answer()
 			headers := x.ResponseHeaders("text/event-stream")
-			assert.Equal(t, strconv.Itoa(10000-1001), plugintest.Header(headers, "X-TokenRateLimit-Remaining"))
+			assert.Equal(t, strconv.Itoa(10000-1000-plugintest.ChatBodyPrompt), plugintest.Header(headers, "X-TokenRateLimit-Remaining"))
 			x.Done()
 		})
 
@@ -205,7 +206,7 @@ func TestReservationDetails(t *testing.T) {
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
 			x := p.SendBody(plugintest.ChatBody(1000), key).Answer()
 			require.True(t, x.Passed())
-			assert.Equal(t, int64(1001), p.MinuteCounter(plugintest.APIKeySubject))
+			assert.Equal(t, int64(1000+plugintest.ChatBodyPrompt), p.MinuteCounter(plugintest.APIKeySubject))
 			p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "503"}, {"content-type", "application/json"}}, false)
 			p.Host.CallOnResponseBody(x.ID, []byte(`{"error":{"message":"overloaded"}}`), true)
 			x.Done()
@@ -243,7 +244,8 @@ func TestReconcileChargesTheExcessToTheWindowCurrentAtTheEnd(t *testing.T) {
 		time.Sleep(1200 * time.Millisecond) // the stream ends in a later second
 		require.Greater(t, redis.Now(), admittedAt)
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 1499))...)
-		assert.Equal(t, int64(1001), redis.Int("GET", admission), "the admission's second keeps the reservation of 1,001")
+		reserved := int64(1000 + plugintest.ChatBodyPrompt)
+		assert.Equal(t, reserved, redis.Int("GET", admission), "the admission's second keeps the reservation")
 		keys := redis.Keys(plugintest.APIKeySubject + ":t1:*")
 		require.Len(t, keys, 2)
 		later := keys[0]
@@ -251,7 +253,7 @@ func TestReconcileChargesTheExcessToTheWindowCurrentAtTheEnd(t *testing.T) {
 			later = keys[1]
 		}
 		assert.Greater(t, later, admission, "a later second")
-		assert.Equal(t, int64(499), redis.Int("GET", later), "the second current at the end holds the 499 used beyond it")
+		assert.Equal(t, 1500-reserved, redis.Int("GET", later), "the second current at the end holds what was used beyond it")
 	})
 }
 
@@ -333,5 +335,28 @@ func TestWeightedCost(t *testing.T) {
 				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
 			})
 		}
+	})
+}
+
+// Issue 40: a reservation counts what the request's API adds to its prompt:
+// an Anthropic request with tools reserves Anthropic's tool-use system
+// prompt (346 tokens for tool_choice auto on Claude 4), an OpenAI chat
+// request its chat format (3 tokens a message, 3 for the reply).
+func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000`))
+		tools := `[{"name":"get_weather","description":"Weather now","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]`
+		body := `{"model":"claude-sonnet-4-5","max_tokens":100,"tools":` + tools + `,"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+		x := p.SendTo("/v1/messages", key)
+		x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
+		x.Answer()
+		require.True(t, x.Passed())
+		text := int64(len(tools) + len("Weather in Paris?"))
+		assert.Equal(t, (text+3)/4+346+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the tool-use system prompt, the cap")
+		x.Done()
 	})
 }

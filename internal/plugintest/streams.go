@@ -26,6 +26,11 @@ func SSEEvents(stream string) []string {
 	return parts
 }
 
+// ChatBodyPrompt is the estimate of ChatBody's prompt: "Hi", 1 token at 4
+// bytes a token, and OpenAI's chat format, 3 tokens for the message and 3
+// for the reply's priming (estimate/dialect.go).
+const ChatBodyPrompt = 7
+
 // ChatBody is a chat completion request body naming an output cap.
 func ChatBody(maxTokens int) string {
 	return fmt.Sprintf(`{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true},"max_tokens":%d,"messages":[{"role":"user","content":"Hi"}]}`, maxTokens)
