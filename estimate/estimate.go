@@ -39,9 +39,14 @@
 // priming; Anthropic, for a non-empty "tools", its tool-use system prompt
 // (by model family and tool_choice).
 //
-// Nothing else counts: images, audio and files (image_url, input_image,
-// input_audio, Anthropic image and document blocks, Gemini inlineData and
-// fileData) are ignored, and so are tool calls in the history (OpenAI
+// Inline images (PNG, JPEG, GIF, WebP in base64: a data URL, or
+// Anthropic's and Gemini's "data") count as their provider bills them, by
+// their size in pixels read from their header (media.go), in a body of
+// which at least half is not text (mayHoldMedia); a body too large to
+// parse counts its images so too, and the rest of its size as text.
+//
+// Nothing else counts: images sent by URL or file id, audio, video and
+// documents are ignored, and so are tool calls in the history (OpenAI
 // tool_calls, Anthropic tool_use, Responses function_call and
 // function_call_output items, Gemini functionCall and functionResponse),
 // thinking blocks, and prompts given as arrays of token ids. The estimate is
@@ -182,6 +187,11 @@ func request(body []byte, path string, o Options) Estimate {
 	}
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+		// Too large to parse: its size, less its inline images' base64,
+		// which count as images.
+		if tokens, bytes := media(s, DialectOf(path)); bytes > 0 {
+			e.Prompt = min(ceilDiv(int64(len(body))-bytes, max(o.BytesPerToken, 1))+tokens, MaxTokens)
+		}
 		if o.ModelOfLargeBodies && e.Model == "" {
 			w := walker{s: s}
 			if w.lastModel() {
@@ -226,8 +236,24 @@ func request(body []byte, path string, o Options) Estimate {
 		}
 	}
 	w.models(&e)
-	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1))+overhead(DialectOf(path), w.messages, w.tools, w.forcedTool, e.Model), MaxTokens)
+	d := DialectOf(path)
+	var images int64
+	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
+		images, _ = media(s, d)
+	}
+	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1))+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
 	return e
+}
+
+// mayHoldMedia says whether a parsed body of size bytes, text of them prompt
+// text, in messages (of "messages" or "input"), is worth looking into for
+// inline images (media): when at least half of it is not text, and that is
+// at least 512 bytes a message. An image is base64, uncounted and long; a
+// body of prose, or of short messages all structure, costs the scan
+// nothing, and an image small beside its text is a small part of its cost.
+func mayHoldMedia(size, text, messages int64) bool {
+	nonText := size - text
+	return 2*nonText >= size && nonText >= 512*max(messages, 1)
 }
 
 // overhead is what a prompt costs beyond its text, in tokens, in its API's

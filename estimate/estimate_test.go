@@ -52,7 +52,7 @@ func TestOpenAIChat(t *testing.T) {
 			{"type":"input_audio","input_audio":{"data":"UklGRiQAAABXQVZF","format":"wav"}},
 			{"type":"text","text":"Be brief."}]}],
 			"max_completion_tokens":50,"max_tokens":10}`,
-		want: Estimate{Prompt: 22 + 9, Completion: 50, Model: "gpt-4o-mini", Parsed: true},
+		want: Estimate{Prompt: 22 + 9, Completion: 50, Model: "gpt-4o-mini", Parsed: true}, // images this small beside the text are not looked for (mayHoldMedia; media_test.go)
 	}, {
 		name: "tools, tool_choice, tool calls and tool results",
 		body: `{"model":"gpt-4.1","messages":[

@@ -28,6 +28,9 @@ func reference(body []byte, path string, o Options) Estimate {
 	bySize = min(bySize, MaxTokens)
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		e.Prompt = bySize
+		if tokens, bytes := media(string(body), DialectOf(path)); bytes > 0 {
+			e.Prompt = min((int64(len(body))-bytes+bpt-1)/bpt+tokens, MaxTokens)
+		}
 		// The last top-level string "model" of a valid object, as when parsed.
 		read := body
 		if r, ok := relaxed(string(body)); !gjson.ValidBytes(read) && ok {
@@ -206,6 +209,10 @@ func reference(body []byte, path string, o Options) Estimate {
 			e.Prompt += anthropicToolPrompt(e.Model, forcedTool)
 		}
 	}
+	if mayHoldMedia(int64(len(body)), text, messages) {
+		images, _ := media(string(read), DialectOf(path)) // the inline images (media.go, not the walker's)
+		e.Prompt += images
+	}
 	e.Prompt = min(e.Prompt, MaxTokens)
 	return e
 }
@@ -264,6 +271,8 @@ func FuzzRequest(f *testing.F) {
 		`{"\u006dessages":[{"content":"x\\\"y"}],"max_tokens":"100","tools":[{}]}`,
 		`{"messages":{}}`,
 		`[[[[[]]]]]`,
+		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ","detail":"low"}}]}]}`,
+		`{"contents":[{"parts":[{"inlineData":{"data":"/9j/4AAQSkZJRgABAQ\/\/2wBDAP","mimeType":"image/jpeg"}},{"inline_data":{"data":"UklGRiQAAABXRUJQVlA4WA=="}}]}]}`,
 	} {
 		f.Add([]byte(b), "", int64(4), int64(100), int64(1<<20))
 	}
@@ -278,7 +287,8 @@ func FuzzRequest(f *testing.F) {
 		// At most the body's size, and what the dialect adds: 3 tokens per
 		// message and 3 (a message takes at least 2 bytes), or a tool-use
 		// system prompt (dialect.go).
-		if most := ceilDiv(int64(len(body)), bpt) + max(3*int64(len(body))+3, 530); got.Prompt < 0 || got.Prompt > most {
+		images, _ := media(string(body), DialectOf(path))
+		if most := ceilDiv(int64(len(body)), bpt) + max(3*int64(len(body))+3, 530) + images; got.Prompt < 0 || got.Prompt > most {
 			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, most)
 		}
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {

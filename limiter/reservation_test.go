@@ -1,8 +1,13 @@
 package limiter_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"fmt"
+	"image"
+	imagepng "image/png"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +19,8 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
-// "Hi" is 2 bytes: ceil(2/4) = 1 prompt token, so chatBody(n) reserves n+1.
+// "Hi" is 2 bytes: ceil(2/4) = 1 prompt token, and a message in OpenAI's
+// chat format 6 more: ChatBody(n) reserves n+plugintest.ChatBodyPrompt.
 
 func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 	redis := redistest.Start(t)
@@ -357,6 +363,27 @@ func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 		require.True(t, x.Passed())
 		text := int64(len(tools) + len("Weather in Paris?"))
 		assert.Equal(t, (text+3)/4+346+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the tool-use system prompt, the cap")
+		x.Done()
+	})
+}
+
+// Issue 40: an inline image is reserved as OpenAI bills it (a 1024 × 1024
+// PNG: 765 tokens), not as the text of its base64 nor as nothing.
+func TestReservationCountsAnInlineImage(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000`))
+		var png bytes.Buffer
+		require.NoError(t, imagepng.Encode(&png, image.NewGray(image.Rect(0, 0, 1024, 1024))))
+		b64 := base64.StdEncoding.EncodeToString(png.Bytes()) + strings.Repeat("A", 8<<10) // and more pixels
+		body := `{"model":"gpt-4o","max_tokens":100,"messages":[{"role":"user","content":[{"type":"text","text":"What is it?"},` +
+			`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`
+		x := p.SendBody(body, key).Answer()
+		require.True(t, x.Passed())
+		assert.Equal(t, int64((11+3)/4+3+3+765+100), p.MinuteCounter(plugintest.APIKeySubject), "the text, the chat format, the image, the cap")
 		x.Done()
 	})
 }

@@ -1,0 +1,104 @@
+package estimate
+
+import (
+	"bytes"
+	"encoding/base64"
+	"image"
+	"image/gif"
+	"image/jpeg"
+	"image/png"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// encoded is an image of w × h pixels in a format, in base64.
+func encoded(t *testing.T, format string, w, h int) string {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, w, h))
+	var b bytes.Buffer
+	switch format {
+	case "png":
+		require.NoError(t, png.Encode(&b, img))
+	case "jpeg":
+		require.NoError(t, jpeg.Encode(&b, img, nil))
+	case "gif":
+		require.NoError(t, gif.Encode(&b, img, nil))
+	case "webp": // the header of an extended WebP (VP8X): sizes less one, 24 bits each
+		b.WriteString("RIFF\x00\x00\x00\x00WEBPVP8X\x0a\x00\x00\x00\x00\x00\x00\x00")
+		b.Write([]byte{byte(w - 1), byte((w - 1) >> 8), byte((w - 1) >> 16), byte(h - 1), byte((h - 1) >> 8), byte((h - 1) >> 16)})
+		b.Write(make([]byte, 2048)) // its frames (not read)
+	}
+	return base64.StdEncoding.EncodeToString(b.Bytes())
+}
+
+// Issue 40: an inline image costs what its provider bills for its size in
+// pixels, read from its header, by the examples of each provider's
+// documentation: OpenAI "a 1024 x 1024 square image in detail: high mode
+// costs 765 tokens", "a 2048 x 4096 image … 1105 tokens", 85 in low
+// detail; Anthropic width × height / 750 ("1092x1092 px: ~1590 tokens");
+// Gemini 258 per 768-pixel tile, 258 for an image of at most 384 × 384.
+func TestInlineImagesCostTheirSize(t *testing.T) {
+	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 10, MaxBodyBytes: 1 << 20}
+	openAI := func(b64, detail string) string {
+		return `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"` + detail + `}}]}]}`
+	}
+	images := func(path, body string) int64 {
+		// The same body with each image's first bytes broken: no image.
+		plain := body
+		for _, magic := range mediaMagic {
+			plain = strings.ReplaceAll(strings.ReplaceAll(plain, `"`+magic, `"x`+magic), `,`+magic, `,x`+magic)
+		}
+		return Request([]byte(body), path, o).Prompt - Request([]byte(plain), path, o).Prompt
+	}
+	for _, format := range []string{"png", "jpeg", "gif", "webp"} {
+		assert.Equal(t, int64(765), images("/v1/chat/completions", openAI(encoded(t, format, 1024, 1024), "")), format)
+	}
+	assert.Equal(t, int64(1105), images("/v1/chat/completions", openAI(encoded(t, "png", 2048, 4096), "")))
+	assert.Equal(t, int64(85), images("/v1/chat/completions", openAI(encoded(t, "png", 2048, 4096), `,"detail":"low"`)), "detail low")
+	assert.Equal(t, int64(765), images("/v1/responses", `{"input":[{"role":"user","content":[{"type":"input_image","image_url":"data:image/jpeg;base64,`+
+		encoded(t, "jpeg", 1024, 1024)+`"}]}]}`))
+
+	anthropic := func(b64 string) string {
+		return `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}]}]}`
+	}
+	assert.Equal(t, int64(1092*1092/750+1), images("/v1/messages", anthropic(encoded(t, "png", 1092, 1092))))
+	assert.Equal(t, int64(1568*784/750+1), images("/v1/messages", anthropic(encoded(t, "png", 4000, 2000))), "fitted within 1568 pixels")
+
+	gemini := func(b64 string) string {
+		return `{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"` + b64 + `"}}]}]}`
+	}
+	const path = "/v1beta/models/gemini-2.5-flash:generateContent"
+	assert.Equal(t, int64(258), images(path, gemini(encoded(t, "png", 384, 300))))
+	assert.Equal(t, int64(258*2*1), images(path, gemini(encoded(t, "png", 1000, 700))))
+
+	// A WAV sent as audio is no image; a JPEG whose header cannot be read
+	// is one of 1024 × 1024.
+	wav := base64.StdEncoding.EncodeToString([]byte("RIFF\x24\x00\x00\x00WAVEfmt "))
+	assert.Equal(t, int64(0), images("/v1/chat/completions", `{"messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"`+wav+`"}}]}]}`))
+	assert.Equal(t, int64(765), images("/v1/chat/completions", openAI("/9j/4AAQ"+strings.Repeat("A", 2048), "")))
+
+	// A body of mostly text is not looked into: an image this small beside
+	// it is a small part of its cost (mayHoldMedia).
+	prose := strings.Repeat("Lorem ipsum dolor sit amet. ", 300)
+	small := `{"messages":[{"role":"user","content":[{"type":"text","text":"` + prose + `"},{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
+		encoded(t, "png", 64, 64) + `"}}]}]}`
+	assert.Equal(t, int64(0), images("/v1/chat/completions", small))
+}
+
+// A body too large to parse is counted by its size, less its inline images,
+// which count as images: a 2 MB request with one picture is not 500,000
+// tokens of text.
+func TestLargeBodiesCountTheirImagesAsImages(t *testing.T) {
+	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 10, MaxBodyBytes: 1 << 20}
+	header := encoded(t, "png", 1024, 1024)
+	b64 := header + strings.Repeat("A", 2<<20) // the pixels (not read)
+	body := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`
+	e := Request([]byte(body), "/v1/chat/completions", o)
+	require.False(t, e.Parsed)
+	assert.Equal(t, ceilDiv(int64(len(body)-len(b64)), 4)+765, e.Prompt)
+	assert.Less(t, e.Prompt, int64(1000))
+}
