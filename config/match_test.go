@@ -418,7 +418,7 @@ func BenchmarkMatch(b *testing.B) {
 	// returns the per_model match, into a slice the caller reuses.
 	r := req("/v1/chat/completions?stream=true", "10.0.0.1:4000", "x-mse-consumer", "vip-42").withModel("claude-sonnet-4")
 	dst := c.MatchAll(r, make([]Match, 0, 4))
-	require.Len(b, dst, 2)
+	require.Len(b, dst, 3, "the consumer, its model's limit, and the per-IP item: every matching item applies")
 	require.Equal(b, "claude-*", dst[1].Key.Key)
 	b.Run("per_model", func(b *testing.B) {
 		b.ReportAllocs()
