@@ -49,8 +49,10 @@
 // documents are ignored, and so are tool calls in the history (OpenAI
 // tool_calls, Anthropic tool_use, Responses function_call and
 // function_call_output items, Gemini functionCall and functionResponse),
-// thinking blocks, and prompts given as arrays of token ids. The estimate is
-// only a reservation, corrected once the response reports its real usage.
+// and thinking blocks. A prompt given as token ids (an array of numbers, or a
+// batch of such arrays, in "prompt" or "input") counts a token per id. The
+// estimate is only a reservation, corrected once the response reports its
+// real usage.
 //
 // # Output cap
 //
@@ -241,7 +243,7 @@ func request(body []byte, path string, o Options) Estimate {
 	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
 		images, _ = media(s, d)
 	}
-	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1))+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
+	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1))+w.tokenIDs+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
 	return e
 }
 

@@ -74,9 +74,13 @@ func TestOpenAIChat(t *testing.T) {
 		body: `{"model":"gpt-3.5-turbo-instruct","prompt":["one","three",""],"max_tokens":7}`,
 		want: Estimate{Prompt: 8, Completion: 7, Model: "gpt-3.5-turbo-instruct", Parsed: true},
 	}, {
-		name: "prompt as token ids is ignored",
+		name: "prompt as token ids: a token each",
 		body: `{"model":"m","prompt":[1212,318,257]}`,
-		want: Estimate{Prompt: 0, Completion: 4096, Model: "m", Parsed: true},
+		want: Estimate{Prompt: 3, Completion: 4096, Model: "m", Parsed: true},
+	}, {
+		name: "a batch of prompts as token ids",
+		body: `{"model":"m","prompt":[[1212,318],[257],"four",[]],"input":[[1,2,3]]}`,
+		want: Estimate{Prompt: 3 + 4 + 3, Completion: 4096, Model: "m", Parsed: true},
 	}, {
 		name: "pretty-printed",
 		body: "{\n  \"model\" : \"gpt-4o\" ,\n  \"messages\" : [\n    { \"role\" : \"user\" , \"content\" : \"Hi there\" }\n  ] ,\n  \"max_tokens\" : 5\n}\n",

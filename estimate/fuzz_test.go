@@ -63,7 +63,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		return e
 	}
 
-	var text, messages int64
+	var text, messages, tokenIDs int64
 	var tools, forcedTool bool
 	var caps [numCaps]int64
 	var model string
@@ -130,6 +130,7 @@ func reference(body []byte, path string, o Options) Estimate {
 			}
 		case "messages", "contents", "input", "instructions", "prompt":
 			counted := foldTopKey(k.Str) == "messages" || foldTopKey(k.Str) == "input"
+			ids := foldTopKey(k.Str) == "prompt" || foldTopKey(k.Str) == "input"
 			if v.Type == gjson.String {
 				str(v)
 				if counted {
@@ -142,8 +143,18 @@ func reference(body []byte, path string, o Options) Estimate {
 						messages++
 					}
 					str(m)
-					if m.IsObject() {
+					switch {
+					case m.IsObject():
 						turn(m)
+					case ids && m.Type == gjson.Number:
+						tokenIDs++
+					case ids && m.IsArray():
+						m.ForEach(func(_, id gjson.Result) bool {
+							if id.Type == gjson.Number {
+								tokenIDs++
+							}
+							return true
+						})
 					}
 					return true
 				})
@@ -189,6 +200,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	if text%bpt != 0 {
 		e.Prompt++
 	}
+	e.Prompt += tokenIDs
 	for _, c := range caps {
 		if c > 0 {
 			e.Completion = c

@@ -45,7 +45,10 @@ type walker struct {
 	messages   int64
 	tools      bool
 	forcedTool bool
-	model      string // the last string "model" member, quotes included
+	// tokenIDs counts the numbers of a prompt given as token ids
+	// ("prompt": [1212, 318], or a batch of such lists): a token each.
+	tokenIDs int64
+	model    string // the last string "model" member, quotes included
 	// others are the other string values of "model" members (a duplicate,
 	// or a case variant), quotes included, distinct from model and from
 	// each other as written: what a parser that keeps another occurrence
@@ -88,10 +91,14 @@ func (w *walker) top() {
 				w.str()
 				w.noteModel(w.s[v:w.i])
 			}
-		case "messages", "input":
-			w.turns(true)
-		case "contents", "instructions", "prompt":
-			w.turns(false)
+		case "messages":
+			w.turns(true, false)
+		case "input":
+			w.turns(true, true)
+		case "prompt":
+			w.turns(false, true)
+		case "contents", "instructions":
+			w.turns(false, false)
 		case "system":
 			w.content(false)
 		case "systemInstruction", "system_instruction":
@@ -125,8 +132,10 @@ func (w *walker) top() {
 }
 
 // turns reads a string, or an array of strings and messages; with counted,
-// the array's elements are counted in w.messages.
-func (w *walker) turns(counted bool) {
+// the array's elements are counted in w.messages; with ids, its numbers
+// and arrays of numbers are token ids ("prompt" and "input": completions'
+// and embeddings' prompts).
+func (w *walker) turns(counted, ids bool) {
 	switch w.peek() {
 	case '"':
 		w.addText()
@@ -152,11 +161,15 @@ func (w *walker) turns(counted bool) {
 				w.messages++
 			}
 			v := w.i
-			switch w.peek() {
-			case '"':
+			switch c := w.peek(); {
+			case c == '"':
 				w.addText()
-			case '{':
+			case c == '{':
 				w.turn()
+			case ids && (c == '-' || c >= '0' && c <= '9'):
+				w.tokenIDs++ // a prompt given as token ids: one token each
+			case ids && c == '[':
+				w.tokenIDList()
 			}
 			w.done(v)
 		}
@@ -274,6 +287,21 @@ func (w *walker) cap(slot int) {
 			w.ambiguous = AmbiguousCap
 		}
 		w.caps[slot] = max(w.caps[slot], n)
+	}
+}
+
+// tokenIDList reads an array in a list of prompts, counting its numbers:
+// the token ids of one prompt of a batch.
+func (w *walker) tokenIDList() {
+	if !w.enter() {
+		return
+	}
+	for first := true; w.elem(first); first = false {
+		v := w.i
+		if c := w.peek(); c == '-' || c >= '0' && c <= '9' {
+			w.tokenIDs++
+		}
+		w.done(v)
 	}
 }
 
