@@ -1,6 +1,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,4 +78,23 @@ func TestAPIKeyItemsMatchEveryKey(t *testing.T) {
 	assert.ErrorContains(t, err, "must be a string (its value is ignored)")
 	_, err = Parse(gjson.Parse(withItems(`{"limit_by_per_api_key": "", "limit_keys": [{"key": "sk-1", "token_per_minute": 100}]}`)))
 	assert.ErrorContains(t, err, `limit_by_per_api_key needs a "regexp:<re>" or "*" key`)
+}
+
+// Issue 36: an API key item and an item reading a header an API key travels
+// in both limit a request that carries it: a note, as for two items of one
+// header (atrl check and the start log print it).
+func TestAPIKeyItemsOverlapTheHeadersTheyRead(t *testing.T) {
+	c := mustParse(t, withItems(`{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100}]},
+		{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": 100}]},
+		{"limit_by_per_header": "x-team", "limit_keys": [{"key": "*", "token_per_minute": 100}]},
+		{"limit_by_param": "key", "limit_keys": [{"key": "k", "token_per_minute": 100}]}`))
+	var texts []string
+	for _, o := range c.Overlaps() {
+		assert.False(t, o.Merged)
+		texts = append(texts, o.Text[:strings.Index(o.Text, " read")])
+	}
+	assert.Equal(t, []string{
+		"rule_items[0] (limit_by_per_api_key) and rule_items[1] (limit_by_per_header x-api-key)",
+		"rule_items[0] (limit_by_per_api_key) and rule_items[3] (limit_by_param key)",
+	}, texts)
 }

@@ -216,7 +216,7 @@ func (c *Config) Overlaps() []ItemOverlap {
 	for i := range c.Items {
 		for j := i + 1; j < len(c.Items); j++ {
 			a, b := &c.Items[i], &c.Items[j]
-			if a.source() != b.source() {
+			if !a.readsLike(b) {
 				continue
 			}
 			pair := "rule_items[" + strconv.Itoa(i) + "] (" + a.Describe() + ") and rule_items[" + strconv.Itoa(j) + "] (" + b.Describe() + ")"
@@ -231,6 +231,25 @@ func (c *Config) Overlaps() []ItemOverlap {
 		}
 	}
 	return out
+}
+
+// readsLike says whether two items read the same value of a request: the
+// same source, or an API key item and an item reading one of the places an
+// API key travels in (apikey.go).
+func (it *RuleItem) readsLike(o *RuleItem) bool {
+	return it.source() == o.source() || it.Type.ReadsAPIKey() && o.readsAPIKeyPlace() || o.Type.ReadsAPIKey() && it.readsAPIKeyPlace()
+}
+
+// readsAPIKeyPlace says whether an item reads a header or parameter an API
+// key travels in.
+func (it *RuleItem) readsAPIKeyPlace() bool {
+	switch it.Type {
+	case ByHeader, ByPerHeader:
+		return slices.Contains(apiKeyHeaders[:], it.Name)
+	case ByParam, ByPerParam:
+		return it.Name == apiKeyParam
+	}
+	return false
 }
 
 // source says what an item reads: a header, a parameter, a cookie, the
