@@ -45,11 +45,14 @@
 // which at least half is not text (mayHoldMedia); a body too large to
 // parse counts its images so too, and the rest of its size as text.
 //
+// Tool calls and results in the history count as the model reads them: a
+// message's "tool_calls" or "function_call" (OpenAI chat) and a Responses
+// item's "arguments" or "output", a part's "input" (Anthropic's tool_use),
+// "functionCall" or "functionResponse" (Gemini's): a string by its text,
+// anything else by its raw JSON.
+//
 // Nothing else counts: images sent by URL or file id, audio, video and
-// documents are ignored, and so are tool calls in the history (OpenAI
-// tool_calls, Anthropic tool_use, Responses function_call and
-// function_call_output items, Gemini functionCall and functionResponse),
-// and thinking blocks. A prompt given as token ids (an array of numbers, or a
+// documents are ignored, and so are thinking blocks. A prompt given as token ids (an array of numbers, or a
 // batch of such arrays, in "prompt" or "input") counts a token per id. The
 // estimate is only a reservation, corrected once the response reports its
 // real usage.

@@ -60,7 +60,9 @@ func TestOpenAIChat(t *testing.T) {
 			{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},
 			{"role":"tool","tool_call_id":"call_1","content":"Sunny"}],
 			"tools":` + openAITools + `,"tool_choice":"auto"}`,
-		want: Estimate{Prompt: 17 + 5 + int64(len(openAITools)) + int64(len(`"auto"`)), Completion: 4096, Model: "gpt-4.1", Parsed: true},
+		want: Estimate{Prompt: 17 + 5 + int64(len(openAITools)) + int64(len(`"auto"`)) +
+			int64(len(`[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]`)), // the tool call, as sent
+			Completion: 4096, Model: "gpt-4.1", Parsed: true},
 	}, {
 		name: "legacy functions",
 		body: `{"model":"gpt-3.5-turbo","messages":[{"role":"user","content":"hi"}],"functions":[{"name":"f"}]}`,
@@ -99,9 +101,9 @@ func TestOpenAIResponses(t *testing.T) {
 			{"role":"user","content":[{"type":"input_text","text":"Describe this."},{"type":"input_image","image_url":"https://example.com/cat.png"},{"type":"input_file","file_id":"file-123"}]},
 			{"type":"message","role":"assistant","content":[{"type":"output_text","text":"A cat."}]},
 			{"role":"user","content":"Thanks"},
-			{"type":"function_call_output","call_id":"c1","output":"ignored"}],
+			{"type":"function_call_output","call_id":"c1","output":"counted"}],
 			"tools":[{"type":"web_search"}]}`,
-		want: Estimate{Prompt: 14 + 6 + 6 + int64(len(`[{"type":"web_search"}]`)), Completion: 4096, Model: "gpt-4.1", Parsed: true},
+		want: Estimate{Prompt: 14 + 6 + 6 + 7 + int64(len(`[{"type":"web_search"}]`)), Completion: 4096, Model: "gpt-4.1", Parsed: true}, // 7: the output of the function call
 	}})
 }
 
@@ -123,7 +125,7 @@ func TestAnthropic(t *testing.T) {
 				{"content":[{"type":"text","text":"more"},{"type":"image","source":{"type":"url","url":"https://x"}}],"tool_use_id":"t2","type":"tool_result"},
 				{"type":"tool_result","tool_use_id":"t3","content":[{"type":"tool_result","content":"nested, ignored"}]},
 				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"ignored"}}]}]}`,
-		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
+		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)), Completion: 2048, Model: "claude-opus-4-1", Parsed: true}, // and the tool_use's input
 	}})
 }
 

@@ -77,6 +77,13 @@ func reference(body []byte, path string, o Options) Estimate {
 			caps[slot] = max(caps[slot], int64(math.Ceil(min(v.Num, float64(MaxTokens)))))
 		}
 	}
+	toolCall := func(v gjson.Result) { // a string's text, anything else its raw JSON
+		if v.Type == gjson.String {
+			str(v)
+		} else {
+			text += int64(len(v.Raw))
+		}
+	}
 	var content func(v gjson.Result, nested bool)
 	content = func(v gjson.Result, nested bool) {
 		if v.Type == gjson.String {
@@ -96,6 +103,8 @@ func reference(body []byte, path string, o Options) Estimate {
 				switch k.Str {
 				case "text":
 					str(v)
+				case "input", "functionCall", "functionResponse":
+					toolCall(v)
 				case "type":
 					toolResult = toolResult || v.Type == gjson.String && v.Str == "tool_result"
 				case "content":
@@ -116,8 +125,11 @@ func reference(body []byte, path string, o Options) Estimate {
 	}
 	turn := func(m gjson.Result) {
 		m.ForEach(func(k, v gjson.Result) bool {
-			if k.Str == "content" || k.Str == "parts" {
+			switch k.Str {
+			case "content", "parts":
 				content(v, false)
+			case "tool_calls", "function_call", "arguments", "output":
+				toolCall(v)
 			}
 			return true
 		})

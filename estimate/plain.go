@@ -30,6 +30,22 @@ const (
 	wordPart = 0x74726170 // "part"
 	wordArts = 0x73747261 // "arts", the end of "parts"
 	wordText = 0x74786574 // "text"
+
+	// The keys of tool calls and results, which the walker counts: at a
+	// message, "tool_calls", "function_call", "arguments", "output"; at a
+	// part, "input", "functionCall", "functionResponse".
+	wordTool = 0x6c6f6f74 // "tool"
+	wordAlls = 0x736c6c61 // "alls", the end of "tool_calls"
+	wordFunc = 0x636e7566 // "func"
+	wordCall = 0x6c6c6163 // "call", the end of "function_call"
+	wordArgu = 0x75677261 // "argu"
+	wordEnts = 0x73746e65 // "ents", the end of "arguments"
+	wordOutp = 0x7074756f // "outp"
+	wordTput = 0x74757074 // "tput", the end of "output"
+	wordInpu = 0x75706e69 // "inpu"
+	wordNput = 0x7475706e // "nput", the end of "input"
+	wordCapC = 0x6c6c6143 // "Call", the end of "functionCall"
+	wordOnse = 0x65736e6f // "onse", the end of "functionResponse"
 )
 
 // Where plainObject is: at a member of an object (at its start, where '}'

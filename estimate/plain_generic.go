@@ -56,9 +56,15 @@ func plainObject(s string, i int, simple *[256]bool) (end int, text int64, ok bo
 			}
 			counted := false
 			if !inParts {
+				switch k {
+				case "tool_calls", "function_call", "arguments", "output": // a tool call or result: the walker's
+					return 0, 0, false
+				}
 				counted = k == "content" || k == "parts"
 			} else {
-				if k == "content" { // counts only in a tool_result: the walker's
+				switch k {
+				case "content", // counts only in a tool_result: the walker's
+					"input", "functionCall", "functionResponse": // a tool call or result: the walker's
 					return 0, 0, false
 				}
 				counted = k == "text"

@@ -34,7 +34,11 @@ func TestPlainTurns(t *testing.T) {
 		{"a stop at the first other element", msg + `,{"con\u0074ent":"a"},` + msg, true, len(msg), 1, 5},
 		{"a string element", `"text",` + msg, true, 0, 0, 0},
 		{"members of every kind, skipped", `{"content":"a","n":-1.5e3,"b":true,"z":null,"o":{"k":[1,{}]},"s":"\ud83d\ude00"}`, true, 80, 1, 1},
-		{"a tool call", `{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]}`, true, 127, 1, 0},
+		{"a tool call: the walker's", `{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]}`, true, 0, 0, 0},
+		{"a tool use part: the walker's", `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"q":1}}]}`, true, 0, 0, 0},
+		{"a Responses call output: the walker's", `{"type":"function_call_output","call_id":"c","output":"ok"}`, true, 0, 0, 0},
+		{"a Gemini function response: the walker's", `{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}}]}`, true, 0, 0, 0},
+		{"keys that only look like them", `{"role":"user","tool_callz":1,"outputs":2,"content":[{"inputs":3,"text":"ab"}]}`, true, 79, 1, 2},
 		{"content that is neither a string nor an array", `{"content":{"text":"x"},"parts":7}`, true, 34, 1, 0},
 		{"an image part", `{"content":[{"type":"image_url","image_url":{"url":"x"}},{"text":"ab"}]}`, true, 72, 1, 2},
 		{"parts that are not objects", `{"content":["x",1,[{"text":"y"}],{"text":"ab"}]}`, true, 48, 1, 2},
@@ -96,7 +100,7 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 	part := func() string {
 		var members []string
 		for n := r.IntN(4); n > 0; n-- {
-			members = append(members, space()+`"`+pick("type", "text", "content", "image_url", "te\\u0078t")+`"`+space()+":"+space()+value(2))
+			members = append(members, space()+`"`+pick("type", "text", "content", "image_url", "te\\u0078t", "input", "functionCall", "functionResponse", "inputs")+`"`+space()+":"+space()+value(2))
 		}
 		return "{" + strings.Join(members, ",") + space() + "}"
 	}
@@ -119,7 +123,8 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 	message := func() string {
 		var members []string
 		for n := r.IntN(5); n > 0; n-- {
-			members = append(members, space()+`"`+pick("role", "content", "parts", "name", "contents", "Content", "conten", "type", "text")+`"`+space()+":"+space()+value(1))
+			members = append(members, space()+`"`+pick("role", "content", "parts", "name", "contents", "Content", "conten", "type", "text",
+				"tool_calls", "function_call", "arguments", "output", "tool_callz")+`"`+space()+":"+space()+value(1))
 		}
 		return "{" + strings.Join(members, ",") + space() + "}"
 	}

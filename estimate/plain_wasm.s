@@ -34,6 +34,12 @@
 		If; I64Const $1; Set R5; End; \
 	End
 
+// EXIT_IF_KEY(n, w0, off, w1) returns if the key just read is the one
+// KEY_IS(n, w0, off, w1) tells.
+#define EXIT_IF_KEY(n, w0, off, w1) \
+	KEY_IS(n, w0, off, w1); \
+	Get R5; I32WrapI64; If; EXIT; End
+
 // STATE(state) sets the state the next step starts from.
 #define STATE(state) I64Const state; Set R13
 
@@ -132,7 +138,11 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 				// Whether its string value counts.
 				Get R12
 				I64Eqz
-				If // a member of the message: "content" and "parts"
+				If // a member of the message: "content" and "parts"; tool calls are the walker's
+					EXIT_IF_KEY($10, $const_wordTool, $6, $const_wordAlls)
+					EXIT_IF_KEY($13, $const_wordFunc, $9, $const_wordCall)
+					EXIT_IF_KEY($9, $const_wordArgu, $5, $const_wordEnts)
+					EXIT_IF_KEY($6, $const_wordOutp, $2, $const_wordTput)
 					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
 					Get R5
 					Set R15
@@ -141,7 +151,10 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 					Get R5
 					I64Or
 					Set R15
-				Else // a member of a part: "text"; "content" is the walker's
+				Else // a member of a part: "text"; "content" and tool calls are the walker's
+					EXIT_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
+					EXIT_IF_KEY($12, $const_wordFunc, $8, $const_wordCapC)
+					EXIT_IF_KEY($16, $const_wordFunc, $12, $const_wordOnse)
 					KEY_IS($4, $const_wordText, $0, $const_wordText)
 					Get R5
 					Set R15

@@ -187,11 +187,27 @@ func (w *walker) turn() {
 			return
 		}
 		v := w.i
-		if k == "content" || k == "parts" {
+		switch k {
+		case "content", "parts":
 			w.content(false)
+		case "tool_calls", "function_call", "arguments", "output":
+			w.toolCall() // a tool call in the history, or a Responses call's arguments or output
 		}
 		w.done(v)
 	}
+}
+
+// toolCall counts a tool call or result in the history, which the model
+// reads: a string's decoded text, anything else by its raw JSON (names,
+// arguments, ids and all: an upper bound).
+func (w *walker) toolCall() {
+	if w.peek() == '"' {
+		w.addText()
+		return
+	}
+	v := w.i
+	w.skip()
+	w.text += int64(w.i - v)
 }
 
 // content reads a string or an array of parts. In a tool result's content
@@ -237,6 +253,8 @@ func (w *walker) part(nested bool) {
 			if w.peek() == '"' {
 				toolResult = w.decodedStr() == "tool_result" || toolResult
 			}
+		case "input", "functionCall", "functionResponse":
+			w.toolCall() // Anthropic's tool_use, Gemini's function calls and responses
 		case "content":
 			if !nested {
 				outer := w.text

@@ -73,8 +73,8 @@ func Dense(size int) string {
 // Agent is an agent's request: twenty tool definitions with JSON schemas
 // (about 9 KiB), then turns of a question, a tool call (an assistant
 // message with tool_calls, which is not a plain message), the tool's
-// result (about 1 KiB of text) and an answer. Its tools and tool calls are
-// JSON structure the estimate skips.
+// result (about 1 KiB of text) and an answer. Its tool definitions and tool
+// calls count by their raw JSON, read by the walker (not the fast path).
 func Agent(size int) string {
 	r := rand.New(rand.NewPCG(3, 4))
 	var b strings.Builder
