@@ -130,7 +130,7 @@ func (c *Client) ScanAlerts(index []byte, n int, leaseSeconds int64, done func(t
 	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "scan", args...), func(v resp.Value, err error) {
 		var out []string
 		if err == nil {
-			out, err = strings0(v, "scan", 1)
+			out, err = bulkStrings(v, "scan", 1)
 		}
 		if err != nil {
 			done("", nil, err)
@@ -226,8 +226,9 @@ func checkOne(v resp.Value, err error, op string) error {
 	return err
 }
 
-// strings0 reads a reply that is an array of at least least bulk strings.
-func strings0(v resp.Value, op string, least int) ([]string, error) {
+// bulkStrings reads a reply that is an array of at least least bulk
+// strings, as the elements of the array.
+func bulkStrings(v resp.Value, op string, least int) ([]string, error) {
 	a := v.Array()
 	if v.Type() != resp.Array || len(a) < least {
 		return nil, fmt.Errorf("%w: %s returned %s", ErrMalformed, op, describe(v))

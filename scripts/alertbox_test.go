@@ -35,7 +35,7 @@ func TestOutboxHandsAlertsOutUntilRemoved(t *testing.T) {
 	assert.Equal(t, int64(at+10), r.Int("ZSCORE", string(index), outbox), "listed in the same call, due after the grace")
 
 	scan := func() (string, []string) {
-		out, err := strings0(run(t, r, alertCall([][]byte{index, leasesOf(index)}, "scan", "16", "5")), "scan", 1)
+		out, err := bulkStrings(run(t, r, alertCall([][]byte{index, leasesOf(index)}, "scan", "16", "5")), "scan", 1)
 		require.NoError(t, err)
 		return out[0], out[1:]
 	}
