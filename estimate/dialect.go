@@ -22,12 +22,16 @@ var openAIPaths = [...]string{"/completions", "/embeddings", "/moderations", "/i
 
 // DialectOf is the API of a request by its path (its query ignored), read
 // as ModelFromPath reads it for Gemini's.
-func DialectOf(path string) Dialect {
+func DialectOf(path string) Dialect { return dialect(path, ModelFromPath(path) != "") }
+
+// dialect is DialectOf for a path whose Gemini model, if any, has been read
+// already (Request has it from Size): it is read once per request.
+func dialect(path string, namesModel bool) Dialect {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
 	switch {
-	case ModelFromPath(path) != "":
+	case namesModel:
 		return DialectGemini
 	case strings.HasSuffix(path, "/chat/completions"):
 		return DialectOpenAIChat

@@ -190,11 +190,12 @@ func request(body []byte, path string, o Options) Estimate {
 	if len(body) == 0 {
 		return e
 	}
+	d := dialect(path, e.Model != "") // e.Model is still the path's
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		// Too large to parse: its size, less its inline images' base64,
 		// which count as images.
-		if tokens, bytes := media(s, DialectOf(path)); bytes > 0 {
+		if tokens, bytes := media(s, d); bytes > 0 {
 			e.Prompt = min(ceilDiv(int64(len(body))-bytes, max(o.BytesPerToken, 1))+tokens, MaxTokens)
 		}
 		if o.ModelOfLargeBodies && e.Model == "" {
@@ -241,7 +242,6 @@ func request(body []byte, path string, o Options) Estimate {
 		}
 	}
 	w.models(&e)
-	d := DialectOf(path)
 	var images int64
 	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
 		images, _ = media(s, d)
