@@ -11,8 +11,16 @@ import (
 // chatBody is a chat of short turns with escapes, for the tests.
 func chatBody(size int) string { return requestbody.ShortTurns(size) }
 
-// BenchmarkRequest estimates bodies of 1, 16 and 256 KiB of each shape. Run
-// it in WASM (make bench) to see what the plugin pays per KiB in a gateway.
+// counts are the two counts of prompt text: bytes over bytes_per_token, and
+// the calibrated count (count.go), the default.
+var counts = []struct {
+	name string
+	o    Options
+}{{"bytes", Options{BytesPerToken: 4, DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}}, {"calibrated", calibrated}}
+
+// BenchmarkRequest estimates bodies of 1, 16 and 256 KiB of each shape, with
+// each count of text. Run it in WASM (make bench) to see what the plugin
+// pays per KiB in a gateway.
 func BenchmarkRequest(b *testing.B) {
 	shapes := []struct {
 		name  string
@@ -24,17 +32,19 @@ func BenchmarkRequest(b *testing.B) {
 				continue // its tool definitions alone are 9 KiB
 			}
 			body := []byte(shape.build(kib << 10))
-			b.Run(fmt.Sprintf("%s/%dKiB", shape.name, kib), func(b *testing.B) {
-				if e := Request(body, "", opts); !e.Parsed || e.Prompt == 0 {
-					b.Fatalf("%+v", e)
-				}
-				b.SetBytes(int64(len(body)))
-				b.ReportAllocs()
-				for b.Loop() {
-					Request(body, "", opts)
-				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(body))/1024), "ns/KiB")
-			})
+			for _, count := range counts {
+				b.Run(fmt.Sprintf("%s/%dKiB/%s", shape.name, kib, count.name), func(b *testing.B) {
+					if e := Request(body, "", count.o); !e.Parsed || e.Prompt == 0 {
+						b.Fatalf("%+v", e)
+					}
+					b.SetBytes(int64(len(body)))
+					b.ReportAllocs()
+					for b.Loop() {
+						Request(body, "", count.o)
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(body))/1024), "ns/KiB")
+				})
+			}
 		}
 	}
 }
@@ -50,4 +60,34 @@ func BenchmarkScanString(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(s))/1024), "ns/KiB")
+}
+
+// BenchmarkTextUnits weighs 256 KiB of English prose with a two-byte escape
+// every 60 bytes (the calibrated count of count.go).
+func BenchmarkTextUnits(b *testing.B) {
+	s := strings.Repeat(`The quick brown fox jumps over the lazy dog, then naps.\n`, 256<<10/58)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		unitsOfBench(s, true)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(s))/1024), "ns/KiB")
+}
+
+// BenchmarkTextUnitsPlain weighs 256 KiB of English prose without escapes.
+func BenchmarkTextUnitsPlain(b *testing.B) {
+	s := strings.Repeat(`The quick brown fox jumps over the lazy dog, then naps. `, 256<<10/57)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		unitsOfBench(s, false)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(s))/1024), "ns/KiB")
+}
+
+// unitsOfBench weighs s as one span.
+func unitsOfBench(s string, escapes bool) int64 {
+	spans := textSpans{n: 1, at: [maxTextSpans][2]int64{{0, int64(len(s))}}}
+	if escapes {
+		spans.escaped = 1
+	}
+	return spansUnits(s, &spans)
 }

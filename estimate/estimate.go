@@ -155,13 +155,29 @@ type Estimate struct {
 
 // Options tune Request.
 type Options struct {
-	BytesPerToken           int64 // > 0; a value ≤ 0 is taken as 1, the most cautious estimate
+	// BytesPerToken > 0 counts prompt text as its bytes over it; 0 (or
+	// less) counts it with the calibrated count (count.go), and a body or
+	// text counted by its size at SizeBytesPerToken.
+	BytesPerToken           int64
 	DefaultCompletionTokens int64 // used when the request names no output cap; a value < 0 is taken as 0
 	MaxBodyBytes            int64 // bodies larger than this are estimated by size without parsing; ≤ 0: no limit
 	// ModelOfLargeBodies: find the model of a body larger than MaxBodyBytes
 	// all the same (its last top-level "model", as when the body is parsed;
 	// one scan that skips the values), for a cost that depends on the model.
 	ModelOfLargeBodies bool
+}
+
+// SizeBytesPerToken is the bytes per token of a body, or a text, counted by
+// its size when Options.BytesPerToken is not set: English prose in UTF-8
+// (Latin scripts have a little more bytes per token, CJK a little less).
+const SizeBytesPerToken = 4
+
+// sizeBytesPerToken is the bytes per token of what is counted by its size.
+func (o Options) sizeBytesPerToken() int64 {
+	if o.BytesPerToken > 0 {
+		return o.BytesPerToken
+	}
+	return SizeBytesPerToken
 }
 
 // Request estimates a request from its body (nil or empty for a bodyless
@@ -196,7 +212,7 @@ func request(body []byte, path string, o Options) Estimate {
 		// Too large to parse: its size, less its inline images' base64,
 		// which count as images.
 		if tokens, bytes := media(s, d); bytes > 0 {
-			e.Prompt = min(ceilDiv(int64(len(body))-bytes, max(o.BytesPerToken, 1))+tokens, MaxTokens)
+			e.Prompt = min(ceilDiv(int64(len(body))-bytes, o.sizeBytesPerToken())+tokens, MaxTokens)
 		}
 		if o.ModelOfLargeBodies && e.Model == "" {
 			w := walker{s: s}
@@ -215,7 +231,8 @@ func request(body []byte, path string, o Options) Estimate {
 		}
 		return e
 	}
-	w := walker{s: s}
+	weigh := o.BytesPerToken <= 0
+	w := walker{s: s, weigh: weigh}
 	if !w.walk() {
 		// Not strict JSON: read as lenient parsers read it, if they do.
 		relaxedBody, ok := relaxed(s)
@@ -225,7 +242,7 @@ func request(body []byte, path string, o Options) Estimate {
 			}
 			return e
 		}
-		w = walker{s: string(relaxedBody)}
+		w = walker{s: string(relaxedBody), weigh: weigh}
 		if !w.walk() {
 			if looksLikeObject(s) && e.Model == "" {
 				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
@@ -246,7 +263,11 @@ func request(body []byte, path string, o Options) Estimate {
 	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
 		images, _ = media(s, d)
 	}
-	e.Prompt = min(ceilDiv(w.text, max(o.BytesPerToken, 1))+w.tokenIDs+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
+	text := ceilDiv(w.units, UnitsPerToken)
+	if !weigh {
+		text = ceilDiv(w.text, o.BytesPerToken)
+	}
+	e.Prompt = min(text+w.tokenIDs+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
 	return e
 }
 
@@ -284,7 +305,7 @@ func overhead(d Dialect, messages int64, tools, forcedTool bool, model string) i
 // comes from the client (Content-Length): any int64 gives at most MaxTokens.
 func Size(bodyBytes int64, path string, o Options) Estimate {
 	return Estimate{
-		Prompt:     min(ceilDiv(max(bodyBytes, 0), max(o.BytesPerToken, 1)), MaxTokens),
+		Prompt:     min(ceilDiv(max(bodyBytes, 0), o.sizeBytesPerToken()), MaxTokens),
 		Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens),
 		Model:      ModelFromPath(path),
 	}

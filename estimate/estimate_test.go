@@ -13,6 +13,9 @@ import (
 // values are byte counts.
 var opts = Options{BytesPerToken: 1, DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}
 
+// calibrated is opts with the calibrated count of text (count.go).
+var calibrated = Options{DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}
+
 type requestCase struct {
 	name string
 	body string
@@ -491,10 +494,11 @@ func TestOptions(t *testing.T) {
 	assert.Equal(t, int64(1), Request([]byte("x"), "", Options{BytesPerToken: 1<<63 - 1}).Prompt)
 	// No prompt text: no tokens.
 	assert.Equal(t, int64(0), Request([]byte(`{"messages":[{"content":""}]}`), "", Options{BytesPerToken: 4}).Prompt)
-	// Out-of-range options.
-	assert.Equal(t, Estimate{Prompt: 5, Completion: 0, Parsed: true},
+	// Out-of-range options; no bytes per token: the calibrated count (a
+	// number, 2 units, and 5 digits: 3,328 units, 3.25 tokens).
+	assert.Equal(t, Estimate{Prompt: 4, Completion: 0, Parsed: true},
 		Request(body, "", Options{BytesPerToken: 0, DefaultCompletionTokens: -3, MaxBodyBytes: 0}))
-	assert.Equal(t, Estimate{Prompt: 5, Completion: 0, Parsed: true},
+	assert.Equal(t, Estimate{Prompt: 4, Completion: 0, Parsed: true},
 		Request(body, "", Options{BytesPerToken: -4, MaxBodyBytes: -1}))
 }
 

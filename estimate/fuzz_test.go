@@ -14,7 +14,7 @@ import (
 func reference(body []byte, path string, o Options) Estimate {
 	bpt := o.BytesPerToken
 	if bpt <= 0 {
-		bpt = 1
+		bpt = SizeBytesPerToken
 	}
 	body, _ = bytes.CutPrefix(body, []byte(byteOrderMark))
 	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: ModelFromPath(path)}
@@ -63,14 +63,19 @@ func reference(body []byte, path string, o Options) Estimate {
 		return e
 	}
 
-	var text, messages, tokenIDs int64
+	var text, units, messages, tokenIDs int64 // units: the calibrated count of the text (TextFeatures, weighed)
 	var tools, forcedTool bool
 	var caps [numCaps]int64
 	var model string
 	str := func(v gjson.Result) {
 		if v.Type == gjson.String {
 			text += int64(len(v.String()))
+			units += textUnitsGo(v.Raw[1 : len(v.Raw)-1])
 		}
+	}
+	raw := func(v gjson.Result) {
+		text += int64(len(v.Raw))
+		units += textUnitsGo(v.Raw)
 	}
 	positive := func(slot int, v gjson.Result) {
 		if v.Type == gjson.Number && v.Num > 0 { // gjson reads a number too large for a float64 as +Inf
@@ -81,7 +86,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		if v.Type == gjson.String {
 			str(v)
 		} else {
-			text += int64(len(v.Raw))
+			raw(v)
 		}
 	}
 	var content func(v gjson.Result, nested bool)
@@ -97,7 +102,7 @@ func reference(body []byte, path string, o Options) Estimate {
 			if !part.IsObject() {
 				return true
 			}
-			var inner int64
+			var inner, innerUnits int64
 			toolResult := false
 			part.ForEach(func(k, v gjson.Result) bool {
 				switch k.Str {
@@ -109,16 +114,16 @@ func reference(body []byte, path string, o Options) Estimate {
 					toolResult = toolResult || v.Type == gjson.String && v.Str == "tool_result"
 				case "content":
 					if !nested {
-						outer := text
+						outer, outerUnits := text, units
 						content(v, true)
-						inner += text - outer
-						text = outer
+						inner, innerUnits = inner+text-outer, innerUnits+units-outerUnits
+						text, units = outer, outerUnits
 					}
 				}
 				return true
 			})
 			if toolResult {
-				text += inner
+				text, units = text+inner, units+innerUnits
 			}
 			return true
 		})
@@ -178,7 +183,7 @@ func reference(body []byte, path string, o Options) Estimate {
 				turn(v)
 			}
 		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
-			text += int64(len(v.Raw))
+			raw(v)
 			switch foldTopKey(k.Str) {
 			case "tools":
 				tools = tools || v.IsArray() && len(v.Array()) > 0
@@ -198,7 +203,7 @@ func reference(body []byte, path string, o Options) Estimate {
 					case "maxOutputTokens", "max_output_tokens":
 						positive(capGeminiMaxOutputTokens, v)
 					case "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema":
-						text += int64(len(v.Raw))
+						raw(v)
 					}
 					return true
 				})
@@ -208,9 +213,10 @@ func reference(body []byte, path string, o Options) Estimate {
 	})
 
 	e.Parsed = true
-	e.Prompt = text / bpt
-	if text%bpt != 0 {
-		e.Prompt++
+	if o.BytesPerToken > 0 {
+		e.Prompt = (text + bpt - 1) / bpt
+	} else {
+		e.Prompt = (units + UnitsPerToken - 1) / UnitsPerToken
 	}
 	e.Prompt += tokenIDs
 	for _, c := range caps {
@@ -299,6 +305,7 @@ func FuzzRequest(f *testing.F) {
 		`{"contents":[{"parts":[{"inlineData":{"data":"/9j/4AAQSkZJRgABAQ\/\/2wBDAP","mimeType":"image/jpeg"}},{"inline_data":{"data":"UklGRiQAAABXRUJQVlA4WA=="}}]}]}`,
 	} {
 		f.Add([]byte(b), "", int64(4), int64(100), int64(1<<20))
+		f.Add([]byte(b), "", int64(0), int64(100), int64(1<<20)) // the calibrated count
 	}
 	f.Add([]byte(`{"contents":[]}`), "/v1beta/models/gemini-2.5-flash:generateContent", int64(1), int64(0), int64(0))
 	f.Add([]byte(`{"model":"a","messages":[],"\u006dodel":"b","x":{"model":"c"}}`), "/v1beta/models%2Fg%3Ax", int64(1), int64(0), int64(3))
@@ -307,12 +314,16 @@ func FuzzRequest(f *testing.F) {
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
 			ModelOfLargeBodies: maxBody&1 == 1}
 		got := Request(body, path, o)
-		bpt := max(bytesPerToken, 1)
-		// At most the body's size, and what the dialect adds: 3 tokens per
-		// message and 3 (a message takes at least 2 bytes), or a tool-use
-		// system prompt (dialect.go).
+		// At most the body's size (the calibrated count weighs a byte at
+		// most 1.125 tokens: a digit after a comma), and what the dialect
+		// adds: 3 tokens per message and 3 (a message takes at least 2
+		// bytes), or a tool-use system prompt (dialect.go).
+		text := ceilDiv(int64(len(body))*5, 4)
+		if bytesPerToken > 0 {
+			text = ceilDiv(int64(len(body)), bytesPerToken)
+		}
 		images, _ := media(string(body), DialectOf(path))
-		if most := ceilDiv(int64(len(body)), bpt) + max(3*int64(len(body))+3, 530) + images; got.Prompt < 0 || got.Prompt > most {
+		if most := text + max(3*int64(len(body))+3, 530) + images; got.Prompt < 0 || got.Prompt > most {
 			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, most)
 		}
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {

@@ -22,6 +22,21 @@ package estimate
 // (which counts only in a tool_result), a member nested over 63 deep, and
 // anything that is not valid JSON.
 
+// textSpans are where the strings that plainTurns counts are in the body,
+// for the calibrated count (count.go): at[k] holds the start and the end of
+// the content of a string (between its quotes), and bit k of escaped says
+// whether it has escapes. n spans are those of the elements read; pending,
+// those of the element being read.
+type textSpans struct {
+	n, pending int64
+	escaped    uint64
+	at         [maxTextSpans][2]int64
+}
+
+// maxTextSpans is how many strings plainTurns notes in one call (a bit each
+// in escaped): a message with more parts is left to the walker.
+const maxTextSpans = 64
+
 // Little-endian words of the keys plainTurns looks for, compared 4 bytes at
 // a time (overlapping for the odd lengths).
 const (

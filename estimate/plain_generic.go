@@ -12,10 +12,16 @@ import (
 // tells that no element of the array has been read yet. It returns the index
 // right after the last element read, the number n of elements read, and the
 // prompt text they hold; n = 0 and end = i when the element at i (after
-// whitespace and a comma) is not plain, or when the array ends there.
-func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, text int64) {
+// whitespace and a comma) is not plain, or when the array ends there. With
+// spans, it notes there where the content of each counted string starts
+// and ends, for the calibrated count, from spans.n on; an element whose
+// strings do not fit in spans is not plain.
+func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text int64) {
 	end = i
 	for {
+		if spans != nil {
+			spans.pending = spans.n
+		}
 		j := skipSpace(s, end)
 		if !first {
 			if j >= len(s) || s[j] != ',' {
@@ -23,9 +29,12 @@ func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, tex
 			}
 			j = skipSpace(s, j+1)
 		}
-		j, t, ok := plainObject(s, j, simple)
+		j, t, ok := plainObject(s, j, simple, spans)
 		if !ok {
 			return
+		}
+		if spans != nil {
+			spans.n = spans.pending
 		}
 		end, n, text, first = j, n+1, text+t, false
 	}
@@ -33,7 +42,7 @@ func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, tex
 
 // plainObject reads the plain message at s[i], returning the index after it
 // and its text, or ok = false if it is not plain.
-func plainObject(s string, i int, simple *[256]bool) (end int, text int64, ok bool) {
+func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int, text int64, ok bool) {
 	if i >= len(s) || s[i] != '{' {
 		return 0, 0, false
 	}
@@ -82,6 +91,17 @@ func plainObject(s string, i int, simple *[256]bool) (end int, text int64, ok bo
 					return 0, 0, false
 				}
 				text += int64(len(v) - saved)
+				if spans != nil {
+					if spans.pending == maxTextSpans {
+						return 0, 0, false
+					}
+					spans.at[spans.pending] = [2]int64{int64(i + 1), int64(j - 1)}
+					spans.escaped &^= 1 << spans.pending
+					if saved > 0 {
+						spans.escaped |= 1 << spans.pending
+					}
+					spans.pending++
+				}
 				i = j
 			case counted && !inParts && i < len(s) && s[i] == '[':
 				if i = skipSpace(s, i+1); i < len(s) && s[i] == ']' {

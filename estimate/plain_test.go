@@ -67,10 +67,10 @@ func TestPlainTurns(t *testing.T) {
 		{"a long text", `{"content":"` + strings.Repeat(`0123456\n`, 100) + `"}`, true, 914, 1, 800},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			end, n, text := plainTurns(tc.s, 0, tc.first, &simpleEscape)
+			end, n, text := plainTurns(tc.s, 0, tc.first, &simpleEscape, nil)
 			assert.Equal(t, []any{tc.end, tc.n, tc.text}, []any{end, n, text})
 			// From the middle of a body, too.
-			end, n, text = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape)
+			end, n, text = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, nil)
 			assert.Equal(t, []any{tc.end + 3, tc.n, tc.text}, []any{end, n, text})
 		})
 	}
@@ -145,11 +145,13 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 		case 1:
 			body[r.IntN(len(body))] = pick(`"`, `,`, `}`, `]`, `\`, "\x01", `{`, `[`, ` `)[0]
 		}
-		if got, want := readings(Request(body, "", opts)), reference(body, "", opts); got != want {
-			t.Fatalf("body %d %s: Request = %+v, reference = %+v", i, body, got, want)
+		for _, o := range []Options{opts, calibrated} {
+			if got, want := readings(Request(body, "", o)), reference(body, "", o); got != want {
+				t.Fatalf("body %d %s, %d bytes per token: Request = %+v, reference = %+v", i, body, o.BytesPerToken, got, want)
+			}
 		}
 		if start := strings.Index(string(body), `":[`) + 3; start > 2 {
-			_, n, _ := plainTurns(string(body), start, true, &simpleEscape)
+			_, n, _ := plainTurns(string(body), start, true, &simpleEscape, nil)
 			read += n
 			total += len(msgs)
 		}

@@ -9,7 +9,8 @@
 // (SKIP_VALUE's deepest nesting), R11 the text of the message being read,
 // R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
 // atMember and so on), R14 the start of the string being read, R15 1 if it
-// is text that counts. The results are kept in their slots of the frame,
+// is text that counts. spans, when not nil, is read and written in memory
+// (IF_SPANS, SPANS) where each counted string ends. The results are kept in their slots of the frame,
 // and first in its own, so that EXIT only returns.
 
 #define EXIT RET
@@ -47,8 +48,14 @@
 // content starts in R14, with no escapes counted yet in R3.
 #define OPEN_STRING ADVANCE; Get R2; Set R14; I64Const $0; Set R3
 
-// func plainTurns(s string, i int, first bool, simple *[256]bool) (end, n int, text int64)
-TEXT ·plainTurns(SB), NOSPLIT, $0-64
+// SPANS pushes the address of spans, when it is not nil.
+#define SPANS I64Load spans+40(FP); I32WrapI64
+
+// IF_SPANS runs what follows, to End, when spans is not nil.
+#define IF_SPANS I64Load spans+40(FP); I64Eqz; I32Eqz; If
+
+// func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text int64)
+TEXT ·plainTurns(SB), NOSPLIT, $0-72
 	I64Load s_base+0(FP)
 	Set R0
 	I64Load s_len+8(FP)
@@ -59,17 +66,23 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 	Set R8
 	Get SP
 	I64Load i+16(FP)
-	I64Store end+40(FP)
+	I64Store end+48(FP)
 	Get SP
 	I64Const $0
-	I64Store n+48(FP)
+	I64Store n+56(FP)
 	Get SP
 	I64Const $0
-	I64Store text+56(FP)
+	I64Store text+64(FP)
 
 	Loop // one message per iteration
-		I64Load end+40(FP)
+		I64Load end+48(FP)
 		Set R2
+		IF_SPANS // its strings are pending until it is read
+			SPANS
+			SPANS
+			I64Load $0 // n
+			I64Store $8 // pending
+		End
 		SKIP_SPACE
 		I64Load8U first+24(FP)
 		I64Eqz
@@ -258,6 +271,57 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 						Br $0
 					End
 					End
+					// Where it is, for the calibrated count, if there
+					// is room: else the message is the walker's.
+					IF_SPANS
+						SPANS
+						I64Load $8
+						Set R5 // pending
+						Get R5
+						I64Const $const_maxTextSpans
+						I64Eq
+						If
+							EXIT
+						End
+						SPANS
+						Get R5
+						I64Const $4
+						I64Shl
+						I32WrapI64
+						I32Add
+						Get R14
+						I64Store $24 // at[pending][0]
+						SPANS
+						Get R5
+						I64Const $4
+						I64Shl
+						I32WrapI64
+						I32Add
+						Get R2
+						I64Store $32 // at[pending][1]
+						SPANS // bit pending of escaped: whether escapes saved bytes
+						SPANS
+						I64Load $16
+						I64Const $1
+						Get R5
+						I64Shl
+						I64Const $-1
+						I64Xor
+						I64And
+						Get R3
+						I64Const $0
+						I64Ne
+						I64ExtendI32U
+						Get R5
+						I64Shl
+						I64Or
+						I64Store $16
+						SPANS
+						Get R5
+						I64Const $1
+						I64Add
+						I64Store $8
+					End
 					// Its decoded length.
 					Get R11
 					Get R2
@@ -373,19 +437,25 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-64
 		End
 
 		// A plain message is read: count it.
+		IF_SPANS
+			SPANS
+			SPANS
+			I64Load $8
+			I64Store $0 // n = pending
+		End
 		Get SP
 		Get R2
-		I64Store end+40(FP)
+		I64Store end+48(FP)
 		Get SP
-		I64Load n+48(FP)
+		I64Load n+56(FP)
 		I64Const $1
 		I64Add
-		I64Store n+48(FP)
+		I64Store n+56(FP)
 		Get SP
-		I64Load text+56(FP)
+		I64Load text+64(FP)
 		Get R11
 		I64Add
-		I64Store text+56(FP)
+		I64Store text+64(FP)
 		Get SP
 		I64Const $0
 		I64Store8 first+24(FP)

@@ -4,13 +4,6 @@ package estimate
 
 import "math/bits"
 
-// Bytes with the high bit set, and with every bit of a byte set, for
-// comparing 8 bytes at a time.
-const (
-	highBits = 0x8080808080808080
-	lowBits  = 0x0101010101010101
-)
-
 // scanString returns the index j of the first quote, backslash or control
 // character at or after s[i] (len(s) if there is none), skipping the
 // two-byte escapes marked in simple (a backslash and a byte b with

@@ -33,10 +33,15 @@ const (
 // Nesting deeper than MaxDepth stops the walk.
 type walker struct {
 	s     string
-	i     int  // read position in s
-	depth int  // objects and arrays open at i
-	bad   bool // not valid JSON, or deeper than MaxDepth
-	text  int64
+	i     int   // read position in s
+	depth int   // objects and arrays open at i
+	bad   bool  // not valid JSON, or deeper than MaxDepth
+	text  int64 // bytes of prompt text
+	// With weigh, units is the calibrated count of the prompt text
+	// (count.go), in 1/UnitsPerToken of a token; spans is plainTurns'.
+	weigh bool
+	units int64
+	spans textSpans
 	caps  [numCaps]int64
 	// messages counts the elements of "messages" and "input" arrays: the
 	// messages a chat format wraps (see Dialect). tools says "tools" is a
@@ -109,7 +114,7 @@ func (w *walker) top() {
 			// Tool definitions and output schemas, sent to the model: their
 			// size, whatever they hold.
 			w.skip()
-			w.text += int64(w.i - v)
+			w.addRaw(v)
 			switch raw := w.s[v:w.i]; k {
 			case "tools":
 				w.tools = w.tools || nonEmptyArray(raw)
@@ -148,8 +153,16 @@ func (w *walker) turns(counted, ids bool) {
 		}
 		for first := true; ; first = false {
 			// Runs of plain messages are read in one call.
-			if end, n, text := plainTurns(w.s, w.i, first, &simpleEscape); n > 0 {
+			var spans *textSpans
+			if w.weigh {
+				spans = &w.spans
+				spans.n = 0
+			}
+			if end, n, text := plainTurns(w.s, w.i, first, &simpleEscape, spans); n > 0 {
 				w.i, w.text, first = end, w.text+text, false
+				if spans != nil {
+					w.units += spansUnits(w.s, spans)
+				}
 				if counted {
 					w.messages += int64(n)
 				}
@@ -207,7 +220,7 @@ func (w *walker) toolCall() {
 	}
 	v := w.i
 	w.skip()
-	w.text += int64(w.i - v)
+	w.addRaw(v)
 }
 
 // content reads a string or an array of parts. In a tool result's content
@@ -236,7 +249,7 @@ func (w *walker) part(nested bool) {
 	if !w.enter() {
 		return
 	}
-	var inner int64
+	var inner, innerUnits int64
 	toolResult := false
 	for first := true; ; first = false {
 		k, ok := w.key(first)
@@ -257,16 +270,16 @@ func (w *walker) part(nested bool) {
 			w.toolCall() // Anthropic's tool_use, Gemini's function calls and responses
 		case "content":
 			if !nested {
-				outer := w.text
+				outer, outerUnits := w.text, w.units
 				w.content(true)
-				inner += w.text - outer
-				w.text = outer
+				inner, innerUnits = inner+w.text-outer, innerUnits+w.units-outerUnits
+				w.text, w.units = outer, outerUnits
 			}
 		}
 		w.done(v)
 	}
 	if toolResult {
-		w.text += inner
+		w.text, w.units = w.text+inner, w.units+innerUnits
 	}
 }
 
@@ -285,7 +298,7 @@ func (w *walker) generationConfig() {
 			w.cap(capGeminiMaxOutputTokens)
 		case "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema":
 			w.skip() // an output schema, sent to the model: its size
-			w.text += int64(w.i - v)
+			w.addRaw(v)
 		}
 		w.done(v)
 	}
@@ -340,10 +353,34 @@ func forcesTool(raw string) bool {
 	return t.Type == gjson.String && (t.Str == "any" || t.Str == "tool")
 }
 
-// addText reads a string and counts its decoded length.
+// addText reads a string and counts its text: its decoded length, and with
+// weigh its calibrated count.
 func (w *walker) addText() {
-	_, n := w.str()
+	start := w.i + 1
+	raw, n := w.str()
 	w.text += n
+	if w.weigh {
+		w.weighText(start, start+len(raw), n != int64(len(raw)))
+	}
+}
+
+// addRaw counts the JSON from s[v] to the read position as text: its
+// length, and with weigh its calibrated count.
+func (w *walker) addRaw(v int) {
+	w.text += int64(w.i - v)
+	if w.weigh {
+		w.weighText(v, w.i, true)
+	}
+}
+
+// weighText adds the calibrated count of s[i:j] (count.go), which has no
+// backslash unless escapes says it may.
+func (w *walker) weighText(i, j int, escapes bool) {
+	w.spans.n, w.spans.at[0], w.spans.escaped = 1, [2]int64{int64(i), int64(j)}, 0
+	if escapes {
+		w.spans.escaped = 1
+	}
+	w.units += spansUnits(w.s, &w.spans)
 }
 
 // enter consumes the '{' or '[' at w.i.
