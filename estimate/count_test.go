@@ -14,8 +14,8 @@ func TestTextFeatures(t *testing.T) {
 		want map[int]int64
 	}{
 		{"", nil},
-		{"Hello, world", map[int]int64{featLetter: 10, featOther: 2, featWord: 2}},
-		{"gpt-4o 2024", map[int]int64{featLetter: 4, featOther: 7, featWord: 2, featNumber: 2}},
+		{"Hello, world", map[int]int64{featLetter: 10, featOther: 1, featSpace: 1, featWord: 2}},
+		{"gpt-4o 2024", map[int]int64{featLetter: 4, featOther: 6, featSpace: 1, featWord: 2, featNumber: 2}},
 		{"a1b2", map[int]int64{featLetter: 2, featOther: 2, featWord: 2, featNumber: 2}},
 		{"héllo", map[int]int64{featLetter: 4, featLead2: 1, featCont: 1, featWord: 2}},
 		{"网关", map[int]int64{featLead3: 2, featCont: 4}},
@@ -26,13 +26,13 @@ func TestTextFeatures(t *testing.T) {
 		{`a\nb`, map[int]int64{featLetter: 2, featOther: 1, featWord: 2}},
 		{`\u7f51\u5173`, map[int]int64{featLead3: 2, featCont: 4}},
 		{`\ud83c\udf89`, map[int]int64{featLead4: 1, featCont: 3}},
-		{`\u0041b\u0031 `, map[int]int64{featLetter: 2, featWord: 2, featOther: 2, featNumber: 1}},
+		{`\u0041b\u0031 `, map[int]int64{featLetter: 2, featWord: 2, featOther: 1, featSpace: 1, featNumber: 1}},
 		{`\u00e9\u20ac`, map[int]int64{featLead2: 1, featLead3Low: 1, featCont: 3}},
 		{`\x`, map[int]int64{featOther: 1}},
 		{`ab\`, map[int]int64{featLetter: 2, featWord: 1, featOther: 1}},
 		{`\u12`, map[int]int64{featOther: 3, featNumber: 1}}, // not an escape: a backslash and "u" count as one byte
 		// Across words of 8 bytes, a run goes on.
-		{"abcdefghijkl 1234567890", map[int]int64{featLetter: 12, featOther: 11, featWord: 1, featNumber: 1}},
+		{"abcdefghijkl 1234567890", map[int]int64{featLetter: 12, featOther: 10, featSpace: 1, featWord: 1, featNumber: 1}},
 	} {
 		var want [NumTextFeatures]int64
 		for k, n := range tc.want {
@@ -49,7 +49,7 @@ func TestTextFeatures(t *testing.T) {
 func TestTextUnitsAgreeWithFeatures(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 5))
 	pieces := []string{"a", "Z", "_", "{", "0", "42", " ", ",", "\"", "\t", "é", "Ж", "网", "ह", "→", "🎉", "\xff", "\x80",
-		`\n`, `\"`, `\\`, `\u0041`, `\u0020`, `\u0037`, `\u00e9`, `\u20ac`, `\u7f51`, `\ud83c`, `\udf89`, `\uZZZZ`, `\u12`, `\`, "word ", "12,345.67 "}
+		`\n`, `\"`, `\\`, `\u0041`, `\u0020`, `\u0009`, `\u0037`, `\u00e9`, `\u20ac`, `\u7f51`, `\ud83c`, `\udf89`, `\uZZZZ`, `\u12`, `\`, "word ", "12,345.67 "}
 	for i := range 20000 {
 		var b strings.Builder
 		for n := r.IntN(30); n > 0; n-- {

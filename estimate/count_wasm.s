@@ -196,7 +196,7 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 			I64Add
 			Set R3
 
-			// Letters, digits.
+			// Letters, digits, spaces (and controls, below 0x21).
 			Get R4
 			I64Const HIGH
 			I64Or
@@ -226,6 +226,15 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 			Get R13
 			I64And
 			Set R11
+			Get R8
+			I64Const $0x2121212121212121
+			I64Sub
+			I64Const $-1
+			I64Xor
+			Get R13
+			I64And
+			Set R14
+			ADD_UNITS(R14, $(const_weightSpace-const_weightOther))
 
 			// Bytes past ASCII, if any: continuation bytes, then lead
 			// bytes (R13), of 3-byte characters (R13), of 4-byte ones
@@ -441,6 +450,13 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 				I64LtU
 				If
 					ADD($(const_weightOther+const_weightNumber))
+					Br $3
+				End
+				Get R8
+				I64Const $0x21
+				I64LtU
+				If
+					ADD($const_weightSpace)
 					Br $3
 				End
 				ADD($const_weightOther)

@@ -495,10 +495,11 @@ func TestOptions(t *testing.T) {
 	// No prompt text: no tokens.
 	assert.Equal(t, int64(0), Request([]byte(`{"messages":[{"content":""}]}`), "", Options{BytesPerToken: 4}).Prompt)
 	// Out-of-range options; no bytes per token: the calibrated count (a
-	// number, 2 units, and 5 digits: 3,328 units, 3.25 tokens).
-	assert.Equal(t, Estimate{Prompt: 4, Completion: 0, Parsed: true},
+	// number of 5 digits), rounded up.
+	calibrated := ceilDiv(weightNumber+5*weightOther, UnitsPerToken)
+	assert.Equal(t, Estimate{Prompt: calibrated, Completion: 0, Parsed: true},
 		Request(body, "", Options{BytesPerToken: 0, DefaultCompletionTokens: -3, MaxBodyBytes: 0}))
-	assert.Equal(t, Estimate{Prompt: 4, Completion: 0, Parsed: true},
+	assert.Equal(t, Estimate{Prompt: calibrated, Completion: 0, Parsed: true},
 		Request(body, "", Options{BytesPerToken: -4, MaxBodyBytes: -1}))
 }
 
