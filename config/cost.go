@@ -20,20 +20,29 @@ const (
 // response reports.
 type Reservation struct {
 	Enabled                 bool
-	BytesPerToken           int64 // prompt bytes per estimated token
+	BytesPerToken           int64 // prompt bytes per estimated token; 0 (the default): the calibrated count (estimate/count.go)
 	DefaultCompletionTokens int64 // output estimate when the request names no cap
 	MaxBodyBytes            int64 // larger bodies are estimated by size, unparsed
 }
 
 // Defaults of token_reservation.
 const (
-	DefaultBytesPerToken            = 4
 	DefaultCompletionTokens         = 1024
 	DefaultMaxBodyBytes             = 1 << 20
 	maxReservationBodyBytes         = 64 << 20
 	maxWeight                       = 1e6
 	defaultWeight           float64 = 1
 )
+
+// SizeBytesPerToken is the bytes per token of what is counted by its size:
+// a body that cannot be read, the text of a response that reports no usage.
+// It is bytes_per_token, else estimate.SizeBytesPerToken.
+func (r Reservation) SizeBytesPerToken() int64 {
+	if r.BytesPerToken > 0 {
+		return r.BytesPerToken
+	}
+	return estimate.SizeBytesPerToken
+}
 
 // CountStrategy is token_count_strategy: which reported tokens a request costs.
 type CountStrategy uint8

@@ -48,7 +48,8 @@ func TestCostOptionsDefaultsAndValues(t *testing.T) {
 	c := mustParse(t, withGlobal(""))
 	assert.Equal(t, MatchAll, c.MatchMode, "Higress 2.2.4's: every matching rule item applies")
 	assert.Equal(t, MatchFirst, mustParse(t, withGlobal(`,"rule_match_mode":"first"`)).MatchMode)
-	assert.Equal(t, Reservation{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
+	assert.Equal(t, Reservation{DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
+	assert.Equal(t, int64(4), c.Reservation.SizeBytesPerToken())
 	assert.Equal(t, CountTotal, c.Cost.Strategy)
 
 	c = mustParse(t, withGlobal(`,"rule_match_mode":"all","token_reservation":{"enabled":true,"bytes_per_token":3},
@@ -56,6 +57,7 @@ func TestCostOptionsDefaultsAndValues(t *testing.T) {
 		"models":{"claude-opus-4":{"input":5,"output":25},"cheap":{}}}`))
 	assert.Equal(t, MatchAll, c.MatchMode)
 	assert.Equal(t, Reservation{Enabled: true, BytesPerToken: 3, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20}, c.Reservation)
+	assert.Equal(t, int64(3), c.Reservation.SizeBytesPerToken())
 	assert.Equal(t, Weights{Input: 1, Output: 4, CacheRead: 0.1, CacheCreation: 1}, c.Cost.Weights)
 	assert.Equal(t, []ModelRule{
 		{Key: "claude-opus-4", Kind: ModelExact, Name: "claude-opus-4", Weights: Weights{Input: 5, Output: 25, CacheRead: 0.1, CacheCreation: 1}},

@@ -55,11 +55,13 @@ func dialect(path string, namesModel bool) Dialect {
 // documentation.
 const (
 	// OpenAI's chat format: each message is wrapped in 3 tokens
-	// (<|start|>{role}<|message|> … <|end|>) and the reply is primed with 3
-	// more (<|start|>assistant<|message|>): OpenAI's cookbook, "How to count
+	// (<|start|>{role}<|message|> … <|end|>) and its role is one more (every
+	// role is a token of o200k), and the reply is primed with 3 more
+	// (<|start|>assistant<|message|>): OpenAI's cookbook, "How to count
 	// tokens with tiktoken", num_tokens_from_messages, for gpt-4o and later
-	// models. The Responses API takes the same items.
-	openAITokensPerMessage = 3
+	// models, which counts the role's value. The Responses API takes the
+	// same items.
+	openAITokensPerMessage = 4
 	openAIReplyPriming     = 3
 )
 

@@ -14,14 +14,14 @@ func TestWhatTheAPIAddsToThePrompt(t *testing.T) {
 	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
 	two := `{"model":"gpt-4o","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 2+2?"}]}` // 21 bytes of text: 6 tokens
 
-	// OpenAI's chat format: 3 per message, 3 for the reply's priming.
-	assert.Equal(t, int64(6+3*2+3), prompt("/v1/chat/completions", two))
+	// OpenAI's chat format: 4 per message (with its role), 3 for the reply's priming.
+	assert.Equal(t, int64(6+4*2+3), prompt("/v1/chat/completions", two))
 	assert.Equal(t, int64(6), prompt("/v1/other", two), "an API whose format is not known: the text only")
-	assert.Equal(t, int64(3+3*1+3), prompt("/v1/responses", `{"model":"gpt-4o","input":"Hello world!"}`), "a Responses input string: one message")
-	assert.Equal(t, int64(2+3*2+3), prompt("/v1/responses", `{"model":"gpt-4o","instructions":"Be","input":[{"role":"user","content":"Hello"},{"type":"function_call_output","call_id":"c","output":""}]}`),
+	assert.Equal(t, int64(3+4*1+3), prompt("/v1/responses", `{"model":"gpt-4o","input":"Hello world!"}`), "a Responses input string: one message")
+	assert.Equal(t, int64(2+4*2+3), prompt("/v1/responses", `{"model":"gpt-4o","instructions":"Be","input":[{"role":"user","content":"Hello"},{"type":"function_call_output","call_id":"c","output":""}]}`),
 		"each input item")
-	assert.Equal(t, int64(6+3*2+3), prompt("/openai/deployments/d/chat/completions?api-version=1", two), "Azure's chat completions")
-	assert.Equal(t, int64(2+3*2+3), prompt("/v1/chat/completions", `{"messages":[`+plainMessage+`,`+strings.Replace(plainMessage, `"user"`, `"assistant"`, 1)+`]}`),
+	assert.Equal(t, int64(6+4*2+3), prompt("/openai/deployments/d/chat/completions?api-version=1", two), "Azure's chat completions")
+	assert.Equal(t, int64(2+4*2+3), prompt("/v1/chat/completions", `{"messages":[`+plainMessage+`,`+strings.Replace(plainMessage, `"user"`, `"assistant"`, 1)+`]}`),
 		"plain messages, read in one call")
 
 	// Anthropic with tools: its tool-use system prompt, by model and tool_choice.

@@ -34,7 +34,7 @@
 //
 // To the prompt text's tokens the estimate adds what the request's API adds
 // by its own documentation (see Dialect, by the request's path): OpenAI's
-// chat format 3 tokens per message (each element of "messages", or of a
+// chat format 4 tokens per message (each element of "messages", or of a
 // Responses "input", or 1 for an "input" string) and 3 for the reply's
 // priming; Anthropic, for a non-empty "tools", its tool-use system prompt
 // (by model family and tool_choice).
@@ -161,6 +161,10 @@ type Options struct {
 	BytesPerToken           int64
 	DefaultCompletionTokens int64 // used when the request names no output cap; a value < 0 is taken as 0
 	MaxBodyBytes            int64 // bodies larger than this are estimated by size without parsing; ≤ 0: no limit
+	// PathAPIOnly reads the path for the request's API (Dialect) only, not
+	// for its model: for a caller that reads the model from the path
+	// itself, in an order of its own.
+	PathAPIOnly bool
 	// ModelOfLargeBodies: find the model of a body larger than MaxBodyBytes
 	// all the same (its last top-level "model", as when the body is parsed;
 	// one scan that skips the values), for a cost that depends on the model.
@@ -207,6 +211,9 @@ func request(body []byte, path string, o Options) Estimate {
 		return e
 	}
 	d := dialect(path, e.Model != "") // e.Model is still the path's
+	if o.PathAPIOnly {
+		d = DialectOf(path)
+	}
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		// Too large to parse: its size, less its inline images' base64,
@@ -307,8 +314,16 @@ func Size(bodyBytes int64, path string, o Options) Estimate {
 	return Estimate{
 		Prompt:     min(ceilDiv(max(bodyBytes, 0), o.sizeBytesPerToken()), MaxTokens),
 		Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens),
-		Model:      ModelFromPath(path),
+		Model:      modelFromPath(path, o),
 	}
+}
+
+// modelFromPath is ModelFromPath, or "" with Options.PathAPIOnly.
+func modelFromPath(path string, o Options) string {
+	if o.PathAPIOnly {
+		return ""
+	}
+	return ModelFromPath(path)
 }
 
 // ModelFromPath returns the Gemini model in a path like

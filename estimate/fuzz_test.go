@@ -17,7 +17,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		bpt = SizeBytesPerToken
 	}
 	body, _ = bytes.CutPrefix(body, []byte(byteOrderMark))
-	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: ModelFromPath(path)}
+	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: modelFromPath(path, o)}
 	if len(body) == 0 {
 		return e
 	}
@@ -232,7 +232,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	switch DialectOf(path) {
 	case DialectOpenAIChat, DialectOpenAIResponses:
 		if messages > 0 {
-			e.Prompt += 3*messages + 3
+			e.Prompt += 4*messages + 3
 		}
 	case DialectAnthropic:
 		if tools {
@@ -312,11 +312,11 @@ func FuzzRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, path string, bytesPerToken, defaultCompletion, maxBody int64) {
 		// An odd maxBody also looks for the model of a body over it.
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
-			ModelOfLargeBodies: maxBody&1 == 1}
+			ModelOfLargeBodies: maxBody&1 == 1, PathAPIOnly: maxBody&2 == 2}
 		got := Request(body, path, o)
 		// At most the body's size (the calibrated count weighs a byte at
 		// most 1.125 tokens: a digit after a comma), and what the dialect
-		// adds: 3 tokens per message and 3 (a message takes at least 2
+		// adds: 4 tokens per message and 3 (a message takes at least 2
 		// bytes), or a tool-use system prompt (dialect.go).
 		text := ceilDiv(int64(len(body))*5, 4)
 		if bytesPerToken > 0 {
@@ -329,7 +329,7 @@ func FuzzRequest(f *testing.F) {
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {
 			t.Fatalf("Completion %d with default %d", got.Completion, defaultCompletion)
 		}
-		if m := ModelFromPath(path); m != "" && got.Model != m {
+		if m := modelFromPath(path, o); m != "" && got.Model != m {
 			t.Fatalf("Model %q, path names %q", got.Model, m)
 		}
 		if want := reference(body, path, o); readings(got) != want {

@@ -149,7 +149,8 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	r.matchAtBody = false
 	opts := r.estimateOptions()
 	opts.ModelOfLargeBodies = true
-	e := r.readBody(body, "", opts) // "": the path is a source of its own
+	opts.PathAPIOnly = true // the path is a source of the model of its own
+	e := r.readBody(body, r.path, opts)
 	model, others := r.pc.modelAfterBody(ctx, e)
 	matches := r.pc.matchRequest(ctx, model, others)
 	r.pc.noteUnmatched(ctx, model, matches)

@@ -68,7 +68,7 @@ func TestCompressedPromptsPayTheirSize(t *testing.T) {
 				x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
 				charged := p.DayCounter(plugintest.APIKeySubject)
 				assert.GreaterOrEqual(t, charged, int64(60_000))
-				assert.InEpsilon(t, float64(len(body)/4)+float64(output), float64(charged), 0.002, "the decompressed prompt and the output")
+				assert.Equal(t, plugintest.TextTokens(prompt)+4+3+output, charged, "the decompressed prompt, its chat format and the output")
 			})
 		}
 

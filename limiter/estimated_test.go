@@ -68,7 +68,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 			redis.Do("FLUSHALL")
 			// Reservation reads the body; the estimate takes its prompt.
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"stream_usage": "off",`, `"token_per_day": 100000`))
-			body := `{"model":"gpt-4o","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("abcd", 100) + `"}]}`
+			body := `{"model":"gpt-4o","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 85) + `"}]}`
 			x := p.SendBody(body, key).Answer()
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)

@@ -111,8 +111,8 @@ func TestHardening2FloatOutputCap(t *testing.T) {
 				x := p.SendBody(`{"model":"gpt-4o","max_tokens":`+cap+`,"messages":[{"role":"user","content":"Hi"}]}`, key).Answer()
 				require.True(t, x.Passed())
 				headers := x.ResponseHeaders("text/event-stream")
-				assert.Equal(t, strconv.Itoa(100000-4096-1-6), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
-					"4,096 output tokens and 1 for the prompt reserved, and 6 for OpenAI's chat format")
+				assert.Equal(t, strconv.Itoa(100000-4096-plugintest.ChatBodyPrompt), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
+					"4,096 output tokens reserved, and the prompt with OpenAI's chat format")
 				x.Done()
 			})
 		}

@@ -189,7 +189,10 @@ func TestModelCapAcrossConsumersUnderConcurrency(t *testing.T) {
 					"per_model": [{"model": "*", "token_per_minute": 50000}]}]},
 				{"limit_by_per_model": "", "limit_keys": [{"key": "regexp:^gpt-4o$", "token_per_minute": 10000}]}],
 			`+plugintest.RedisSection+`}`)
-		body := plugintest.ChatBody(999) // gpt-4o, 1 + 999 reserved
+		// gpt-4o, 1,000 reserved: the prompt with its chat format (the route
+		// reads the model from the body: it is estimated as any other) and
+		// the cap.
+		body := plugintest.ChatBody(1000 - plugintest.ChatBodyPrompt)
 		var xs []*plugintest.Exchange
 		for i := 0; i < 32; i++ {
 			xs = append(xs, p.SendBody(body, [2]string{"x-mse-consumer", fmt.Sprintf("c%d", i%8)}))

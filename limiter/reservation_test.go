@@ -347,7 +347,7 @@ func TestWeightedCost(t *testing.T) {
 // Issue 40: a reservation counts what the request's API adds to its prompt:
 // an Anthropic request with tools reserves Anthropic's tool-use system
 // prompt (346 tokens for tool_choice auto on Claude 4), an OpenAI chat
-// request its chat format (3 tokens a message, 3 for the reply).
+// request its chat format (4 tokens a message, 3 for the reply).
 func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
@@ -361,8 +361,7 @@ func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 		x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
 		x.Answer()
 		require.True(t, x.Passed())
-		text := int64(len(tools) + len("Weather in Paris?"))
-		assert.Equal(t, (text+3)/4+346+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the tool-use system prompt, the cap")
+		assert.Equal(t, plugintest.TextTokens(tools, "Weather in Paris?")+346+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the tool-use system prompt, the cap")
 		x.Done()
 	})
 }
@@ -383,7 +382,7 @@ func TestReservationCountsAnInlineImage(t *testing.T) {
 			`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`
 		x := p.SendBody(body, key).Answer()
 		require.True(t, x.Passed())
-		assert.Equal(t, int64((11+3)/4+3+3+765+100), p.MinuteCounter(plugintest.APIKeySubject), "the text, the chat format, the image, the cap")
+		assert.Equal(t, plugintest.TextTokens("What is it?")+4+3+765+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the chat format, the image, the cap")
 		x.Done()
 	})
 }

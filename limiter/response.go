@@ -120,10 +120,10 @@ func (r *request) settle(complete bool) {
 // estimated is the cost of a response that reported no usage: the prompt
 // estimate of its request (from the body when the plugin read it, else
 // from its declared size) and the bytes of output text the client received
-// (the content, text and delta fields of the APIs tokenusage reads), both
-// at bytes_per_token.
+// (the content, text and delta fields of the APIs tokenusage reads) at
+// bytes_per_token (4 when it is not set).
 func (r *request) estimated() reservation {
-	bytesPerToken := max(r.pc.rules.Reservation.BytesPerToken, 1)
+	bytesPerToken := r.pc.rules.Reservation.SizeBytesPerToken()
 	text := r.usage.TextBytes()
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more

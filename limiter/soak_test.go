@@ -195,7 +195,7 @@ var soakRoutes = []soakRoute{
 	{name: "soak-b", share: 25, pick: pickSoakB, models: []string{"gpt-4o"},
 		reserve: &estimate.Options{BytesPerToken: 3, DefaultCompletionTokens: 300, MaxBodyBytes: 16384}},
 	{name: "soak-c", share: 20, pick: pickSoakC, models: []string{"claude-sonnet-4", "claude-opus-4", ""},
-		reserve: &estimate.Options{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 20000, ModelOfLargeBodies: true},
+		reserve: &estimate.Options{DefaultCompletionTokens: 1024, MaxBodyBytes: 20000, ModelOfLargeBodies: true}, // the calibrated count
 		weights: map[string]soakWeights{"": {1000, 4000, 100, 1250}, "claude-opus-4": {5000, 25000, 500, 1250}}},
 	{name: "soak-d", share: 20, pick: pickSoakD, models: []string{"gpt-4o", "gpt-4o-mini"},
 		weights: map[string]soakWeights{"": {2000, 8000, 250, 2500}, "gpt-4o-mini": {150, 600, 75, 2500}}},
@@ -354,9 +354,10 @@ func (rt *soakRoute) reservation(e estimate.Estimate, model string) int64 {
 	return ceilDiv1000(e.Prompt*w[0] + e.Completion*w[1])
 }
 
-// bytesPerToken is the route's token_reservation.bytes_per_token.
+// bytesPerToken is the route's token_reservation.bytes_per_token, 4 when
+// it sets none: what output text costs.
 func (rt *soakRoute) bytesPerToken() int64 {
-	if rt.reserve != nil {
+	if rt.reserve != nil && rt.reserve.BytesPerToken > 0 {
 		return rt.reserve.BytesPerToken
 	}
 	return 4
@@ -372,7 +373,7 @@ func (rt *soakRoute) promptEstimate(body []byte) int64 {
 	case rt.reserve != nil:
 		return estimate.Request(body, "/v1/chat/completions", *rt.reserve).Prompt
 	case rt.weights != nil:
-		return estimate.Request(body, "/v1/chat/completions", estimate.Options{BytesPerToken: 4, DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20, ModelOfLargeBodies: true}).Prompt
+		return estimate.Request(body, "/v1/chat/completions", estimate.Options{DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20, ModelOfLargeBodies: true}).Prompt
 	}
 	return (int64(len(body)) + 3) / 4
 }

@@ -293,12 +293,12 @@ func TestDispatch(t *testing.T) {
 }
 
 // Without -config, the cost is what a configuration that sets none of the
-// cost fields computes: total_tokens, 4 bytes per token.
+// cost fields computes: total_tokens, output text at 4 bytes per token.
 func TestDefaultConfig(t *testing.T) {
 	c := defaultConfig()
 	assert.Equal(t, config.CountTotal, c.Cost.Strategy)
-	assert.Equal(t, int64(config.DefaultBytesPerToken), c.Reservation.BytesPerToken)
-	assert.Equal(t, int64(4), c.Reservation.BytesPerToken)
+	assert.Equal(t, int64(0), c.Reservation.BytesPerToken) // the calibrated count
+	assert.Equal(t, int64(4), c.Reservation.SizeBytesPerToken())
 }
 
 func TestBodyModel(t *testing.T) {

@@ -43,7 +43,8 @@ in US dollars, rounded up to the nanodollar as the plugin counts them
   {"file":"r.sse","usage":{...},"cost":27,"cost_usd":0.00012}
 
 A body that reports no usage is charged an estimate from its output text,
-ceil(text_bytes / bytes_per_token) output tokens:
+ceil(text_bytes / bytes_per_token) output tokens (4 bytes a token when
+bytes_per_token is not set):
 
   {"file":"r.sse","usage":null,"estimated":true,"text_bytes":120,"cost":30}
 
@@ -198,12 +199,12 @@ func measure(name string, body []byte, cfg *config.Config, model string) usageLi
 
 // estimate is what a response that reports no usage is charged for its
 // output, as the plugin charges it: its output text, in bytes as the parser
-// counts them, over bytes_per_token rounded up, as output tokens. (The
-// plugin adds the estimate of the request's prompt, which a saved response
-// does not have.)
+// counts them, over bytes_per_token (4 when it is not set) rounded up, as
+// output tokens. (The plugin adds the estimate of the request's prompt,
+// which a saved response does not have.)
 func estimate(p *tokenusage.Parser, cfg *config.Config) (textBytes, output int64) {
 	textBytes = p.TextBytes()
-	perToken := max(cfg.Reservation.BytesPerToken, 1)
+	perToken := cfg.Reservation.SizeBytesPerToken()
 	return textBytes, (textBytes + perToken - 1) / perToken
 }
 

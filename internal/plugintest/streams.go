@@ -2,6 +2,7 @@ package plugintest
 
 import (
 	"fmt"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"strings"
 )
 
@@ -26,10 +27,24 @@ func SSEEvents(stream string) []string {
 	return parts
 }
 
-// ChatBodyPrompt is the estimate of ChatBody's prompt: "Hi", 1 token at 4
-// bytes a token, and OpenAI's chat format, 3 tokens for the message and 3
+// ChatBodyPrompt is the estimate of ChatBody's prompt: "Hi", a word of 2
+// letters, 1.05 tokens by the calibrated count (estimate/count.go), rounded
+// up, and OpenAI's chat format, 4 tokens for the message and its role and 3
 // for the reply's priming (estimate/dialect.go).
-const ChatBodyPrompt = 7
+const ChatBodyPrompt = 9
+
+// TextTokens is the calibrated count (estimate/count.go) of strings of a
+// body, given as JSON string content, counted together as the estimate
+// counts a body's text: their weights summed, rounded up to a token.
+func TextTokens(contents ...string) int64 {
+	var units int64
+	for _, c := range contents {
+		for k, n := range estimate.TextFeatures(c) {
+			units += n * estimate.TextWeights[k]
+		}
+	}
+	return (units + estimate.UnitsPerToken - 1) / estimate.UnitsPerToken
+}
 
 // ChatBody is a chat completion request body naming an output cap.
 func ChatBody(maxTokens int) string {
