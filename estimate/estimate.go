@@ -239,7 +239,8 @@ func request(body []byte, path string, o Options) Estimate {
 		return e
 	}
 	weigh := o.BytesPerToken <= 0
-	w := walker{s: s, weigh: weigh}
+	openAI := d == DialectOpenAIChat || d == DialectOpenAIResponses
+	w := walker{s: s, weigh: weigh, openAI: openAI}
 	if !w.walk() {
 		// Not strict JSON: read as lenient parsers read it, if they do.
 		relaxedBody, ok := relaxed(s)
@@ -249,7 +250,7 @@ func request(body []byte, path string, o Options) Estimate {
 			}
 			return e
 		}
-		w = walker{s: string(relaxedBody), weigh: weigh}
+		w = walker{s: string(relaxedBody), weigh: weigh, openAI: openAI}
 		if !w.walk() {
 			if looksLikeObject(s) && e.Model == "" {
 				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread

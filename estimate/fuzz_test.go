@@ -183,7 +183,13 @@ func reference(body []byte, path string, o Options) Estimate {
 				turn(v)
 			}
 		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
-			raw(v)
+			if d := DialectOf(path); (foldTopKey(k.Str) == "tools" || foldTopKey(k.Str) == "functions") && o.BytesPerToken <= 0 &&
+				(d == DialectOpenAIChat || d == DialectOpenAIResponses) {
+				text += int64(len(v.Raw))
+				units += referenceOpenAITools(v)
+			} else {
+				raw(v)
+			}
 			switch foldTopKey(k.Str) {
 			case "tools":
 				tools = tools || v.IsArray() && len(v.Array()) > 0
@@ -247,6 +253,94 @@ func reference(body []byte, path string, o Options) Estimate {
 	return e
 }
 
+// referenceOpenAITools is the calibrated count of tools as OpenAI renders
+// them (tools.go), restated: each function 7 tokens, name:description,
+// parameters 3, each property 3 and name:type:description, an enum -3 and
+// 3 and its text per value, 12 for all of them; what is not rendered by
+// its JSON.
+func referenceOpenAITools(tools gjson.Result) int64 {
+	const token = UnitsPerToken
+	str := func(v gjson.Result) int64 {
+		if v.Type == gjson.String {
+			return textUnitsGo(v.Raw[1 : len(v.Raw)-1])
+		}
+		return textUnitsGo(v.Raw)
+	}
+	var units int64
+	functions := 0
+	for _, tool := range tools.Array() {
+		fn := tool
+		if tool.Get("function").IsObject() {
+			fn = tool.Get("function")
+		}
+		if !fn.IsObject() || fn.Get("name").Type != gjson.String {
+			units += textUnitsGo(tool.Raw)
+			continue
+		}
+		functions++
+		units += 7 * token
+		fn.ForEach(func(k, v gjson.Result) bool {
+			switch k.Str {
+			case "type", "strict":
+			case "name", "description":
+				units += str(v) + weightOther
+			case "parameters":
+				if !v.IsObject() {
+					units += textUnitsGo(v.Raw)
+					break
+				}
+				v.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "type", "required", "additionalProperties":
+					case "properties":
+						if !v.IsObject() {
+							units += textUnitsGo(v.Raw)
+							break
+						}
+						members := 0
+						v.ForEach(func(_, _ gjson.Result) bool { members++; return true })
+						if members > 0 {
+							units += 3 * token
+						}
+						v.ForEach(func(name, p gjson.Result) bool {
+							units += 3*token + weightOther + textUnitsGo(name.Raw[1:len(name.Raw)-1])
+							if !p.IsObject() {
+								units += textUnitsGo(p.Raw)
+								return true
+							}
+							p.ForEach(func(k, v gjson.Result) bool {
+								switch {
+								case k.Str == "type" || k.Str == "description":
+									units += str(v) + weightOther
+								case k.Str == "enum" && v.IsArray():
+									units -= 3 * token
+									for _, item := range v.Array() {
+										units += 3*token + str(item)
+									}
+								default:
+									units += textUnitsGo(v.Raw)
+								}
+								return true
+							})
+							return true
+						})
+					default:
+						units += textUnitsGo(v.Raw)
+					}
+					return true
+				})
+			default:
+				units += textUnitsGo(v.Raw)
+			}
+			return true
+		})
+	}
+	if functions > 0 {
+		units += 12 * token
+	}
+	return units
+}
+
 // foldTopKey is the top-level key the walk reads that k equals without
 // regard to case, as Go's encoding/json matches keys, else k.
 func foldTopKey(k string) string {
@@ -308,6 +402,10 @@ func FuzzRequest(f *testing.F) {
 		f.Add([]byte(b), "", int64(0), int64(100), int64(1<<20)) // the calibrated count
 	}
 	f.Add([]byte(`{"contents":[]}`), "/v1beta/models/gemini-2.5-flash:generateContent", int64(1), int64(0), int64(0))
+	f.Add([]byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"get","description":"Get it.","parameters":{"type":"object",`+
+		`"properties":{"unit":{"type":"string","enum":["c","f"],"description":"u"},"n":{"type":"integer","minimum":1}},"required":["unit"]}}},`+
+		`{"type":"web_search"}],"messages":[{"role":"user","content":"Hi"}]}`), "/v1/chat/completions", int64(0), int64(0), int64(1<<20))
+	f.Add([]byte(`{"model":"gpt-4o","tools":[{"type":"function","name":"get","parameters":{"properties":{}}}],"input":"Hi"}`), "/v1/responses", int64(0), int64(0), int64(1<<20))
 	f.Add([]byte(`{"model":"a","messages":[],"\u006dodel":"b","x":{"model":"c"}}`), "/v1beta/models%2Fg%3Ax", int64(1), int64(0), int64(3))
 	f.Fuzz(func(t *testing.T, body []byte, path string, bytesPerToken, defaultCompletion, maxBody int64) {
 		// An odd maxBody also looks for the model of a body over it.

@@ -41,6 +41,9 @@ type walker struct {
 	// (count.go), in 1/UnitsPerToken of a token; spans is plainTurns'.
 	weigh bool
 	units int64
+	// openAI says the request is in OpenAI's chat or Responses dialect,
+	// whose tools are counted as OpenAI renders them (tools.go).
+	openAI bool
 	spans textSpans
 	caps  [numCaps]int64
 	// messages counts the elements of "messages" and "input" arrays: the
@@ -114,8 +117,15 @@ func (w *walker) top() {
 			// Tool definitions and output schemas, sent to the model: their
 			// size, whatever they hold.
 			w.skip()
-			w.addRaw(v)
-			switch raw := w.s[v:w.i]; k {
+			raw := w.s[v:w.i]
+			if (k == "tools" || k == "functions") && w.weigh && w.openAI && !w.bad {
+				// As OpenAI renders them, much shorter than their JSON.
+				w.text += int64(len(raw))
+				w.openAITools(raw)
+			} else {
+				w.addRaw(v)
+			}
+			switch k {
 			case "tools":
 				w.tools = w.tools || nonEmptyArray(raw)
 			case "tool_choice":
@@ -381,6 +391,16 @@ func (w *walker) weighText(i, j int, escapes bool) {
 		w.spans.escaped = 1
 	}
 	w.units += spansUnits(w.s, &w.spans)
+}
+
+// weighString adds the calibrated count of s (text of the body, or of a
+// JSON value in it), which has no backslash unless escapes says it may.
+func (w *walker) weighString(s string, escapes bool) {
+	w.spans.n, w.spans.at[0], w.spans.escaped = 1, [2]int64{0, int64(len(s))}, 0
+	if escapes {
+		w.spans.escaped = 1
+	}
+	w.units += spansUnits(s, &w.spans)
 }
 
 // enter consumes the '{' or '[' at w.i.
