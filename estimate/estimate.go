@@ -275,7 +275,7 @@ func request(body []byte, path string, o Options) Estimate {
 	if !weigh {
 		text = ceilDiv(w.text, o.BytesPerToken)
 	}
-	e.Prompt = min(text+w.tokenIDs+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
+	e.Prompt = min(text+w.tokenIDs+ceilDiv(w.opaque, opaqueBytesPerToken)+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
 	return e
 }
 

@@ -128,7 +128,9 @@ func TestAnthropic(t *testing.T) {
 				{"content":[{"type":"text","text":"more"},{"type":"image","source":{"type":"url","url":"https://x"}}],"tool_use_id":"t2","type":"tool_result"},
 				{"type":"tool_result","tool_use_id":"t3","content":[{"type":"tool_result","content":"nested, ignored"}]},
 				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"ignored"}}]}]}`,
-		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)), Completion: 2048, Model: "claude-opus-4-1", Parsed: true}, // and the tool_use's input
+		// And the tool_use's input, the thinking's text (3), and its
+		// signature, opaque: a byte, a token at 5 bytes a token rounded up.
+		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)) + 3 + 1, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
 	}})
 }
 

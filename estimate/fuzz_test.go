@@ -63,7 +63,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		return e
 	}
 
-	var text, units, messages, tokenIDs int64 // units: the calibrated count of the text (TextFeatures, weighed)
+	var text, units, messages, tokenIDs, opaque int64 // units: the calibrated count of the text (TextFeatures, weighed)
 	var tools, forcedTool bool
 	var caps [numCaps]int64
 	var model string
@@ -110,6 +110,12 @@ func reference(body []byte, path string, o Options) Estimate {
 					str(v)
 				case "input", "functionCall", "functionResponse":
 					toolCall(v)
+				case "thinking":
+					str(v)
+				case "signature", "data", "thoughtSignature", "thought_signature":
+					if v.Type == gjson.String {
+						opaque += int64(len(v.String()))
+					}
 				case "type":
 					toolResult = toolResult || v.Type == gjson.String && v.Str == "tool_result"
 				case "content":
@@ -135,6 +141,12 @@ func reference(body []byte, path string, o Options) Estimate {
 				content(v, false)
 			case "tool_calls", "function_call", "arguments", "output":
 				toolCall(v)
+			case "summary":
+				content(v, false)
+			case "encrypted_content":
+				if v.Type == gjson.String {
+					opaque += int64(len(v.String()))
+				}
 			}
 			return true
 		})
@@ -224,7 +236,7 @@ func reference(body []byte, path string, o Options) Estimate {
 	} else {
 		e.Prompt = (units + UnitsPerToken - 1) / UnitsPerToken
 	}
-	e.Prompt += tokenIDs
+	e.Prompt += tokenIDs + (opaque+opaqueBytesPerToken-1)/opaqueBytesPerToken
 	for _, c := range caps {
 		if c > 0 {
 			e.Completion = c

@@ -61,6 +61,19 @@ const (
 	wordNput = 0x7475706e // "nput", the end of "input"
 	wordCapC = 0x6c6c6143 // "Call", the end of "functionCall"
 	wordOnse = 0x65736e6f // "onse", the end of "functionResponse"
+
+	// The keys of reasoning, which the walker counts: at a message,
+	// "summary", "encrypted_content"; at a part, "thinking", "signature",
+	// "data", "thoughtSignature", "thought_signature".
+	wordSumm = 0x6d6d7573 // "summ"
+	wordMary = 0x7972616d // "mary", the end of "summary"
+	wordEncr = 0x72636e65 // "encr"
+	wordThin = 0x6e696874 // "thin"
+	wordKing = 0x676e696b // "king", the end of "thinking"
+	wordSign = 0x6e676973 // "sign"
+	wordTure = 0x65727574 // "ture", the end of "signature", "thoughtSignature", "thought_signature"
+	wordData = 0x61746164 // "data"
+	wordThou = 0x756f6874 // "thou"
 )
 
 // Where plainObject is: at a member of an object (at its start, where '}'

@@ -66,14 +66,16 @@ func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int,
 			counted := false
 			if !inParts {
 				switch k {
-				case "tool_calls", "function_call", "arguments", "output": // a tool call or result: the walker's
+				case "tool_calls", "function_call", "arguments", "output", // a tool call or result: the walker's
+					"summary", "encrypted_content": // a reasoning item: the walker's
 					return 0, 0, false
 				}
 				counted = k == "content" || k == "parts"
 			} else {
 				switch k {
 				case "content", // counts only in a tool_result: the walker's
-					"input", "functionCall", "functionResponse": // a tool call or result: the walker's
+					"input", "functionCall", "functionResponse", // a tool call or result: the walker's
+					"thinking", "signature", "data", "thoughtSignature", "thought_signature": // reasoning: the walker's
 					return 0, 0, false
 				}
 				counted = k == "text"

@@ -151,11 +151,13 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 				// Whether its string value counts.
 				Get R12
 				I64Eqz
-				If // a member of the message: "content" and "parts"; tool calls are the walker's
+				If // a member of the message: "content" and "parts"; tool calls and reasoning are the walker's
 					EXIT_IF_KEY($10, $const_wordTool, $6, $const_wordAlls)
 					EXIT_IF_KEY($13, $const_wordFunc, $9, $const_wordCall)
 					EXIT_IF_KEY($9, $const_wordArgu, $5, $const_wordEnts)
 					EXIT_IF_KEY($6, $const_wordOutp, $2, $const_wordTput)
+					EXIT_IF_KEY($7, $const_wordSumm, $3, $const_wordMary)
+					EXIT_IF_KEY($17, $const_wordEncr, $13, $const_wordTent)
 					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
 					Get R5
 					Set R15
@@ -164,10 +166,15 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 					Get R5
 					I64Or
 					Set R15
-				Else // a member of a part: "text"; "content" and tool calls are the walker's
+				Else // a member of a part: "text"; "content", tool calls and reasoning are the walker's
 					EXIT_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
 					EXIT_IF_KEY($12, $const_wordFunc, $8, $const_wordCapC)
 					EXIT_IF_KEY($16, $const_wordFunc, $12, $const_wordOnse)
+					EXIT_IF_KEY($8, $const_wordThin, $4, $const_wordKing)
+					EXIT_IF_KEY($9, $const_wordSign, $5, $const_wordTure)
+					EXIT_IF_KEY($4, $const_wordData, $0, $const_wordData)
+					EXIT_IF_KEY($16, $const_wordThou, $12, $const_wordTure)
+					EXIT_IF_KEY($17, $const_wordThou, $13, $const_wordTure)
 					KEY_IS($4, $const_wordText, $0, $const_wordText)
 					Get R5
 					Set R15

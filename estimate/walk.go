@@ -44,8 +44,8 @@ type walker struct {
 	// openAI says the request is in OpenAI's chat or Responses dialect,
 	// whose tools are counted as OpenAI renders them (tools.go).
 	openAI bool
-	spans textSpans
-	caps  [numCaps]int64
+	spans  textSpans
+	caps   [numCaps]int64
 	// messages counts the elements of "messages" and "input" arrays: the
 	// messages a chat format wraps (see Dialect). tools says "tools" is a
 	// non-empty array, forcedTool that "tool_choice" forces a tool (its
@@ -53,6 +53,9 @@ type walker struct {
 	messages   int64
 	tools      bool
 	forcedTool bool
+	// opaque counts the bytes of opaque reasoning carried in the history
+	// (reasoning.go).
+	opaque int64
 	// tokenIDs counts the numbers of a prompt given as token ids
 	// ("prompt": [1212, 318], or a batch of such lists): a token each.
 	tokenIDs int64
@@ -215,8 +218,20 @@ func (w *walker) turn() {
 			w.content(false)
 		case "tool_calls", "function_call", "arguments", "output":
 			w.toolCall() // a tool call in the history, or a Responses call's arguments or output
+		case "summary": // a Responses reasoning item's summary: text parts
+			w.content(false)
+		case "encrypted_content": // its encrypted reasoning
+			w.addOpaque()
 		}
 		w.done(v)
+	}
+}
+
+// addOpaque counts a string of opaque reasoning (reasoning.go).
+func (w *walker) addOpaque() {
+	if w.peek() == '"' {
+		_, n := w.str()
+		w.opaque += n
 	}
 }
 
@@ -278,6 +293,12 @@ func (w *walker) part(nested bool) {
 			}
 		case "input", "functionCall", "functionResponse":
 			w.toolCall() // Anthropic's tool_use, Gemini's function calls and responses
+		case "thinking": // Anthropic's thinking block: its text
+			if w.peek() == '"' {
+				w.addText()
+			}
+		case "signature", "data", "thoughtSignature", "thought_signature":
+			w.addOpaque() // Anthropic's thinking signature and redacted thinking, Gemini's thought signature
 		case "content":
 			if !nested {
 				outer, outerUnits := w.text, w.units
