@@ -275,6 +275,7 @@ func request(body []byte, path string, o Options) Estimate {
 	if !weigh {
 		text = ceilDiv(w.text, o.BytesPerToken)
 	}
+	images += imageRefTokens(d, w.images[0], w.images[1])
 	e.Prompt = min(text+w.tokenIDs+ceilDiv(w.opaque, opaqueBytesPerToken)+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
 	return e
 }

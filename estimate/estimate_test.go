@@ -106,7 +106,9 @@ func TestOpenAIResponses(t *testing.T) {
 			{"role":"user","content":"Thanks"},
 			{"type":"function_call_output","call_id":"c1","output":"counted"}],
 			"tools":[{"type":"web_search"}]}`,
-		want: Estimate{Prompt: 14 + 6 + 6 + 7 + int64(len(`[{"type":"web_search"}]`)), Completion: 4096, Model: "gpt-4.1", Parsed: true}, // 7: the output of the function call
+		// 7: the output of the function call; 765: the image by URL, of an
+		// unknown size, as 1024 × 1024 (the file by id is not an image).
+		want: Estimate{Prompt: 14 + 6 + 6 + 7 + int64(len(`[{"type":"web_search"}]`)) + 765, Completion: 4096, Model: "gpt-4.1", Parsed: true},
 	}})
 }
 
@@ -129,8 +131,10 @@ func TestAnthropic(t *testing.T) {
 				{"type":"tool_result","tool_use_id":"t3","content":[{"type":"tool_result","content":"nested, ignored"}]},
 				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"ignored"}}]}]}`,
 		// And the tool_use's input, the thinking's text (3), and its
-		// signature, opaque: a byte, a token at 5 bytes a token rounded up.
-		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)) + 3 + 1, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
+		// signature, opaque: a byte, a token at 5 bytes a token rounded up;
+		// the image by URL in the second tool result, of an unknown size
+		// (765: the path names no API, OpenAI's rule applies).
+		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)) + 3 + 1 + 765, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
 	}})
 }
 

@@ -63,7 +63,8 @@ func reference(body []byte, path string, o Options) Estimate {
 		return e
 	}
 
-	var text, units, messages, tokenIDs, opaque int64 // units: the calibrated count of the text (TextFeatures, weighed)
+	var text, units, messages, tokenIDs, opaque int64
+	var imageRefs [2]int64 // by reference, without and with "detail": "low" // units: the calibrated count of the text (TextFeatures, weighed)
 	var tools, forcedTool bool
 	var caps [numCaps]int64
 	var model string
@@ -103,7 +104,8 @@ func reference(body []byte, path string, o Options) Estimate {
 				return true
 			}
 			var inner, innerUnits int64
-			toolResult := false
+			var innerImages [2]int64
+			toolResult, image, byURL, geminiImage, low := false, false, false, false, 0
 			part.ForEach(func(k, v gjson.Result) bool {
 				switch k.Str {
 				case "text":
@@ -118,18 +120,47 @@ func reference(body []byte, path string, o Options) Estimate {
 					}
 				case "type":
 					toolResult = toolResult || v.Type == gjson.String && v.Str == "tool_result"
+					image = image || v.Type == gjson.String && (v.Str == "image_url" || v.Str == "input_image" || v.Str == "image")
+				case "image_url":
+					url := v
+					if v.IsObject() {
+						url = v.Get("url")
+						if v.Get("detail").Type == gjson.String && v.Get("detail").Raw == `"low"` {
+							low = 1
+						}
+					}
+					byURL = byURL || url.Type == gjson.String && !strings.HasPrefix(url.Raw, `"data:`)
+				case "detail":
+					if v.Raw == `"low"` {
+						low = 1
+					}
+				case "file_id":
+					byURL = byURL || v.Type == gjson.String
+				case "source":
+					byURL = byURL || v.Get("type").Raw == `"url"` || v.Get("type").Raw == `"file"`
+				case "fileData", "file_data":
+					mime := v.Get("mimeType")
+					if !mime.Exists() {
+						mime = v.Get("mime_type")
+					}
+					geminiImage = geminiImage || strings.HasPrefix(mime.Raw, `"image/`)
 				case "content":
 					if !nested {
-						outer, outerUnits := text, units
+						outer, outerUnits, outerImages := text, units, imageRefs
 						content(v, true)
 						inner, innerUnits = inner+text-outer, innerUnits+units-outerUnits
-						text, units = outer, outerUnits
+						innerImages[0], innerImages[1] = innerImages[0]+imageRefs[0]-outerImages[0], innerImages[1]+imageRefs[1]-outerImages[1]
+						text, units, imageRefs = outer, outerUnits, outerImages
 					}
 				}
 				return true
 			})
 			if toolResult {
 				text, units = text+inner, units+innerUnits
+				imageRefs[0], imageRefs[1] = imageRefs[0]+innerImages[0], imageRefs[1]+innerImages[1]
+			}
+			if image && byURL || geminiImage {
+				imageRefs[low]++
 			}
 			return true
 		})
@@ -257,6 +288,7 @@ func reference(body []byte, path string, o Options) Estimate {
 			e.Prompt += anthropicToolPrompt(e.Model, forcedTool)
 		}
 	}
+	e.Prompt += imageRefTokens(DialectOf(path), imageRefs[0], imageRefs[1])
 	if mayHoldMedia(int64(len(body)), text, messages) {
 		images, _ := media(string(read), DialectOf(path)) // the inline images (media.go, not the walker's)
 		e.Prompt += images

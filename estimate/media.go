@@ -4,6 +4,8 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // Images sent inline (base64, in a data URL or in Anthropic's and Gemini's
@@ -258,4 +260,61 @@ func imageTokens(d Dialect, w, h int) int64 {
 	}
 	tiles := int64((int(fw)+511)/512) * int64((int(fh)+511)/512)
 	return 85 + 170*tiles
+}
+
+// Images sent by URL or by file id (OpenAI's image_url part with a URL,
+// Responses' input_image with a URL or a file_id, Anthropic's image with a
+// url or file source, Gemini's fileData of an image type) cannot be sized:
+// each counts as an image of unknown size (unknownSide), or 85 tokens with
+// OpenAI's "detail": "low". A file of another type (a PDF, audio, video
+// sent by reference) cannot be counted at all: its usage charges it.
+
+// imageRef is what a content part says of an image it sends by reference.
+type imageRef struct {
+	byURL       bool // an image_url or input_image URL (not a data URL), a file_id, an Anthropic url or file source
+	geminiImage bool // Gemini's fileData of an image type
+	low         int  // 1 with "detail": "low"
+}
+
+// read reads the part's member k, whose value is at w.i (v).
+func (r *imageRef) read(w *walker, k string, v int) {
+	w.skip()
+	raw := w.s[v:w.i]
+	value := gjson.Parse(raw)
+	switch k {
+	case "image_url": // a URL (Responses), or an object with one (chat)
+		url := value
+		if value.IsObject() {
+			url = value.Get("url")
+			if value.Get("detail").Raw == `"low"` {
+				r.low = 1
+			}
+		}
+		r.byURL = r.byURL || url.Type == gjson.String && !strings.HasPrefix(url.Raw, `"data:`)
+	case "detail":
+		if raw == `"low"` {
+			r.low = 1
+		}
+	case "file_id":
+		r.byURL = r.byURL || value.Type == gjson.String
+	case "source": // Anthropic's: base64 (inline, media counts it), url or file
+		t := value.Get("type").Raw
+		r.byURL = r.byURL || t == `"url"` || t == `"file"`
+	case "fileData", "file_data":
+		mime := value.Get("mimeType")
+		if !mime.Exists() {
+			mime = value.Get("mime_type")
+		}
+		r.geminiImage = r.geminiImage || strings.HasPrefix(mime.Raw, `"image/`)
+	}
+}
+
+// imageRefTokens is what images sent by reference cost: n of them, and low
+// of them with "detail": "low".
+func imageRefTokens(d Dialect, n, low int64) int64 {
+	unknown := imageTokens(d, unknownSide, unknownSide)
+	if d == DialectAnthropic || d == DialectGemini { // no "detail"
+		return (n + low) * unknown
+	}
+	return n*unknown + low*openAILowDetail
 }

@@ -102,3 +102,26 @@ func TestLargeBodiesCountTheirImagesAsImages(t *testing.T) {
 	assert.Equal(t, ceilDiv(int64(len(body)-len(b64)), 4)+765, e.Prompt)
 	assert.Less(t, e.Prompt, int64(1000))
 }
+
+// Issue 40: an image sent by URL or by file id counts as an image of an
+// unknown size (1024 × 1024) by its provider's rule, or 85 with OpenAI's
+// "detail": "low"; a file of another type sent by reference is not counted,
+// and an inline image is counted once, by its size.
+func TestImagesByReference(t *testing.T) {
+	o := Options{BytesPerToken: 1 << 20, DefaultCompletionTokens: 1} // no text
+	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
+	chat := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}},` +
+		`{"type":"image_url","image_url":{"url":"https://x/b.png","detail":"low"}}]}]}`
+	assert.Equal(t, int64(4+3+765+85), prompt("/v1/chat/completions", chat), "OpenAI chat: 765 and 85 (low)")
+	responses := `{"model":"gpt-4o","input":[{"role":"user","content":[{"type":"input_image","file_id":"file-1"},` +
+		`{"type":"input_image","image_url":"https://x/c.png","detail":"low"},{"type":"input_file","file_id":"file-2"}]}]}`
+	assert.Equal(t, int64(4+3+765+85), prompt("/v1/responses", responses), "Responses: by file id and by URL; a file that is not an image: nothing")
+	anthropic := `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/d.png"}},` +
+		`{"type":"image","source":{"type":"file","file_id":"file-3"}},{"type":"document","source":{"type":"url","url":"https://x/e.pdf"}}]}]}`
+	assert.Equal(t, int64(2*1399), prompt("/v1/messages", anthropic), "Anthropic: 1024 × 1024 / 750 each; a document: nothing")
+	gemini := `{"contents":[{"parts":[{"fileData":{"mimeType":"image/png","fileUri":"gs://b/f.png"}},{"file_data":{"mime_type":"application/pdf","file_uri":"gs://b/g.pdf"}}]}]}`
+	assert.Equal(t, int64(1032), prompt("/v1beta/models/gemini-2.5-flash:generateContent", gemini), "Gemini: 4 tiles of 258; a PDF: nothing")
+	inline := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
+		encoded(t, "png", 1024, 1024) + strings.Repeat("A", 8<<10) + `"}}]}]}`
+	assert.Equal(t, int64(4+3+765), prompt("/v1/chat/completions", inline), "inline: by its size, once")
+}

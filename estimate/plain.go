@@ -74,6 +74,16 @@ const (
 	wordTure = 0x65727574 // "ture", the end of "signature", "thoughtSignature", "thought_signature"
 	wordData = 0x61746164 // "data"
 	wordThou = 0x756f6874 // "thou"
+
+	// The keys of images sent by reference, which the walker counts, at a
+	// part: "image_url", "file_id", "source", "fileData", "file_data".
+	wordImag = 0x67616d69 // "imag"
+	wordUrlE = 0x6c72755f // "_url", the end of "image_url"
+	wordFile = 0x656c6966 // "file"
+	wordEId  = 0x64695f65 // "e_id", the end of "file_id"
+	wordSour = 0x72756f73 // "sour"
+	wordUrce = 0x65637275 // "urce", the end of "source"
+	wordCapD = 0x61746144 // "Data", the end of "fileData"
 )
 
 // Where plainObject is: at a member of an object (at its start, where '}'

@@ -166,7 +166,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 					Get R5
 					I64Or
 					Set R15
-				Else // a member of a part: "text"; "content", tool calls and reasoning are the walker's
+				Else // a member of a part: "text"; "content", tool calls, reasoning and images by reference are the walker's
 					EXIT_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
 					EXIT_IF_KEY($12, $const_wordFunc, $8, $const_wordCapC)
 					EXIT_IF_KEY($16, $const_wordFunc, $12, $const_wordOnse)
@@ -175,6 +175,11 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 					EXIT_IF_KEY($4, $const_wordData, $0, $const_wordData)
 					EXIT_IF_KEY($16, $const_wordThou, $12, $const_wordTure)
 					EXIT_IF_KEY($17, $const_wordThou, $13, $const_wordTure)
+					EXIT_IF_KEY($9, $const_wordImag, $5, $const_wordUrlE)
+					EXIT_IF_KEY($7, $const_wordFile, $3, $const_wordEId)
+					EXIT_IF_KEY($6, $const_wordSour, $2, $const_wordUrce)
+					EXIT_IF_KEY($8, $const_wordFile, $4, $const_wordCapD)
+					EXIT_IF_KEY($9, $const_wordFile, $5, $const_wordData)
 					KEY_IS($4, $const_wordText, $0, $const_wordText)
 					Get R5
 					Set R15

@@ -53,6 +53,9 @@ type walker struct {
 	messages   int64
 	tools      bool
 	forcedTool bool
+	// images counts the images sent by URL or by file (media.go), of
+	// OpenAI's "detail": "low" ([1]) or not ([0]).
+	images [2]int64
 	// opaque counts the bytes of opaque reasoning carried in the history
 	// (reasoning.go).
 	opaque int64
@@ -275,7 +278,9 @@ func (w *walker) part(nested bool) {
 		return
 	}
 	var inner, innerUnits int64
-	toolResult := false
+	var innerImages [2]int64
+	toolResult, image := false, false
+	var ref imageRef
 	for first := true; ; first = false {
 		k, ok := w.key(first)
 		if !ok {
@@ -289,8 +294,15 @@ func (w *walker) part(nested bool) {
 			}
 		case "type":
 			if w.peek() == '"' {
-				toolResult = w.decodedStr() == "tool_result" || toolResult
+				switch w.decodedStr() {
+				case "tool_result":
+					toolResult = true
+				case "image_url", "input_image", "image":
+					image = true
+				}
 			}
+		case "image_url", "detail", "file_id", "source", "fileData", "file_data":
+			ref.read(w, k, v) // an image sent by URL or by file
 		case "input", "functionCall", "functionResponse":
 			w.toolCall() // Anthropic's tool_use, Gemini's function calls and responses
 		case "thinking": // Anthropic's thinking block: its text
@@ -301,16 +313,21 @@ func (w *walker) part(nested bool) {
 			w.addOpaque() // Anthropic's thinking signature and redacted thinking, Gemini's thought signature
 		case "content":
 			if !nested {
-				outer, outerUnits := w.text, w.units
+				outer, outerUnits, outerImages := w.text, w.units, w.images
 				w.content(true)
 				inner, innerUnits = inner+w.text-outer, innerUnits+w.units-outerUnits
-				w.text, w.units = outer, outerUnits
+				innerImages[0], innerImages[1] = innerImages[0]+w.images[0]-outerImages[0], innerImages[1]+w.images[1]-outerImages[1]
+				w.text, w.units, w.images = outer, outerUnits, outerImages
 			}
 		}
 		w.done(v)
 	}
 	if toolResult {
 		w.text, w.units = w.text+inner, w.units+innerUnits
+		w.images[0], w.images[1] = w.images[0]+innerImages[0], w.images[1]+innerImages[1]
+	}
+	if image && ref.byURL || ref.geminiImage {
+		w.images[ref.low]++
 	}
 }
 
