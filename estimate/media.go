@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"strings"
@@ -8,16 +9,44 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Images sent inline (base64, in a data URL or in Anthropic's and Gemini's
-// "data" members) are counted as their provider bills them, by their size in
-// pixels, read from the image's header: never their bytes as text. The
-// walker skips them as it skips every part it does not count; media finds
-// them by their first bytes in base64 (PNG, JPEG, GIF, WebP) right after a
+// Media sent inline (base64, in a data URL or in OpenAI's, Anthropic's and
+// Gemini's "data" members) are counted as their provider bills them: an
+// image by its size in pixels, audio and video by their length, a PDF by
+// its pages, each read from the medium's header, never its bytes as text.
+// The walker skips them as it skips every part it does not count; media
+// finds them by their first bytes in base64 (mediaFormats) right after a
 // quote or a data URL's comma, wherever they are in the body.
 
-// mediaMagic are the base64 forms of the first bytes of the image formats
-// whose size media reads: PNG, JPEG, GIF, WebP (RIFF).
-var mediaMagic = [...]string{"iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR"}
+// mediaFormats are the media whose cost media reads, by the base64 form of
+// their first bytes: the magic ('?' matches any character), looked for from
+// anchorAt (a character rare in prose).
+var mediaFormats = [...]struct {
+	magic    string
+	anchorAt int
+}{
+	formatPNG:  {"iVBORw0KGgo", 1},
+	formatJPEG: {"/9j/", 0},
+	formatGIF:  {"R0lGOD", 0},
+	formatRIFF: {"UklGR", 0},      // WebP images and WAV audio
+	formatID3:  {"SUQz", 0},       // MP3 audio with an ID3 tag
+	formatMP4:  {"AAAA?GZ0eX", 5}, // MP4 and QuickTime video: a box's size, then "ftyp"
+	formatPDF:  {"JVBERi0", 0},    // "%PDF-"
+	formatWebM: {"GkXfo", 0},      // Matroska and WebM video
+	formatOgg:  {"T2dnUw", 0},     // Ogg audio ("OggS")
+}
+
+const (
+	formatPNG = iota
+	formatJPEG
+	formatGIF
+	formatRIFF
+	formatID3
+	formatMP4
+	formatPDF
+	formatWebM
+	formatOgg
+	numFormats
+)
 
 // maxHeaderBase64 bounds the base64 read to find an image's size: a JPEG's
 // frame header follows its metadata (EXIF, ICC profiles), usually within
@@ -28,15 +57,15 @@ const maxHeaderBase64 = 256 << 10
 // a header that cannot be read) are counted as 1024 × 1024 pixels.
 const unknownSide = 1024
 
-// media is what the inline images of a body cost, in tokens, by the rules of
+// media is what the inline media of a body cost, in tokens, by the rules of
 // the dialect's provider, and how many bytes of base64 they took: the bytes
 // a size estimate of the body counts as text, and should not. It reads the
-// body once per format (strings.Index, fast in WASM too), and each image's
+// body once per format (strings.Index, fast in WASM too), and each medium's
 // header.
 func media(s string, d Dialect) (tokens, bytes int64) {
-	var next [len(mediaMagic)]int // where each format's next image starts (-1: none left)
+	var next [numFormats]int // where each format's next medium starts (-1: none left)
 	for m := range next {
-		next[m] = findMagic(s, 0, mediaMagic[m])
+		next[m] = findMagic(s, 0, m)
 	}
 	for {
 		m := -1
@@ -54,32 +83,38 @@ func media(s string, d Dialect) (tokens, bytes int64) {
 			end = len(s) - j
 		}
 		b64 := s[j : j+end]
-		if w, h, image := imageSize(b64, m); image {
-			if lowDetail(s, j, j+end) {
-				tokens += openAILowDetail
-			} else {
-				tokens += imageTokens(d, w, h)
+		if m <= formatRIFF {
+			if w, h, image := imageSize(b64, m); image {
+				if lowDetail(s, j, j+end) {
+					tokens += openAILowDetail
+				} else {
+					tokens += imageTokens(d, w, h)
+				}
+				bytes += int64(len(b64))
+			} else if seconds, audio := wavSeconds(b64); audio {
+				tokens += audioTokens(d, seconds)
+				bytes += int64(len(b64))
 			}
+		} else {
+			tokens += avTokens(b64, m, d)
 			bytes += int64(len(b64))
 		}
-		for k := range next { // the images inside this one's base64 are none
+		tokens = min(tokens, MaxTokens) // each medium's cost is at most 300 MaxTokens
+		for k := range next {           // the media inside this one's base64 are none
 			if next[k] >= 0 && next[k] < j+end {
-				next[k] = findMagic(s, j+end, mediaMagic[k])
+				next[k] = findMagic(s, j+end, k)
 			}
 		}
 	}
 }
 
-// findMagic returns where the next image of a format (its base64 first
+// findMagic returns where the next medium of a format (its base64 first
 // bytes) starts at or after s[i], after a quote or a data URL's comma, or -1.
-// It looks for the magic from its first upper-case or '/' byte, rare in
-// prose: strings.Index finds candidates by their first byte (IndexByte,
-// assembly in WASM too), and one that is frequent ('i') makes it slow.
-func findMagic(s string, i int, magic string) int {
-	skip := 0
-	if magic[0] >= 'a' && magic[0] <= 'z' {
-		skip = 1 // "iVBORw0KGgo": from 'V'
-	}
+// It looks for the magic from its anchor, a character rare in prose:
+// strings.Index finds candidates by their first byte (IndexByte, assembly
+// in WASM too), and one that is frequent ('i', 'A') makes it slow.
+func findMagic(s string, i int, format int) int {
+	magic, skip := mediaFormats[format].magic, mediaFormats[format].anchorAt
 	anchor := magic[skip:]
 	for i+skip < len(s) {
 		k := strings.Index(s[i+skip:], anchor)
@@ -87,12 +122,22 @@ func findMagic(s string, i int, magic string) int {
 			return -1
 		}
 		j := i + k // where the magic would start
-		if s[j:j+skip] == magic[:skip] && j > 0 && (s[j-1] == '"' || s[j-1] == ',') {
+		if j > 0 && (s[j-1] == '"' || s[j-1] == ',') && matches(s[j:j+skip], magic[:skip]) {
 			return j
 		}
 		i = j + 1
 	}
 	return -1
+}
+
+// matches says whether s is pattern, in which '?' matches any byte.
+func matches(s, pattern string) bool {
+	for k := range len(pattern) {
+		if pattern[k] != '?' && s[k] != pattern[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // imageSize reads an image's width and height from the start of its base64
@@ -101,22 +146,22 @@ func findMagic(s string, i int, magic string) int {
 // is not a WebP image (a WAV: audio, not counted here).
 func imageSize(b64 string, format int) (w, h int, image bool) {
 	n := 64 // PNG, GIF and WebP give their size in their first 30 bytes
-	if format == 1 {
+	if format == formatJPEG {
 		n = maxHeaderBase64 // a JPEG's is after its metadata
 	}
 	head := decodeHead(b64, n)
-	if format == 3 && len(head) >= 12 && string(head[8:12]) != "WEBP" {
+	if format == formatRIFF && len(head) >= 12 && string(head[8:12]) != "WEBP" {
 		return 0, 0, false
 	}
 	var ok bool
 	switch format {
-	case 0:
+	case formatPNG:
 		w, h, ok = pngSize(head)
-	case 1:
+	case formatJPEG:
 		w, h, ok = jpegSize(head)
-	case 2:
+	case formatGIF:
 		w, h, ok = gifSize(head)
-	case 3:
+	case formatRIFF:
 		w, h, ok = webpSize(head)
 	}
 	if !ok || w <= 0 || h <= 0 {
@@ -167,9 +212,14 @@ func decodeHead(b64 string, n int) []byte {
 			i = len(b64)
 		}
 	}
-	clean = clean[:len(clean)/4*4]
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(clean)))
-	k, _ := base64.StdEncoding.Decode(out, clean)
+	// Whole groups of 4, and the 2 or 3 characters of a last group (its
+	// padding is where the loop stopped).
+	out := make([]byte, base64.RawStdEncoding.DecodedLen(len(clean)))
+	k, _ := base64.RawStdEncoding.Decode(out, clean[:len(clean)/4*4])
+	if rest := clean[len(clean)/4*4:]; len(rest) >= 2 {
+		r, _ := base64.RawStdEncoding.Decode(out[k:], rest)
+		k += r
+	}
 	return out[:k]
 }
 
@@ -317,4 +367,179 @@ func imageRefTokens(d Dialect, n, low int64) int64 {
 		return (n + low) * unknown
 	}
 	return n*unknown + low*openAILowDetail
+}
+
+// Audio, video and PDF documents sent inline count by their length, read
+// from their headers where they give it, as their provider bills them:
+//   - audio: Gemini 32 tokens a second ("Gemini represents each second of
+//     audio as 32 tokens"); OpenAI's audio models, and any other API, 10 (a
+//     token per 100 ms of the user's audio, its Realtime documentation);
+//   - video: 300 tokens a second (Gemini: 258 a frame at 1 frame a second,
+//     32 of audio, and metadata, "about 300 tokens per second"); only
+//     Gemini takes video, the others refuse it;
+//   - PDF: Gemini 258 tokens a page; Anthropic, OpenAI and others 3,000 (a
+//     page is its text and its image: "1,500 to 3,000 tokens per page",
+//     Anthropic's PDF support).
+//
+// A WAV's length is exact (its byte rate); an MP3's from its first frame's
+// bitrate; an MP4's from its movie header (mvhd), at its start or its end;
+// a PDF's pages by its page objects. Where the header cannot tell (an Ogg,
+// a WebM, an MP4 whose header is not where it is looked for, a PDF whose
+// pages are in compressed object streams), the length is its size at a low
+// rate: audio at 64 kbit/s, video at 1 Mbit/s, a page every 20 KB.
+const (
+	geminiAudioPerSecond = 32
+	audioPerSecond       = 10
+	videoPerSecond       = 300
+	geminiPerPage        = 258
+	perPage              = 3000
+
+	unknownAudioBytesPerSecond = 64000 / 8
+	unknownVideoBytesPerSecond = 1000000 / 8
+	unknownBytesPerPage        = 20000
+)
+
+// audioTokens is what seconds of audio cost.
+func audioTokens(d Dialect, seconds int64) int64 {
+	if d == DialectGemini {
+		return seconds * geminiAudioPerSecond
+	}
+	return seconds * audioPerSecond
+}
+
+// decodedLen is how many bytes a base64 text (JSON's backslashes aside)
+// decodes to, near enough.
+func decodedLen(b64 string) int64 {
+	return int64(len(strings.TrimRight(b64, "="))) * 3 / 4
+}
+
+// wavSeconds reads a WAV's length from its header: its data over its byte
+// rate, rounded up; audio is false for a RIFF file that is not a WAV.
+func wavSeconds(b64 string) (seconds int64, audio bool) {
+	head := decodeHead(b64, 64)
+	if len(head) < 32 || string(head[8:12]) != "WAVE" {
+		return 0, false
+	}
+	rate := int64(binary.LittleEndian.Uint32(head[28:]))
+	if string(head[12:16]) != "fmt " || rate <= 0 {
+		rate = unknownAudioBytesPerSecond
+	}
+	return min(ceilDiv(max(decodedLen(b64)-44, 0), rate), MaxTokens), true
+}
+
+// avTokens is what an MP3, MP4, PDF, WebM or Ogg medium costs.
+func avTokens(b64 string, format int, d Dialect) int64 {
+	size := decodedLen(b64)
+	switch format {
+	case formatID3:
+		return audioTokens(d, mp3Seconds(b64, size))
+	case formatOgg:
+		return audioTokens(d, ceilDiv(size, unknownAudioBytesPerSecond))
+	case formatMP4:
+		return videoPerSecond * mp4Seconds(b64, size)
+	case formatWebM:
+		return videoPerSecond * ceilDiv(size, unknownVideoBytesPerSecond)
+	case formatPDF:
+		if d == DialectGemini {
+			return geminiPerPage * pdfPages(b64, size)
+		}
+		return perPage * pdfPages(b64, size)
+	}
+	return 0
+}
+
+// mp3BitRates are MPEG-1 and MPEG-2 (and 2.5) Layer III bitrates, in kbit/s,
+// by the index of a frame header.
+var mp3BitRates = [2][16]int64{
+	{0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 0},
+	{0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 0},
+}
+
+// mp3Seconds reads an MP3's length from the bitrate of its first frame,
+// after its ID3 tag (whose size says where the frame is).
+func mp3Seconds(b64 string, size int64) int64 {
+	head := decodeHead(b64, maxHeaderBase64)
+	rate := int64(unknownAudioBytesPerSecond)
+	if len(head) >= 10 {
+		tag := int64(head[6]&0x7f)<<21 | int64(head[7]&0x7f)<<14 | int64(head[8]&0x7f)<<7 | int64(head[9]&0x7f) + 10
+		if f := head[min(tag, int64(len(head))):]; len(f) >= 3 && f[0] == 0xff && f[1]&0xe0 == 0xe0 && f[1]>>1&3 == 1 { // Layer III
+			version := 1 // MPEG-2 or 2.5
+			if f[1]>>3&3 == 3 {
+				version = 0 // MPEG-1
+			}
+			if kbps := mp3BitRates[version][f[2]>>4]; kbps > 0 {
+				rate = kbps * 1000 / 8
+			}
+		}
+		size -= min(tag, size)
+	}
+	return ceilDiv(size, rate)
+}
+
+// mp4Seconds reads an MP4's length from its movie header, at its start (a
+// file written for streaming) or its end; else its size at a low bitrate.
+func mp4Seconds(b64 string, size int64) int64 {
+	if seconds, ok := mvhdSeconds(decodeHead(b64, maxHeaderBase64)); ok {
+		return seconds
+	}
+	// The tail is read where its base64 is aligned: in a text without
+	// escaped slashes.
+	if tail := len(b64) - maxHeaderBase64; tail > 0 && !strings.Contains(b64, `\`) {
+		if seconds, ok := mvhdSeconds(decodeHead(b64[tail/4*4:], maxHeaderBase64)); ok {
+			return seconds
+		}
+	}
+	return ceilDiv(size, unknownVideoBytesPerSecond)
+}
+
+// mvhdSeconds reads the duration of a movie header box in b: its version,
+// flags, times, timescale and duration (32 or 64 bits).
+func mvhdSeconds(b []byte) (int64, bool) {
+	i := bytes.Index(b, []byte("mvhd"))
+	if i < 0 || i+24 > len(b) {
+		return 0, false
+	}
+	var scale, duration uint64
+	switch {
+	case b[i+4] == 0:
+		scale, duration = uint64(binary.BigEndian.Uint32(b[i+16:])), uint64(binary.BigEndian.Uint32(b[i+20:]))
+	case b[i+4] == 1 && i+36 <= len(b):
+		scale, duration = uint64(binary.BigEndian.Uint32(b[i+24:])), binary.BigEndian.Uint64(b[i+28:])
+	}
+	if scale == 0 {
+		return 0, false
+	}
+	return int64(min((duration+scale-1)/scale, uint64(MaxTokens))), true
+}
+
+// maxPDFBase64 bounds the base64 of a PDF read for its pages; the pages of
+// a larger one are extrapolated.
+const maxPDFBase64 = 4 << 20
+
+// pdfPages counts a PDF's page objects ("/Type /Page", not "/Pages"), in
+// its first maxPDFBase64 bytes of base64 and extrapolated to the rest; a PDF
+// whose pages cannot be seen (compressed object streams) counts a page every
+// unknownBytesPerPage.
+func pdfPages(b64 string, size int64) int64 {
+	read := decodeHead(b64, maxPDFBase64)
+	var pages int64
+	for _, object := range [...]string{"/Type/Page", "/Type /Page"} {
+		for rest := read; ; {
+			i := bytes.Index(rest, []byte(object))
+			if i < 0 {
+				break
+			}
+			rest = rest[i+len(object):]
+			if len(rest) == 0 || rest[0] != 's' {
+				pages++
+			}
+		}
+	}
+	if pages == 0 {
+		return max(ceilDiv(size, unknownBytesPerPage), 1)
+	}
+	if int64(len(read)) < size {
+		pages = ceilDiv(pages*size, int64(len(read)))
+	}
+	return pages
 }

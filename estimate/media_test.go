@@ -48,7 +48,8 @@ func TestInlineImagesCostTheirSize(t *testing.T) {
 	images := func(path, body string) int64 {
 		// The same body with each image's first bytes broken: no image.
 		plain := body
-		for _, magic := range mediaMagic {
+		for _, f := range mediaFormats {
+			magic := f.magic
 			plain = strings.ReplaceAll(strings.ReplaceAll(plain, `"`+magic, `"x`+magic), `,`+magic, `,x`+magic)
 		}
 		return Request([]byte(body), path, o).Prompt - Request([]byte(plain), path, o).Prompt
@@ -124,4 +125,56 @@ func TestImagesByReference(t *testing.T) {
 	inline := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
 		encoded(t, "png", 1024, 1024) + strings.Repeat("A", 8<<10) + `"}}]}]}`
 	assert.Equal(t, int64(4+3+765), prompt("/v1/chat/completions", inline), "inline: by its size, once")
+}
+
+// Issue 40: audio, video and PDF documents sent inline count by their
+// length as their provider bills them (media.go): a WAV by its byte rate, an
+// MP3 by its first frame's bitrate, an MP4 by its movie header at its start
+// or its end, a PDF by its pages; what gives no length by its size at a
+// low rate.
+func TestAudioVideoAndDocuments(t *testing.T) {
+	o := Options{BytesPerToken: 1 << 20, DefaultCompletionTokens: 1} // no text
+	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
+	le32 := func(n int) []byte { return []byte{byte(n), byte(n >> 8), byte(n >> 16), byte(n >> 24)} }
+	be32 := func(n int) []byte { return []byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)} }
+	// 10 s of 16 kHz 16-bit mono: 32,000 bytes a second.
+	wav := append([]byte("RIFF\x00\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00"), le32(16000)...)
+	wav = append(append(wav, le32(32000)...), []byte("\x02\x00\x10\x00data\x00\x00\x00\x00")...)
+	wav = append(wav, make([]byte, 320000)...)
+	// 20 s at 128 kbit/s after an ID3 tag of 100 bytes.
+	mp3 := append([]byte("ID3\x04\x00\x00\x00\x00\x00\x64"), make([]byte, 100)...)
+	mp3 = append(append(mp3, 0xff, 0xfb, 0x90, 0x00), make([]byte, 20*16000-4)...)
+	// 90 s of video: ftyp, then a version-0 mvhd with a timescale of 1,000.
+	mvhd := append(append(append([]byte("\x00\x00\x00\x6cmvhd\x00\x00\x00\x00"), make([]byte, 8)...), be32(1000)...), be32(90000)...)
+	mp4Head := append([]byte("\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41"), mvhd...)
+	mp4 := append(append([]byte{}, mp4Head...), make([]byte, 4096)...)
+	// The same, its movie header at its end, past what is read from the start.
+	mp4End := append(append(mp4Head[:32:32], make([]byte, 400<<10)...), mvhd...)
+	pdf := []byte("%PDF-1.7\n1 0 obj << /Type /Pages /Kids [2 0 R 3 0 R 4 0 R] /Count 3 >> endobj\n" +
+		"2 0 obj << /Type /Page >> endobj 3 0 obj << /Type/Page >> endobj 4 0 obj << /Type /Page /Parent 1 0 R >> endobj\n" +
+		"5 0 obj << /Length 2048 >> stream\n" + strings.Repeat("x", 2048) + "\nendstream endobj\n%%EOF")
+
+	gemini := func(mime string, data []byte) string {
+		return `{"contents":[{"parts":[{"inlineData":{"mimeType":"` + mime + `","data":"` + b64(data) + `"}}]}]}`
+	}
+	openAIAudio := func(format string, data []byte) string {
+		return `{"model":"gpt-4o-audio-preview","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"` +
+			b64(data) + `","format":"` + format + `"}}]}]}`
+	}
+	geminiPath := "/v1beta/models/gemini-2.5-flash:generateContent"
+	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
+	assert.Equal(t, int64(10*32), prompt(geminiPath, gemini("audio/wav", wav)), "Gemini: 32 a second")
+	assert.Equal(t, int64(4+3+10*10), prompt("/v1/chat/completions", openAIAudio("wav", wav)), "OpenAI: 10 a second, and the chat format")
+	assert.Equal(t, int64(20*32), prompt(geminiPath, gemini("audio/mpeg", mp3)), "an MP3 by its bitrate")
+	assert.Equal(t, int64(4+3+20*10), prompt("/v1/chat/completions", openAIAudio("mp3", mp3)))
+	assert.Equal(t, int64(90*300), prompt(geminiPath, gemini("video/mp4", mp4)), "video: 300 a second")
+	assert.Equal(t, int64(90*300), prompt(geminiPath, gemini("video/mp4", mp4End)), "its header at its end")
+	assert.Equal(t, int64(3*258), prompt(geminiPath, gemini("application/pdf", pdf)), "Gemini: 258 a page")
+	anthropicPDF := `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + b64(pdf) + `"}}]}]}`
+	assert.Equal(t, int64(3*3000), prompt("/v1/messages", anthropicPDF), "Anthropic: 3,000 a page")
+	ogg := append([]byte("OggS"), make([]byte, 80000-4)...) // 10 s at 64 kbit/s
+	assert.Equal(t, int64(10*32), prompt(geminiPath, gemini("audio/ogg", ogg)), "no length in its header: its size at 64 kbit/s")
+	// A lying header is bounded.
+	huge := append(append(append([]byte("\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41\x00\x00\x00\x78mvhd\x01\x00\x00\x00"), make([]byte, 16)...), be32(1)...), 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
+	assert.Equal(t, MaxTokens, prompt(geminiPath, gemini("video/mp4", append(huge, make([]byte, 4096)...))))
 }
