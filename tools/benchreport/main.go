@@ -48,13 +48,19 @@ type reportScale struct {
 	// overrideRequests are the requests of one timed run of the price of
 	// limit overrides (see measureOverrides).
 	overrideRequests int
+	// estimateBenchTime and estimateRuns: the estimate's benchmark in WASM
+	// (see measureEstimate), as go test's -benchtime, and how many times.
+	estimateBenchTime string
+	estimateRuns      int
 }
 
 var scales = map[string]reportScale{
 	"full": {benchTime: "0.5s", largeBenchTime: "60x", rounds: 7, vmPerCase: true, ruleCounts: []int{1, 10, 100},
-		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}, overrideRequests: 3000},
+		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}, overrideRequests: 3000,
+		estimateBenchTime: "300x", estimateRuns: 5},
 	"smoke": {benchTime: "2x", largeBenchTime: "2x", rounds: 2, ruleCounts: []int{1, 10, 100},
-		inFlight: []int{1, 8}, minutes: 2, plotInFlight: []int{8}, overrideRequests: 10},
+		inFlight: []int{1, 8}, minutes: 2, plotInFlight: []int{8}, overrideRequests: 10,
+		estimateBenchTime: "2x", estimateRuns: 1},
 }
 
 // goVMs are the two plugins compiled natively: the VM contexts their
@@ -106,6 +112,8 @@ func measure(t tb, scale reportScale) (benchReport, string) {
 	t.Logf("accuracy measured in %s", time.Since(started).Round(time.Second))
 	r.overrides = measureOverrides(t, scale, vms.plugin)
 	t.Logf("the price of overrides measured in %s", time.Since(started).Round(time.Second))
+	r.estimate = measureEstimate(t, scale, scale.estimateRuns)
+	t.Logf("the estimate measured in %s", time.Since(started).Round(time.Second))
 	r.plots = plotAccuracy(t, r.accuracy, scale.plotInFlight)
 	r.elapsed = time.Since(started)
 	markdown := r.markdown()

@@ -24,6 +24,7 @@ type benchReport struct {
 	costs     []costRow
 	accuracy  []accuracyRun
 	overrides []overridesRow
+	estimate  []estimateRow
 	plots     []plotFile
 }
 
@@ -77,6 +78,7 @@ func (r benchReport) markdown() string {
 		"One SSE content event of an admitted stream (`usage: null`), as the response passes through: the price of "+
 			"reading usage from streams, paid per event.")
 	r.writeAssembly(&b)
+	r.writeEstimate(&b)
 	r.writeOverrides(&b)
 	r.writeAccuracy(&b)
 	r.writePlots(&b)
@@ -294,7 +296,7 @@ func (r benchReport) writePlots(b *strings.Builder) {
 // limiter behaves as documented: reservation never admits more than the
 // limit in a minute, and without it requests in flight overshoot it.
 func checkReport(t tb, r benchReport, markdown string) {
-	for _, want := range []string{"make bench", "## Headline", "## Method", "## The estimate's WASM assembly", "## The price of limit overrides", "## Accuracy under concurrency", "## Admitted tokens over time"} {
+	for _, want := range []string{"make bench", "## Headline", "## Method", "## The estimate's WASM assembly", "## The estimate's cost per KiB", "## The price of limit overrides", "## Accuracy under concurrency", "## Admitted tokens over time"} {
 		if !strings.Contains(markdown, want) {
 			t.Errorf("the report lacks %q", want)
 		}
