@@ -101,15 +101,19 @@ func TestRun(t *testing.T) {
 	}
 	wasm := filepath.Join(t.TempDir(), "main.wasm")
 	require.NoError(t, wasmbuild.Build(wasmbuild.Plugin, wasm))
-	listen := freeAddr(t)
 	tmp := t.TempDir()
 
-	r := startRunSh(t, "LISTEN="+listen, "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=")
+	// Port 0: run.sh has the gateway pick a free port (a port the test
+	// picked could be taken by another suite before the gateway binds it).
+	r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=")
 	// Building the tools takes most of it, from a cold cache.
 	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute),
 		"run.sh did not start\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 
 	out := r.stdout.String()
+	gateway := regexp.MustCompile(`local gateway +http://(127\.0\.0\.1:\d+) `).FindStringSubmatch(out)
+	require.Len(t, gateway, 2, out)
+	listen := gateway[1]
 	gw := "http://" + listen
 	assert.Contains(t, out, "local gateway  "+gw+" ")
 	assert.Contains(t, out, "  curl -i "+gw+"/v1/chat/completions -H 'x-api-key: demo-1'")
@@ -220,7 +224,7 @@ func TestRunShowsYourConfiguration(t *testing.T) {
 	mine := filepath.Join(t.TempDir(), "mine.yaml")
 	require.NoError(t, os.WriteFile(mine, []byte("rule_name: mine\nrule_items:\n  - limit_by_per_header: x-team\n    limit_keys:\n"+
 		"      - key: \"*\"\n        token_per_hour: 5000\nredis:\n  service_name: redis.static\n"), 0o644))
-	r := startRunSh(t, "LISTEN="+freeAddr(t), "WASM="+wasm, "TMPDIR="+t.TempDir(), "REDIS_ADDR=", "LOCALGW_CONFIG="+mine,
+	r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+t.TempDir(), "REDIS_ADDR=", "LOCALGW_CONFIG="+mine,
 		"ALERTS_URL=http://127.0.0.1:9/hooks")
 	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute), "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	out := r.stdout.String()
@@ -255,7 +259,7 @@ func TestRunStopsOnABadConfiguration(t *testing.T) {
 	} {
 		tmp := t.TempDir()
 		start := time.Now()
-		r := startRunSh(t, "LISTEN="+freeAddr(t), "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "LOCALGW_CONFIG="+tc.config)
+		r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "LOCALGW_CONFIG="+tc.config)
 		err := r.wait(t, 3*time.Minute)
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -272,15 +276,6 @@ func TestRunStopsOnABadConfiguration(t *testing.T) {
 		// Redis, the mock and the gateway are in run.sh's process group.
 		assert.ErrorIs(t, syscall.Kill(-r.cmd.Process.Pid, 0), syscall.ESRCH, "something run.sh started still runs")
 	}
-}
-
-// freeAddr is a loopback address no one listens on right now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // lines is an io.Writer that tells when something has been written.
