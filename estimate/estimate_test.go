@@ -1,6 +1,7 @@
 package estimate
 
 import (
+	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
 	"math"
 	"strings"
 	"testing"
@@ -579,6 +580,12 @@ func TestAllocations(t *testing.T) {
 		"with the model from the path")
 	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, "", opts) }),
 		"with the model from the body")
+	// An agent's request, its tools as OpenAI renders them, its tool calls
+	// and results, with the calibrated count: their strings with escapes
+	// are read in place (gjson allocated one each).
+	agent := []byte(requestbody.Agent(64 << 10))
+	assert.Equal(t, 1.0, testing.AllocsPerRun(20, func() { Request(agent, "/v1/chat/completions", calibrated) }),
+		"an agent's request: the model only")
 }
 
 // Validation agrees with gjson.ValidBytes on values in every position the

@@ -301,7 +301,7 @@ func reference(body []byte, path string, o Options) Estimate {
 // them (tools.go), restated: each function 7 tokens, name:description,
 // parameters 3, each property 3 and name:type:description, an enum -3 and
 // 3 and its text per value, 12 for all of them; what is not rendered by
-// its JSON.
+// its JSON; a member given twice counts twice.
 func referenceOpenAITools(tools gjson.Result) int64 {
 	const token = UnitsPerToken
 	str := func(v gjson.Result) int64 {
@@ -310,67 +310,47 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 		}
 		return textUnitsGo(v.Raw)
 	}
-	var units int64
-	functions := 0
-	for _, tool := range tools.Array() {
-		fn := tool
-		if tool.Get("function").IsObject() {
-			fn = tool.Get("function")
+	property := func(p gjson.Result) int64 {
+		if !p.IsObject() {
+			return textUnitsGo(p.Raw)
 		}
-		if !fn.IsObject() || fn.Get("name").Type != gjson.String {
-			units += textUnitsGo(tool.Raw)
-			continue
-		}
-		functions++
-		units += 7 * token
-		fn.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "type", "strict":
-			case "name", "description":
+		var units int64
+		p.ForEach(func(k, v gjson.Result) bool {
+			switch {
+			case k.Str == "type" || k.Str == "description":
 				units += str(v) + weightOther
-			case "parameters":
-				if !v.IsObject() {
-					units += textUnitsGo(v.Raw)
-					break
+			case k.Str == "enum" && v.IsArray():
+				units -= 3 * token
+				for _, item := range v.Array() {
+					units += 3*token + str(item)
 				}
-				v.ForEach(func(k, v gjson.Result) bool {
-					switch k.Str {
-					case "type", "required", "additionalProperties":
-					case "properties":
-						if !v.IsObject() {
-							units += textUnitsGo(v.Raw)
-							break
-						}
-						members := 0
-						v.ForEach(func(_, _ gjson.Result) bool { members++; return true })
-						if members > 0 {
-							units += 3 * token
-						}
-						v.ForEach(func(name, p gjson.Result) bool {
-							units += 3*token + weightOther + textUnitsGo(name.Raw[1:len(name.Raw)-1])
-							if !p.IsObject() {
-								units += textUnitsGo(p.Raw)
-								return true
-							}
-							p.ForEach(func(k, v gjson.Result) bool {
-								switch {
-								case k.Str == "type" || k.Str == "description":
-									units += str(v) + weightOther
-								case k.Str == "enum" && v.IsArray():
-									units -= 3 * token
-									for _, item := range v.Array() {
-										units += 3*token + str(item)
-									}
-								default:
-									units += textUnitsGo(v.Raw)
-								}
-								return true
-							})
-							return true
-						})
-					default:
-						units += textUnitsGo(v.Raw)
+			default:
+				units += textUnitsGo(v.Raw)
+			}
+			return true
+		})
+		return units
+	}
+	parameters := func(p gjson.Result) int64 {
+		if !p.IsObject() {
+			return textUnitsGo(p.Raw)
+		}
+		var units int64
+		p.ForEach(func(k, v gjson.Result) bool {
+			switch {
+			case k.Str == "type" || k.Str == "required" || k.Str == "additionalProperties":
+			case k.Str == "properties" && v.IsObject():
+				first := true
+				v.ForEach(func(name, p gjson.Result) bool {
+					if first {
+						units += 3 * token
+						first = false
 					}
+					key := name.Raw[1 : len(name.Raw)-1]
+					if strings.IndexByte(key, '\\') >= 0 {
+						key = name.Str
+					}
+					units += 3*token + weightOther + textUnitsGo(key) + property(p)
 					return true
 				})
 			default:
@@ -378,6 +358,51 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 			}
 			return true
 		})
+		return units
+	}
+	member := func(k, v gjson.Result) (units int64, name bool) {
+		switch k.Str {
+		case "type", "strict":
+			return 0, false
+		case "name", "description":
+			return str(v) + weightOther, k.Str == "name" && v.Type == gjson.String
+		case "parameters":
+			return parameters(v), false
+		}
+		return textUnitsGo(v.Raw), false
+	}
+	var units int64
+	functions := 0
+	for _, tool := range tools.Array() {
+		if !tool.IsObject() {
+			units += textUnitsGo(tool.Raw)
+			continue
+		}
+		var flat, wrapped int64
+		named, wrappedNamed := false, false
+		tool.ForEach(func(k, v gjson.Result) bool {
+			if k.Str == "function" && v.IsObject() {
+				v.ForEach(func(k, v gjson.Result) bool {
+					u, name := member(k, v)
+					wrapped, wrappedNamed = wrapped+u, wrappedNamed || name
+					return true
+				})
+				return true
+			}
+			u, name := member(k, v)
+			flat, named = flat+u, named || name
+			return true
+		})
+		switch {
+		case wrappedNamed:
+			units += 7*token + wrapped
+		case named:
+			units += 7*token + flat
+		default:
+			units += textUnitsGo(tool.Raw)
+			continue
+		}
+		functions++
 	}
 	if functions > 0 {
 		units += 12 * token

@@ -1,10 +1,6 @@
 package estimate
 
-import (
-	"strings"
-
-	"github.com/tidwall/gjson"
-)
+import "strings"
 
 // OpenAI's rendering of function tools
 //
@@ -28,118 +24,217 @@ const (
 	openAIFunctionsEnd   = 12 // the tools, when there is a function
 )
 
-// openAITools counts a "tools" (or legacy "functions") array as OpenAI
-// renders it: chat's {"type": "function", "function": {...}}, Responses'
-// flat {"type": "function", "name": ...}, and legacy functions alike. raw
-// is valid JSON (the walker validated it).
-func (w *walker) openAITools(raw string) {
+// openAITools counts the "tools" (or legacy "functions") array at w.i, which
+// it reads, as OpenAI renders it: chat's {"type": "function", "function":
+// {...}}, Responses' flat {"type": "function", "name": ...}, and legacy
+// functions alike. It reads the JSON with the walker (gjson would allocate
+// for every string with an escape); a member that occurs twice counts
+// twice, as everywhere in the estimate.
+func (w *walker) openAITools() {
+	if w.peek() != '[' {
+		w.weighValue()
+		return
+	}
+	if !w.enter() {
+		return
+	}
 	functions := 0
-	gjson.Parse(raw).ForEach(func(_, tool gjson.Result) bool {
-		fn := tool
-		if f := tool.Get("function"); f.IsObject() {
-			fn = f
+	for first := true; w.elem(first); first = false {
+		v := w.i
+		switch {
+		case w.peek() != '{':
+			w.weighValue() // not a tool: its JSON
+		case w.openAITool():
+			functions++
 		}
-		if !fn.IsObject() || fn.Get("name").Type != gjson.String {
-			w.weighJSON(tool.Raw) // a built-in tool, or anything else
-			return true
-		}
-		functions++
-		w.units += openAIFunctionStart * UnitsPerToken
-		fn.ForEach(func(k, v gjson.Result) bool {
-			switch k.Str {
-			case "type", "strict": // not rendered
-			case "name", "description": // name:description
-				w.weighValue(v)
-				w.units += weightOther
-			case "parameters":
-				w.openAIParameters(v)
-			default:
-				w.weighJSON(v.Raw)
-			}
-			return true
-		})
-		return true
-	})
+		w.done(v)
+	}
 	if functions > 0 {
 		w.units += openAIFunctionsEnd * UnitsPerToken
 	}
 }
 
-// openAIParameters counts a function's parameters schema as OpenAI renders
-// it: each property as name:type:description, an enum as its values; the
-// object's type, required and additionalProperties as the shape of what
-// follows; anything else by its JSON.
-func (w *walker) openAIParameters(p gjson.Result) {
-	if !p.IsObject() {
-		w.weighJSON(p.Raw)
+// openAITool reads a tool object at w.i and counts it: if it is a function
+// (its "function" object, or itself, names one) as OpenAI renders it, else
+// by its JSON. It returns whether it is a function.
+func (w *walker) openAITool() bool {
+	v, before := w.i, w.units
+	var flat, wrapped int64 // the units of its members, and of its "function" objects
+	named, wrappedNamed := false, false
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			break
+		}
+		m := w.i
+		if k == "function" && w.peek() == '{' {
+			start := w.units
+			wrappedNamed = w.openAIFunction() || wrappedNamed
+			wrapped += w.units - start
+		} else {
+			start := w.units
+			named = w.openAIMember(k) || named
+			flat += w.units - start
+		}
+		w.units = before
+		w.done(m)
+	}
+	switch {
+	case w.bad:
+	case wrappedNamed:
+		w.units = before + openAIFunctionStart*UnitsPerToken + wrapped
+	case named:
+		w.units = before + openAIFunctionStart*UnitsPerToken + flat
+	default:
+		w.weighText(v, w.i, true)
+		return false
+	}
+	return true
+}
+
+// openAIFunction reads a function object at w.i and counts its members as
+// OpenAI renders them. It returns whether it names the function (a string
+// "name").
+func (w *walker) openAIFunction() bool {
+	named := false
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return named
+		}
+		v := w.i
+		named = w.openAIMember(k) || named
+		w.done(v)
+	}
+}
+
+// openAIMember counts a member of a function at w.i, which it reads:
+// name:description, its parameters, nothing for its type and strict,
+// anything else by its JSON. It returns whether it is a string "name".
+func (w *walker) openAIMember(k string) bool {
+	switch k {
+	case "type", "strict": // not rendered
+		w.skip()
+	case "name", "description": // name:description
+		name := k == "name" && w.peek() == '"'
+		w.weighValue()
+		w.units += weightOther
+		return name
+	case "parameters":
+		w.openAIParameters()
+	default:
+		w.weighValue()
+	}
+	return false
+}
+
+// openAIParameters counts a function's parameters schema at w.i as OpenAI
+// renders it: each property as name:type:description, an enum as its
+// values; the object's type, required and additionalProperties as the shape
+// of what follows; anything else by its JSON.
+func (w *walker) openAIParameters() {
+	if w.peek() != '{' {
+		w.weighValue()
 		return
 	}
-	p.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "type", "required", "additionalProperties":
-		case "properties":
-			if !v.IsObject() {
-				w.weighJSON(v.Raw)
-				break
-			}
-			first := true
-			v.ForEach(func(name, property gjson.Result) bool {
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
+		switch {
+		case k == "type" || k == "required" || k == "additionalProperties":
+			w.skip()
+		case k == "properties" && w.peek() == '{':
+			w.enter()
+			for first := true; ; first = false {
+				start := w.i
+				name, ok := w.key(first)
+				if !ok {
+					break
+				}
 				if first {
 					w.units += openAIPropertiesInit * UnitsPerToken
-					first = false
 				}
-				w.units += openAIPropertyKey*UnitsPerToken + weightOther // name:
-				w.weighString(name.Raw[1:len(name.Raw)-1], strings.IndexByte(name.Raw, '\\') >= 0)
-				w.openAIProperty(property)
-				return true
-			})
-		default:
-			w.weighJSON(v.Raw)
-		}
-		return true
-	})
-}
-
-// openAIProperty counts a parameter's schema: type:description, the values
-// of an enum, anything else by its JSON.
-func (w *walker) openAIProperty(p gjson.Result) {
-	if !p.IsObject() {
-		w.weighJSON(p.Raw)
-		return
-	}
-	p.ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "type", "description":
-			w.weighValue(v)
-			w.units += weightOther // ':'
-		case "enum":
-			if !v.IsArray() {
-				w.weighJSON(v.Raw)
-				break
+				// name: (the key as written, between its quotes)
+				w.units += openAIPropertyKey*UnitsPerToken + weightOther
+				w.weighKey(start, name)
+				p := w.i
+				w.openAIProperty()
+				w.done(p)
 			}
-			w.units += openAIEnumInit * UnitsPerToken
-			v.ForEach(func(_, item gjson.Result) bool {
-				w.units += openAIEnumItem * UnitsPerToken
-				w.weighValue(item)
-				return true
-			})
 		default:
-			w.weighJSON(v.Raw)
+			w.weighValue()
 		}
-		return true
-	})
+		w.done(v)
+	}
 }
 
-// weighValue adds the calibrated count of a JSON value: a string's text,
-// anything else's JSON.
-func (w *walker) weighValue(v gjson.Result) {
-	if v.Type == gjson.String && len(v.Raw) >= 2 {
-		content := v.Raw[1 : len(v.Raw)-1]
-		w.weighString(content, strings.IndexByte(content, '\\') >= 0)
+// weighKey adds the calibrated count of the key that starts at s[start]
+// (after whitespace and a comma), decoded as name.
+func (w *walker) weighKey(start int, name string) {
+	i := strings.IndexByte(w.s[start:w.i], '"')
+	if i < 0 {
 		return
 	}
-	w.weighJSON(v.Raw)
+	i += start + 1
+	j := i + len(name)
+	if j <= len(w.s) && w.s[i:j] == name {
+		w.weighText(i, j, false) // as written, no escape
+		return
+	}
+	w.weighString(name, false) // written with escapes: decoded, which has none to read
 }
 
-// weighJSON adds the calibrated count of JSON text.
-func (w *walker) weighJSON(raw string) { w.weighString(raw, true) }
+// openAIProperty counts a parameter's schema at w.i: type:description, the
+// values of an enum, anything else by its JSON.
+func (w *walker) openAIProperty() {
+	if w.peek() != '{' {
+		w.weighValue()
+		return
+	}
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
+		switch {
+		case k == "type" || k == "description":
+			w.weighValue()
+			w.units += weightOther // ':'
+		case k == "enum" && w.peek() == '[':
+			w.units += openAIEnumInit * UnitsPerToken
+			w.enter()
+			for first := true; w.elem(first); first = false {
+				w.units += openAIEnumItem * UnitsPerToken
+				w.weighValue()
+			}
+		default:
+			w.weighValue()
+		}
+		w.done(v)
+	}
+}
+
+// weighValue reads the value at w.i and adds its calibrated count: a
+// string's text, anything else's JSON.
+func (w *walker) weighValue() {
+	v := w.i
+	if w.peek() == '"' {
+		raw, n := w.str()
+		if !w.bad {
+			w.weighText(v+1, v+1+len(raw), n != int64(len(raw)))
+		}
+		return
+	}
+	w.skip()
+	if !w.bad {
+		w.weighText(v, w.i, true)
+	}
+}

@@ -122,15 +122,15 @@ func (w *walker) top() {
 		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
 			// Tool definitions and output schemas, sent to the model: their
 			// size, whatever they hold.
-			w.skip()
-			raw := w.s[v:w.i]
-			if (k == "tools" || k == "functions") && w.weigh && w.openAI && !w.bad {
+			if (k == "tools" || k == "functions") && w.weigh && w.openAI {
 				// As OpenAI renders them, much shorter than their JSON.
-				w.text += int64(len(raw))
-				w.openAITools(raw)
+				w.openAITools()
+				w.text += int64(w.i - v)
 			} else {
+				w.skip()
 				w.addRaw(v)
 			}
+			raw := w.s[v:w.i]
 			switch k {
 			case "tools":
 				w.tools = w.tools || nonEmptyArray(raw)
