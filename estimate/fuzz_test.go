@@ -481,11 +481,10 @@ func FuzzRequest(f *testing.F) {
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
 			ModelOfLargeBodies: maxBody&1 == 1, PathAPIOnly: maxBody&2 == 2}
 		got := Request(body, path, o)
-		// At most the body's size (the calibrated count weighs a byte at
-		// most 1.125 tokens: a digit after a comma), and what the dialect
-		// adds: 4 tokens per message and 3 (a message takes at least 2
-		// bytes), or a tool-use system prompt (dialect.go).
-		text := ceilDiv(int64(len(body))*5, 4)
+		// At most the body's size, at the most a byte weighs (count.go),
+		// and what the dialect adds: 4 tokens per message and 3 (a message
+		// takes at least 2 bytes), or a tool-use system prompt (dialect.go).
+		text := ceilDiv(int64(len(body))*maxByteUnits, UnitsPerToken)
 		if bytesPerToken > 0 {
 			text = ceilDiv(int64(len(body)), bytesPerToken)
 		}
