@@ -104,57 +104,57 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 			I64Const HIGH
 			Set R7
 		Else
-		Get R2
-		I64Const $8
-		I64Add
-		I64Load s_len+8(FP)
-		I64LeU
-		If
-			Get R0
 			Get R2
+			I64Const $8
 			I64Add
-			I32WrapI64
-			I64Load $0
-			Set R4
-			Get R1
-			Get R2
-			I64Sub
-			Set R5
-			VALID
-		Else
-			Get R1
-			Get R2
-			I64Sub
-			Tee R5
-			Set R8 // k, from n down to 1
-			I64Const $0
-			Set R4
-			Block
-			Loop
-				Get R8
-				I64Eqz
-				BrIf $1
-				Get R8
-				I64Const $1
-				I64Sub
-				Set R8
-				Get R4
-				I64Const $8
-				I64Shl
+			I64Load s_len+8(FP)
+			I64LeU
+			If
 				Get R0
 				Get R2
 				I64Add
-				Get R8
-				I64Add
 				I32WrapI64
-				I64Load8U $0
-				I64Or
+				I64Load $0
 				Set R4
-				Br $0
+				Get R1
+				Get R2
+				I64Sub
+				Set R5
+				VALID
+			Else
+				Get R1
+				Get R2
+				I64Sub
+				Tee R5
+				Set R8 // k, from n down to 1
+				I64Const $0
+				Set R4
+				Block
+				Loop
+					Get R8
+					I64Eqz
+					BrIf $1
+					Get R8
+					I64Const $1
+					I64Sub
+					Set R8
+					Get R4
+					I64Const $8
+					I64Shl
+					Get R0
+					Get R2
+					I64Add
+					Get R8
+					I64Add
+					I32WrapI64
+					I64Load8U $0
+					I64Or
+					Set R4
+					Br $0
+				End
+				End
+				VALID
 			End
-			End
-			VALID
-		End
 		End
 
 		// Up to the first backslash, if the span has escapes.

@@ -51,6 +51,10 @@
 // SPANS pushes the address of spans, when it is not nil.
 #define SPANS I64Load spans+40(FP); I32WrapI64
 
+// AT_PENDING pushes the address of at[pending] less 24 (at is 24 bytes
+// into spans), pending being in R5.
+#define AT_PENDING SPANS; Get R5; I64Const $4; I64Shl; I32WrapI64; I32Add
+
 // IF_SPANS runs what follows, to End, when spans is not nil.
 #define IF_SPANS I64Load spans+40(FP); I64Eqz; I32Eqz; If
 
@@ -295,20 +299,10 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 						If
 							EXIT
 						End
-						SPANS
-						Get R5
-						I64Const $4
-						I64Shl
-						I32WrapI64
-						I32Add
+						AT_PENDING
 						Get R14
 						I64Store $24 // at[pending][0]
-						SPANS
-						Get R5
-						I64Const $4
-						I64Shl
-						I32WrapI64
-						I32Add
+						AT_PENDING
 						Get R2
 						I64Store $32 // at[pending][1]
 						SPANS // bit pending of escaped: whether escapes saved bytes
