@@ -121,29 +121,36 @@ func reference(body []byte, path string, o Options) Estimate {
 				case "type":
 					toolResult = toolResult || v.Type == gjson.String && v.Str == "tool_result"
 					image = image || v.Type == gjson.String && (v.Str == "image_url" || v.Str == "input_image" || v.Str == "image")
-				case "image_url":
-					url := v
-					if v.IsObject() {
-						url = v.Get("url")
-						if v.Get("detail").Type == gjson.String && v.Get("detail").Raw == `"low"` {
-							low = 1
-						}
+				case "image_url": // a URL, or an object with one (each member counts)
+					notData := func(url gjson.Result) bool {
+						return url.Type == gjson.String && !strings.HasPrefix(url.Raw, `"data:`)
 					}
-					byURL = byURL || url.Type == gjson.String && !strings.HasPrefix(url.Raw, `"data:`)
+					byURL = byURL || notData(v)
+					if v.IsObject() {
+						v.ForEach(func(k, v gjson.Result) bool {
+							byURL = byURL || k.Str == "url" && notData(v)
+							if k.Str == "detail" && v.Type == gjson.String && v.Str == "low" {
+								low = 1
+							}
+							return true
+						})
+					}
 				case "detail":
-					if v.Raw == `"low"` {
+					if v.Type == gjson.String && v.Str == "low" {
 						low = 1
 					}
 				case "file_id":
 					byURL = byURL || v.Type == gjson.String
 				case "source":
-					byURL = byURL || v.Get("type").Raw == `"url"` || v.Get("type").Raw == `"file"`
+					v.ForEach(func(k, v gjson.Result) bool {
+						byURL = byURL || k.Str == "type" && v.Type == gjson.String && (v.Str == "url" || v.Str == "file")
+						return true
+					})
 				case "fileData", "file_data":
-					mime := v.Get("mimeType")
-					if !mime.Exists() {
-						mime = v.Get("mime_type")
-					}
-					geminiImage = geminiImage || strings.HasPrefix(mime.Raw, `"image/`)
+					v.ForEach(func(k, v gjson.Result) bool {
+						geminiImage = geminiImage || (k.Str == "mimeType" || k.Str == "mime_type") && v.Type == gjson.String && strings.HasPrefix(v.Str, "image/")
+						return true
+					})
 				case "content":
 					if !nested {
 						outer, outerUnits, outerImages := text, units, imageRefs

@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"strings"
-
-	"github.com/tidwall/gjson"
 )
 
 // Media sent inline (base64, in a data URL or in OpenAI's, Anthropic's and
@@ -326,36 +324,47 @@ type imageRef struct {
 	low         int  // 1 with "detail": "low"
 }
 
-// read reads the part's member k, whose value is at w.i (v).
-func (r *imageRef) read(w *walker, k string, v int) {
-	w.skip()
-	raw := w.s[v:w.i]
-	value := gjson.Parse(raw)
-	switch k {
-	case "image_url": // a URL (Responses), or an object with one (chat)
-		url := value
-		if value.IsObject() {
-			url = value.Get("url")
-			if value.Get("detail").Raw == `"low"` {
-				r.low = 1
+// read reads the part's member k, whose value is at w.i, with the walker
+// (gjson would copy a data URL with escaped slashes to unescape it).
+func (r *imageRef) read(w *walker, k string) {
+	switch {
+	case k == "image_url" && w.peek() == '"': // Responses: a URL
+		raw, _ := w.str()
+		r.byURL = r.byURL || !strings.HasPrefix(raw, "data:")
+	case k == "image_url" && w.peek() == '{': // chat: an object with one
+		w.members(func(k string) {
+			switch {
+			case k == "url" && w.peek() == '"':
+				raw, _ := w.str()
+				r.byURL = r.byURL || !strings.HasPrefix(raw, "data:")
+			case k == "detail":
+				r.readDetail(w)
 			}
-		}
-		r.byURL = r.byURL || url.Type == gjson.String && !strings.HasPrefix(url.Raw, `"data:`)
-	case "detail":
-		if raw == `"low"` {
-			r.low = 1
-		}
-	case "file_id":
-		r.byURL = r.byURL || value.Type == gjson.String
-	case "source": // Anthropic's: base64 (inline, media counts it), url or file
-		t := value.Get("type").Raw
-		r.byURL = r.byURL || t == `"url"` || t == `"file"`
-	case "fileData", "file_data":
-		mime := value.Get("mimeType")
-		if !mime.Exists() {
-			mime = value.Get("mime_type")
-		}
-		r.geminiImage = r.geminiImage || strings.HasPrefix(mime.Raw, `"image/`)
+		})
+	case k == "detail":
+		r.readDetail(w)
+	case k == "file_id":
+		r.byURL = r.byURL || w.peek() == '"'
+	case k == "source" && w.peek() == '{': // Anthropic's: base64 (inline, media counts it), url or file
+		w.members(func(k string) {
+			if k == "type" && w.peek() == '"' {
+				t := w.decodedStr()
+				r.byURL = r.byURL || t == "url" || t == "file"
+			}
+		})
+	case (k == "fileData" || k == "file_data") && w.peek() == '{':
+		w.members(func(k string) {
+			if (k == "mimeType" || k == "mime_type") && w.peek() == '"' {
+				r.geminiImage = r.geminiImage || strings.HasPrefix(w.decodedStr(), "image/")
+			}
+		})
+	}
+}
+
+// readDetail reads a "detail" value: "low" or anything else.
+func (r *imageRef) readDetail(w *walker) {
+	if w.peek() == '"' && w.decodedStr() == "low" {
+		r.low = 1
 	}
 }
 

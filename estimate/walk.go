@@ -302,7 +302,7 @@ func (w *walker) part(nested bool) {
 				}
 			}
 		case "image_url", "detail", "file_id", "source", "fileData", "file_data":
-			ref.read(w, k, v) // an image sent by URL or by file
+			ref.read(w, k) // an image sent by URL or by file
 		case "input", "functionCall", "functionResponse":
 			w.toolCall() // Anthropic's tool_use, Gemini's function calls and responses
 		case "thinking": // Anthropic's thinking block: its text
@@ -439,6 +439,24 @@ func (w *walker) weighString(s string, escapes bool) {
 		w.spans.escaped = 1
 	}
 	w.units += spansUnits(s, &w.spans)
+}
+
+// members reads the object at w.i, calling read for each member with its
+// key (decoded) and w.i at its value; a value read leaves w.i after it, one
+// not read is skipped.
+func (w *walker) members(read func(k string)) {
+	if !w.enter() {
+		return
+	}
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
+		read(k)
+		w.done(v)
+	}
 }
 
 // enter consumes the '{' or '[' at w.i.
