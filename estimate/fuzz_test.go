@@ -508,5 +508,12 @@ func FuzzRequest(f *testing.F) {
 		if want := reference(body, path, o); readings(got) != want {
 			t.Fatalf("Request = %+v, reference = %+v", got, want)
 		}
+		// A body served by another model names that model to every reading.
+		if out, ok := ReplaceModel(body, "fallback-model"); ok {
+			e := Request(out, "", Options{})
+			if !e.Parsed || e.Model != "fallback-model" || e.OtherModels[0] != "" || e.UnknownModel {
+				t.Fatalf("ReplaceModel: %q estimates as %+v", out, e)
+			}
+		}
 	})
 }

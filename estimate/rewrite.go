@@ -1,0 +1,78 @@
+package estimate
+
+import "unsafe"
+
+// ReplaceModel returns body with the value of its top-level "model" member
+// replaced by the JSON string of model, every other byte as it was: the
+// body of a request served by another model than the one it names. It
+// refuses (ok false) a body an upstream could read another model from: one
+// that is not a JSON object (strictly: no byte order mark, nothing after
+// it), whose "model" is not a string, or that has no member parsers may take
+// for "model" or more than one (a duplicate, a key in another letter case,
+// an escaped key: see ambiguous.go).
+func ReplaceModel(body []byte, model string) (out []byte, ok bool) {
+	s := unsafe.String(unsafe.SliceData(body), len(body))
+	w := walker{s: s}
+	w.ws()
+	if w.peek() != '{' || !w.enter() {
+		return nil, false
+	}
+	at, end, models := 0, 0, 0
+	for first := true; w.next(first, '}'); first = false {
+		if w.peek() != '"' {
+			return nil, false
+		}
+		k := w.i
+		raw, n := w.str()
+		key := raw
+		if n != int64(len(raw)) {
+			key = decodeString(w.s[k:w.i])
+		}
+		isModel := w.topKey(key) == "model"
+		w.ws()
+		if w.peek() != ':' {
+			return nil, false
+		}
+		w.i++
+		w.ws()
+		v := w.i
+		switch {
+		case !isModel:
+			w.skip()
+		case w.peek() != '"':
+			return nil, false
+		default:
+			w.str()
+			at, end, models = v, w.i, models+1
+		}
+		if w.bad {
+			return nil, false
+		}
+	}
+	w.ws()
+	if w.bad || w.i != len(s) || models != 1 {
+		return nil, false
+	}
+	out = make([]byte, 0, len(body)-(end-at)+len(model)+2)
+	out = append(out, body[:at]...)
+	out = appendJSONString(out, model)
+	return append(out, body[end:]...), true
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}
