@@ -69,6 +69,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzOutbox$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzTextUnits$$' -fuzztime $(FUZZTIME) ./estimate/
+	$(GO) test -run '^$$' -fuzz '^FuzzReplacePathModel$$' -fuzztime $(FUZZTIME) ./estimate/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./estimate/
 	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam FuzzCanonicalPath FuzzRegexpLiteral; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./config/ || exit 1; done

@@ -1,6 +1,9 @@
 package estimate
 
-import "unsafe"
+import (
+	"strings"
+	"unsafe"
+)
 
 // ReplaceModel returns body with the value of its top-level "model" member
 // replaced by the JSON string of model, every other byte as it was: the
@@ -75,4 +78,41 @@ func appendJSONString(dst []byte, s string) []byte {
 		}
 	}
 	return append(dst, '"')
+}
+
+// ReplacePathModel returns path with the model it names (a Gemini or
+// Vertex AI path: …/models/<model>:<method>, see ModelFromPath) replaced by
+// model, every other byte as it was. It refuses (ok false) a path that names
+// no model, a path with percent escapes (which readers may decode
+// otherwise), and a model that is empty or has a byte a path segment would
+// read otherwise ('/', ':', '?', '#', '%').
+func ReplacePathModel(path, model string) (out string, ok bool) {
+	if model == "" || strings.ContainsAny(model, "/:?#%") || strings.IndexByte(path, '%') >= 0 {
+		return "", false
+	}
+	p := path
+	if i := strings.IndexAny(p, "?#"); i >= 0 {
+		p = p[:i]
+	}
+	at := -1 // where the segment after the last "models" segment starts
+	for i := 0; ; {
+		k := strings.Index(p[i:], "/models/")
+		if k < 0 {
+			break
+		}
+		at = i + k + len("/models/")
+		i = at - 1 // "/models/models/…": the next "models" may start at this '/'
+	}
+	if at < 0 {
+		return "", false
+	}
+	seg := p[at:]
+	if j := strings.IndexByte(seg, '/'); j >= 0 {
+		seg = seg[:j]
+	}
+	colon := strings.IndexByte(seg, ':')
+	if colon <= 0 || ModelFromPath(path) != seg[:colon] {
+		return "", false
+	}
+	return path[:at] + model + path[at+colon:], true
 }

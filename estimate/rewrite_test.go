@@ -41,3 +41,37 @@ func TestReplaceModel(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, `{"model":"ctl\u0001"}`, string(out))
 }
+
+// A Gemini or Vertex AI path served by another model names it; a path that
+// names none, or that readers could decode otherwise, is not rewritten.
+func TestReplacePathModel(t *testing.T) {
+	for path, want := range map[string]string{
+		"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse":                                  "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+		"/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent": "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent",
+		"/v1beta/models/models/gemini-2.5-pro:countTokens":                                             "/v1beta/models/models/gemini-2.5-flash:countTokens",
+	} {
+		out, ok := ReplacePathModel(path, "gemini-2.5-flash")
+		assert.True(t, ok, path)
+		assert.Equal(t, want, out)
+		assert.Equal(t, "gemini-2.5-flash", ModelFromPath(out))
+	}
+	for _, path := range []string{"/v1/chat/completions", "/v1/models/gpt-4o", "/v1beta/models/gemini%2D2.5:generateContent",
+		"/v1beta/models/:generateContent", "/v1beta/models/g:generateContent"} {
+		_, ok := ReplacePathModel(path, "gemini-2.5-flash")
+		assert.Equal(t, path == "/v1beta/models/g:generateContent", ok, path)
+	}
+	for _, model := range []string{"", "a/b", "a:b", "a?b", "a%2F"} {
+		_, ok := ReplacePathModel("/v1beta/models/g:generateContent", model)
+		assert.False(t, ok, model)
+	}
+}
+
+func FuzzReplacePathModel(f *testing.F) {
+	f.Add("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", "gemini-2.5-flash")
+	f.Add("/a/models/x/models/y:m/z#f", "m")
+	f.Fuzz(func(t *testing.T, path, model string) {
+		if out, ok := ReplacePathModel(path, model); ok && ModelFromPath(out) != model {
+			t.Fatalf("%q -> %q names %q, not %q", path, out, ModelFromPath(out), model)
+		}
+	})
+}
