@@ -94,7 +94,7 @@ var TextWeights = [NumTextFeatures]int64{
 // TextFeatures counts the features of raw JSON string content (what is
 // between the quotes, escapes as written), the count that TextWeights
 // weighs. tools/tokenfit fits the weights with it; the plugin weighs text
-// in one pass (textUnits), which the tests hold to these counts.
+// in one pass (spansUnits), which the tests hold to these counts.
 func TextFeatures(s string) (f [NumTextFeatures]int64) {
 	var carry uint64
 	for i := 0; i < len(s); {
@@ -111,17 +111,6 @@ func TextFeatures(s string) (f [NumTextFeatures]int64) {
 		carry = 0
 	}
 	return f
-}
-
-// textUnitsGo is textUnits of Go: the weight of raw JSON string content, in
-// 1/UnitsPerToken of a token.
-func textUnitsGo(s string) int64 {
-	f := TextFeatures(s)
-	var units int64
-	for k, n := range f {
-		units += n * TextWeights[k]
-	}
-	return units
 }
 
 // loadUpTo8 returns the up to 8 bytes at s[i:] as a little-endian word, and
