@@ -157,16 +157,22 @@ func TestRedisFull(t *testing.T) {
 
 // TestRedisFullEvictionPolicies floods the other evicting policies the
 // same way, in Go mode only (the scripts and keys are the same in both):
-// volatile-ttl evicts what expires first, which is every minute's buckets,
-// the active subject's among them (its window ends with the flood's),
-// before the charge markers; allkeys-lru keeps the active subject but
-// evicts an idle subject's limit override, which has no expiry.
+// volatile-ttl evicts what expires first, which is every minute's buckets
+// (the active subject's too, in most runs: its window ends with the
+// flood's), before the charge markers; allkeys-lru keeps the active subject
+// but evicts an idle subject's limit override, which has no expiry.
 func TestRedisFullEvictionPolicies(t *testing.T) {
 	redis := redistest.Start(t)
 	test.RunGoTest(t, func(t *testing.T) {
 		t.Run("volatile-ttl", func(t *testing.T) {
 			f := floodRedis(t, redis, "volatile-ttl")
-			assert.Positive(t, f.activeAdmitted, "its count was evicted: it passed again, over its limit")
+			// The minute's buckets go first: nine in ten of them, the active
+			// subject's among them in most runs (it then passes again, over
+			// its limit; which ones Redis's sampled eviction spares is chance,
+			// about one run in ten keeps it), and the charge markers, which
+			// expire later, stay.
+			assert.Less(t, f.buckets, f.subjects/5, "the flood's minute buckets were evicted")
+			assert.Greater(t, f.markers, 4*f.buckets, "before the charge markers")
 			assert.True(t, f.overrideKept)
 		})
 		t.Run("allkeys-lru", func(t *testing.T) {
