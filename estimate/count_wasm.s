@@ -2,6 +2,11 @@
 
 #include "go_asm.h"
 #include "textflag.h"
+#include "scan_wasm.h"
+
+// EXIT, in HEX, leaves the block of an escape's reading for "anything else"
+// (HEX's If, Else If, then that block).
+#define EXIT Br $2
 
 // spansUnits of count_generic.go: the features of TextFeatures (count.go)
 // of each span, weighed as they are counted. Registers: R0 the address of
@@ -367,83 +372,32 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 			I64Const $117 // 'u'
 			I64Ne
 			BrIf $0
-			// The code point (R8) of 4 hex digits (R9 the digit, R10 k).
+			// The code point (R5) of 4 hex digits (scan_wasm.h's HEX, whose
+			// EXIT leaves this block: anything else).
 			I64Const $0
-			Set R8
-			I64Const $2
-			Set R10
-			Block
-			Loop
-				Get R10
-				I64Const $6
-				I64Eq
-				BrIf $1
-				Get R0
-				Get R2
-				I64Add
-				Get R10
-				I64Add
-				I32WrapI64
-				I64Load8U $0
-				Set R9
-				Get R9
-				I64Const $48
-				I64Sub
-				I64Const $10
-				I64LtU
-				If
-					Get R9
-					I64Const $48
-					I64Sub
-					Set R9
-				Else
-					Get R9
-					I64Const $32
-					I64Or
-					I64Const $97
-					I64Sub
-					I64Const $6
-					I64LtU
-					I32Eqz
-					BrIf $3 // not a hex digit: anything else
-					Get R9
-					I64Const $32
-					I64Or
-					I64Const $87
-					I64Sub
-					Set R9
-				End
-				Get R8
-				I64Const $4
-				I64Shl
-				Get R9
-				I64Or
-				Set R8
-				Get R10
-				I64Const $1
-				I64Add
-				Set R10
-				Br $0
-			End
-			End
+			Set R5
+			HEX($2)
+			HEX($3)
+			HEX($4)
+			HEX($5)
 			Get R2
 			I64Const $6
 			I64Add
 			Set R2
 
 			// Its character's bytes.
-			Get R8
+			Get R5
 			I64Const $0x80
 			I64LtU
 			If // ASCII, after nothing
-				Get R8
+				Get R5
 				I64Const $0x41
 				I64GeU
 				If
 					ADD($(const_weightLetter+const_weightWord))
 					Br $3 // the next word
 				End
-				Get R8
+				Get R5
 				I64Const $0x30
 				I64Sub
 				I64Const $10
@@ -452,7 +406,7 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 					ADD($(const_weightOther+const_weightNumber))
 					Br $3
 				End
-				Get R8
+				Get R5
 				I64Const $0x21
 				I64LtU
 				If
@@ -462,21 +416,21 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 				ADD($const_weightOther)
 				Br $2
 			End
-			Get R8
+			Get R5
 			I64Const $0x800
 			I64LtU
 			If
 				ADD($(const_weightLead2+const_weightCont))
 				Br $2
 			End
-			Get R8
+			Get R5
 			I64Const $0x3000
 			I64LtU
 			If
 				ADD($(const_weightLead3Low+2*const_weightCont))
 				Br $2
 			End
-			Get R8
+			Get R5
 			I64Const $0xd800
 			I64Sub
 			I64Const $0x400
@@ -485,7 +439,7 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 				ADD($(const_weightLead4+3*const_weightCont))
 				Br $2
 			End
-			Get R8
+			Get R5
 			I64Const $0xdc00
 			I64Sub
 			I64Const $0x400

@@ -4,13 +4,16 @@
 //
 // It understands OpenAI chat/completions (and legacy completions), the OpenAI
 // Responses API, Anthropic Messages and Gemini generateContent, with one set
-// of rules that does not need to know which of them a body is for.
+// of rules for what a body holds; what each API adds to it, and how its
+// provider bills tools and media, is by the request's path (Dialect).
 //
 // # What counts as prompt text
 //
-// The prompt estimate is the number of bytes of prompt text divided by
-// Options.BytesPerToken, rounded up. Prompt text is the decoded bytes (what
-// gjson's Result.String returns, not the JSON-escaped form) of these strings:
+// The prompt estimate is the calibrated count of the prompt text (count.go:
+// its JSON form weighed by byte classes and the starts of words and numbers,
+// fitted to OpenAI's o200k tokenizer), or with Options.BytesPerToken set the
+// number of its decoded bytes (what gjson's Result.String returns) divided
+// by it, rounded up. Prompt text is these strings:
 //
 //   - "messages", "contents", "input", "instructions", "prompt" (top level):
 //     the field itself when it is a string; when it is an array, each string
@@ -29,8 +32,9 @@
 //     schemas "response_format", "text" (the Responses API's), "output_format"
 //     (Anthropic's), "toolConfig" and "outputConfig" (Bedrock Converse's),
 //     and generationConfig's "responseSchema" and "responseJsonSchema" (or
-//     their snake_case forms): the size of their raw JSON, whatever it
-//     holds, since tool definitions and schemas are sent to the model.
+//     their snake_case forms): their raw JSON, whatever it holds, since
+//     tool definitions and schemas are sent to the model; with the
+//     calibrated count, OpenAI's tools as OpenAI renders them (tools.go).
 //
 // To the prompt text's tokens the estimate adds what the request's API adds
 // by its own documentation (see Dialect, by the request's path): OpenAI's
@@ -39,23 +43,27 @@
 // priming; Anthropic, for a non-empty "tools", its tool-use system prompt
 // (by model family and tool_choice).
 //
-// Inline images (PNG, JPEG, GIF, WebP in base64: a data URL, or
-// Anthropic's and Gemini's "data") count as their provider bills them, by
-// their size in pixels read from their header (media.go), in a body of
-// which at least half is not text (mayHoldMedia); a body too large to
-// parse counts its images so too, and the rest of its size as text.
+// Media sent inline (images, audio, video, PDF documents in base64: a data
+// URL, or a "data" member) count as their provider bills them, by their
+// size in pixels, length or pages read from their header (media.go), in a
+// body of which at least half is not text (mayHoldMedia); a body too large
+// to parse counts its media so too, and the rest of its size as text.
+// Images sent by URL or by file id count as an image of unknown size.
 //
 // Tool calls and results in the history count as the model reads them: a
 // message's "tool_calls" or "function_call" (OpenAI chat) and a Responses
 // item's "arguments" or "output", a part's "input" (Anthropic's tool_use),
 // "functionCall" or "functionResponse" (Gemini's): a string by its text,
-// anything else by its raw JSON.
+// anything else by its raw JSON. Opaque reasoning (a thinking block's
+// "signature", a redacted block's "data", Gemini's "thoughtSignature",
+// Responses' "encrypted_content") counts at opaqueBytesPerToken
+// (reasoning.go); a thinking block's "thinking" and a reasoning item's
+// "summary" as text.
 //
-// Nothing else counts: images sent by URL or file id, audio, video and
-// documents are ignored, and so are thinking blocks. A prompt given as token ids (an array of numbers, or a
-// batch of such arrays, in "prompt" or "input") counts a token per id. The
-// estimate is only a reservation, corrected once the response reports its
-// real usage.
+// Nothing else counts: files of other types sent by reference cannot be
+// read. A prompt given as token ids (an array of numbers, or a batch of such
+// arrays, in "prompt" or "input") counts a token per id. The estimate is
+// only a reservation, corrected once the response reports its real usage.
 //
 // # Output cap
 //
@@ -93,7 +101,8 @@
 // A body that is empty, larger than Options.MaxBodyBytes, not valid JSON
 // even as lenient parsers read it, valid JSON but not an object, or nested
 // deeper than MaxDepth objects and arrays is not parsed: its prompt
-// estimate is its size divided by BytesPerToken, rounded up; if it starts
+// estimate is its size divided by BytesPerToken (else SizeBytesPerToken),
+// rounded up; if it starts
 // as an object, its model is unknown (UnknownModel). Valid means what gjson.ValidBytes accepts
 // (RFC 8259 JSON, strings not checked for valid UTF-8); the check is made by
 // the same single pass that extracts the text, which never recurses more
@@ -133,10 +142,10 @@ const MaxTokens int64 = 1_000_000_000_000_000
 
 // Estimate is what a request is expected to cost before it runs.
 type Estimate struct {
-	Prompt     int64  // estimated input tokens: bytes of prompt text / BytesPerToken, rounded up, at most MaxTokens
+	Prompt     int64  // estimated input tokens (see What counts as prompt text), at most MaxTokens
 	Completion int64  // the output cap the request names, else the default; at most MaxTokens
 	Model      string // the model the request names ("" when none)
-	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep): Prompt is then len(body)/BytesPerToken, rounded up
+	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep): Prompt is then its size at BytesPerToken (else SizeBytesPerToken), rounded up
 
 	// Ambiguous says what makes JSON parsers read the body otherwise than
 	// Request did ("" when they read it alike): see ambiguous.go. The

@@ -353,11 +353,7 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 						units += 3 * token
 						first = false
 					}
-					key := name.Raw[1 : len(name.Raw)-1]
-					if strings.IndexByte(key, '\\') >= 0 {
-						key = name.Str
-					}
-					units += 3*token + weightOther + textUnitsGo(key) + property(p)
+					units += 3*token + weightOther + textUnitsGo(name.Str) + property(p) // the key decoded
 					return true
 				})
 			default:

@@ -61,25 +61,16 @@ func (w *walker) openAITool() bool {
 	v, before := w.i, w.units
 	var flat, wrapped int64 // the units of its members, and of its "function" objects
 	named, wrappedNamed := false, false
-	w.enter()
-	for first := true; ; first = false {
-		k, ok := w.key(first)
-		if !ok {
-			break
-		}
-		m := w.i
+	w.members(func(k string) {
 		if k == "function" && w.peek() == '{' {
-			start := w.units
 			wrappedNamed = w.openAIFunction() || wrappedNamed
-			wrapped += w.units - start
+			wrapped += w.units - before
 		} else {
-			start := w.units
 			named = w.openAIMember(k) || named
-			flat += w.units - start
+			flat += w.units - before
 		}
 		w.units = before
-		w.done(m)
-	}
+	})
 	switch {
 	case w.bad:
 	case wrappedNamed:
@@ -98,16 +89,8 @@ func (w *walker) openAITool() bool {
 // "name").
 func (w *walker) openAIFunction() bool {
 	named := false
-	w.enter()
-	for first := true; ; first = false {
-		k, ok := w.key(first)
-		if !ok {
-			return named
-		}
-		v := w.i
-		named = w.openAIMember(k) || named
-		w.done(v)
-	}
+	w.members(func(k string) { named = w.openAIMember(k) || named })
+	return named
 }
 
 // openAIMember counts a member of a function at w.i, which it reads:
@@ -116,7 +99,6 @@ func (w *walker) openAIFunction() bool {
 func (w *walker) openAIMember(k string) bool {
 	switch k {
 	case "type", "strict": // not rendered
-		w.skip()
 	case "name", "description": // name:description
 		name := k == "name" && w.peek() == '"'
 		w.weighValue()
@@ -139,55 +121,25 @@ func (w *walker) openAIParameters() {
 		w.weighValue()
 		return
 	}
-	w.enter()
-	for first := true; ; first = false {
-		k, ok := w.key(first)
-		if !ok {
-			return
-		}
-		v := w.i
+	w.members(func(k string) {
 		switch {
 		case k == "type" || k == "required" || k == "additionalProperties":
-			w.skip()
 		case k == "properties" && w.peek() == '{':
-			w.enter()
-			for first := true; ; first = false {
-				start := w.i
-				name, ok := w.key(first)
-				if !ok {
-					break
-				}
+			first := true
+			w.members(func(name string) {
 				if first {
 					w.units += openAIPropertiesInit * UnitsPerToken
+					first = false
 				}
-				// name: (the key as written, between its quotes)
+				// name: (decoded, as the walker reads every key)
 				w.units += openAIPropertyKey*UnitsPerToken + weightOther
-				w.weighKey(start, name)
-				p := w.i
+				w.weighString(name, strings.IndexByte(name, '\\') >= 0)
 				w.openAIProperty()
-				w.done(p)
-			}
+			})
 		default:
 			w.weighValue()
 		}
-		w.done(v)
-	}
-}
-
-// weighKey adds the calibrated count of the key that starts at s[start]
-// (after whitespace and a comma), decoded as name.
-func (w *walker) weighKey(start int, name string) {
-	i := strings.IndexByte(w.s[start:w.i], '"')
-	if i < 0 {
-		return
-	}
-	i += start + 1
-	j := i + len(name)
-	if j <= len(w.s) && w.s[i:j] == name {
-		w.weighText(i, j, false) // as written, no escape
-		return
-	}
-	w.weighString(name, false) // written with escapes: decoded, which has none to read
+	})
 }
 
 // openAIProperty counts a parameter's schema at w.i: type:description, the
@@ -197,13 +149,7 @@ func (w *walker) openAIProperty() {
 		w.weighValue()
 		return
 	}
-	w.enter()
-	for first := true; ; first = false {
-		k, ok := w.key(first)
-		if !ok {
-			return
-		}
-		v := w.i
+	w.members(func(k string) {
 		switch {
 		case k == "type" || k == "description":
 			w.weighValue()
@@ -218,8 +164,7 @@ func (w *walker) openAIProperty() {
 		default:
 			w.weighValue()
 		}
-		w.done(v)
-	}
+	})
 }
 
 // weighValue reads the value at w.i and adds its calibrated count: a
