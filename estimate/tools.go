@@ -61,16 +61,25 @@ func (w *walker) openAITool() bool {
 	v, before := w.i, w.units
 	var flat, wrapped int64 // the units of its members, and of its "function" objects
 	named, wrappedNamed := false, false
-	w.members(func(k string) {
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			break
+		}
+		m := w.i
 		if k == "function" && w.peek() == '{' {
+			start := w.units
 			wrappedNamed = w.openAIFunction() || wrappedNamed
-			wrapped += w.units - before
+			wrapped += w.units - start
 		} else {
+			start := w.units
 			named = w.openAIMember(k) || named
-			flat += w.units - before
+			flat += w.units - start
 		}
 		w.units = before
-	})
+		w.done(m)
+	}
 	switch {
 	case w.bad:
 	case wrappedNamed:
@@ -89,8 +98,16 @@ func (w *walker) openAITool() bool {
 // "name").
 func (w *walker) openAIFunction() bool {
 	named := false
-	w.members(func(k string) { named = w.openAIMember(k) || named })
-	return named
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return named
+		}
+		v := w.i
+		named = w.openAIMember(k) || named
+		w.done(v)
+	}
 }
 
 // openAIMember counts a member of a function at w.i, which it reads:
@@ -99,6 +116,7 @@ func (w *walker) openAIFunction() bool {
 func (w *walker) openAIMember(k string) bool {
 	switch k {
 	case "type", "strict": // not rendered
+		w.skip()
 	case "name", "description": // name:description
 		name := k == "name" && w.peek() == '"'
 		w.weighValue()
@@ -121,25 +139,38 @@ func (w *walker) openAIParameters() {
 		w.weighValue()
 		return
 	}
-	w.members(func(k string) {
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
 		switch {
 		case k == "type" || k == "required" || k == "additionalProperties":
+			w.skip()
 		case k == "properties" && w.peek() == '{':
-			first := true
-			w.members(func(name string) {
+			w.enter()
+			for first := true; ; first = false {
+				name, ok := w.key(first)
+				if !ok {
+					break
+				}
 				if first {
 					w.units += openAIPropertiesInit * UnitsPerToken
-					first = false
 				}
 				// name: (decoded, as the walker reads every key)
 				w.units += openAIPropertyKey*UnitsPerToken + weightOther
 				w.weighString(name, strings.IndexByte(name, '\\') >= 0)
+				p := w.i
 				w.openAIProperty()
-			})
+				w.done(p)
+			}
 		default:
 			w.weighValue()
 		}
-	})
+		w.done(v)
+	}
 }
 
 // openAIProperty counts a parameter's schema at w.i: type:description, the
@@ -149,7 +180,13 @@ func (w *walker) openAIProperty() {
 		w.weighValue()
 		return
 	}
-	w.members(func(k string) {
+	w.enter()
+	for first := true; ; first = false {
+		k, ok := w.key(first)
+		if !ok {
+			return
+		}
+		v := w.i
 		switch {
 		case k == "type" || k == "description":
 			w.weighValue()
@@ -164,7 +201,8 @@ func (w *walker) openAIProperty() {
 		default:
 			w.weighValue()
 		}
-	})
+		w.done(v)
+	}
 }
 
 // weighValue reads the value at w.i and adds its calibrated count: a
