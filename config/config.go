@@ -203,6 +203,11 @@ type Config struct {
 	// Deployments is deployments: Azure OpenAI deployment names and the
 	// models they deploy, for RouteModel.
 	Deployments map[string]string
+	// Fallbacks are model_fallbacks: the models to serve instead of one
+	// whose budget has no room (see FallbacksOf); fallbacks indexes them.
+	Fallbacks    []Fallback
+	fallbacks    modelIndex[[]string]
+	fallbacksAny []string // "*"'s
 	// CompressedBody is compressed_body: what becomes of a limited
 	// request whose body is in a content coding the plugin does not
 	// decode (br, zstd, several).

@@ -32,6 +32,7 @@ const (
 	perModelField     = "per_model"
 	modelField        = "model"
 	softField         = "soft"
+	fallbacksField    = "model_fallbacks"
 )
 
 // MaxLimit is the largest limit (token_per_*, query_per_*,
@@ -83,6 +84,7 @@ var topFields = fields[Config]{
 	customField("deployments", readDeployments),
 	enumField("compressed_body", []string{"estimate", "reject"}, func(c *Config, i int) { c.CompressedBody = CompressedBody(i) }),
 	customField("pricing", readPricing),
+	customField(fallbacksField, readFallbacks),
 	objectField("calendar", calendarFields, func(c *Config) *Calendar { return &c.Calendar }),
 	customField("quota_path", readQuotaPath),
 	customField("admin", readAdmin),
@@ -327,6 +329,9 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 		return err
 	}
 	if err := c.checkPricing(); err != nil {
+		return err
+	}
+	if err := c.checkFallbacks(); err != nil {
 		return err
 	}
 	if c.Redis.ServicePort == 0 { // unset: service_port refuses 0

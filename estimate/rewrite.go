@@ -8,22 +8,42 @@ import (
 // ReplaceModel returns body with the value of its top-level "model" member
 // replaced by the JSON string of model, every other byte as it was: the
 // body of a request served by another model than the one it names. It
-// refuses (ok false) a body an upstream could read another model from: one
-// that is not a JSON object (strictly: no byte order mark, nothing after
-// it), whose "model" is not a string, or that has no member parsers may take
-// for "model" or more than one (a duplicate, a key in another letter case,
-// an escaped key: see ambiguous.go).
+// refuses (ok false) the bodies ModelValue refuses.
 func ReplaceModel(body []byte, model string) (out []byte, ok bool) {
+	at, end, ok := ModelValue(body)
+	if !ok {
+		return nil, false
+	}
+	return SpliceModel(body, at, end, model), true
+}
+
+// SpliceModel returns body with body[at:end] (its "model" string, as
+// ModelValue finds it) replaced by the JSON string of model.
+func SpliceModel(body []byte, at, end int, model string) []byte {
+	out := make([]byte, 0, len(body)-(end-at)+len(model)+2)
+	out = append(out, body[:at]...)
+	out = appendJSONString(out, model)
+	return append(out, body[end:]...)
+}
+
+// ModelValue finds the value of body's top-level "model" member, a JSON
+// string, at body[at:end] (quotes included). It refuses (ok false) a body
+// an upstream could read another model from: one that is not a JSON object
+// (strictly: no byte order mark, nothing after it), whose "model" is not a
+// string, or that has no member parsers may take for "model" or more than
+// one (a duplicate, a key in another letter case, an escaped key: see
+// ambiguous.go).
+func ModelValue(body []byte) (at, end int, ok bool) {
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	w := walker{s: s}
 	w.ws()
 	if w.peek() != '{' || !w.enter() {
-		return nil, false
+		return 0, 0, false
 	}
 	at, end, models := 0, 0, 0
 	for first := true; w.next(first, '}'); first = false {
 		if w.peek() != '"' {
-			return nil, false
+			return 0, 0, false
 		}
 		k := w.i
 		raw, n := w.str()
@@ -34,7 +54,7 @@ func ReplaceModel(body []byte, model string) (out []byte, ok bool) {
 		isModel := w.topKey(key) == "model"
 		w.ws()
 		if w.peek() != ':' {
-			return nil, false
+			return 0, 0, false
 		}
 		w.i++
 		w.ws()
@@ -43,23 +63,20 @@ func ReplaceModel(body []byte, model string) (out []byte, ok bool) {
 		case !isModel:
 			w.skip()
 		case w.peek() != '"':
-			return nil, false
+			return 0, 0, false
 		default:
 			w.str()
 			at, end, models = v, w.i, models+1
 		}
 		if w.bad {
-			return nil, false
+			return 0, 0, false
 		}
 	}
 	w.ws()
 	if w.bad || w.i != len(s) || models != 1 {
-		return nil, false
+		return 0, 0, false
 	}
-	out = make([]byte, 0, len(body)-(end-at)+len(model)+2)
-	out = append(out, body[:at]...)
-	out = appendJSONString(out, model)
-	return append(out, body[end:]...), true
+	return at, end, true
 }
 
 // appendJSONString appends s as a JSON string: quotes, backslashes and

@@ -183,17 +183,6 @@ func modelsOf(e estimate.Estimate) (model string, others []string) {
 	return e.Model, others
 }
 
-// tokens is what a request with these counts costs: as its model, or as
-// the most expensive of the models an ambiguous body may name.
-func (r *request) tokens(input, output, cacheRead, cacheCreation int64) int64 {
-	cost := &r.pc.rules.Cost
-	n := cost.Tokens(input, output, cacheRead, cacheCreation, r.model)
-	for _, m := range r.otherModels {
-		n = max(n, cost.Tokens(input, output, cacheRead, cacheCreation, m))
-	}
-	return n
-}
-
 // ambiguous takes a request whose body parsers read differently: counts
 // it, and under ambiguous_body: reject answers 400 (rejected true: the
 // hook returns action).

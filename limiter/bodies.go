@@ -126,16 +126,17 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			return action
 		}
 	}
-	return r.admitWithBody(body, r.cost(e))
+	return r.admitWithBody(ctx, body, e, r.cost(e))
 }
 
 // admitWithBody admits a request whose body was read before admission,
 // asking a stream for its usage on the way; the body waits with the request
 // while Redis decides.
-func (r *request) admitWithBody(body []byte, cost reservation) types.Action {
+func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) types.Action {
 	if r.mayAsk {
-		r.askForUsage(body)
+		body = r.askForUsage(body)
 	}
+	r.offerFallbacks(ctx, body, e, cost)
 	if r.admit(cost) == types.ActionContinue {
 		return types.ActionContinue
 	}
@@ -170,7 +171,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	} else {
 		r.promptEstimate = e.Prompt
 	}
-	return r.admitWithBody(body, cost)
+	return r.admitWithBody(ctx, body, e, cost)
 }
 
 // readResponse decides, at the response's headers, whether its body (in

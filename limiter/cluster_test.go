@@ -78,6 +78,7 @@ func TestCluster(t *testing.T) {
 		})
 		t.Run("layered rules fan out and roll back", func(t *testing.T) { clusterLayeredRulesFanOutAndRollBack(t, cluster) })
 		t.Run("redirections are followed", func(t *testing.T) { clusterFollowsRedirections(t, cluster) })
+		t.Run("slots agree on the fallback served", func(t *testing.T) { clusterFallbackSlotsAgree(t, cluster) })
 	})
 }
 
@@ -469,4 +470,42 @@ func clusterFollowsRedirections(t *testing.T, cluster *redistest.Cluster) {
 		assert.Equal(t, int64(150), clusterCounter(cluster, subject(key), "t60"))
 		spend(p, key).RequireRejected(429)
 	})
+}
+
+// A fallback on a cluster: the consumer's budget, the asked model's and the
+// fallback's are in three slots, each deciding apart. The consumer's slot
+// admits the asked model, the asked model's slot has no room for it: the
+// consumer's admission is given back and every slot asked again from the
+// fallback, which is served, reserved once in the consumer's budget.
+func clusterFallbackSlotsAgree(t *testing.T, cluster *redistest.Cluster) {
+	config := `{"rule_name": "fb", "rule_match_mode": "all", ` + plugintest.ReservationOn + `
+		"model_fallbacks": {"gpt-4o": ["gpt-4o-mini"]},
+		"rule_items": [
+		{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
+		{"limit_by_per_model": "", "limit_keys": [{"key": "regexp:^gpt-4o$", "token_per_minute": 100}, {"key": "gpt-4o-mini*", "token_per_minute": 1000}]}],
+		` + plugintest.RedisSection + `}`
+	consumer := "atrl:{fb|limit_by_per_consumer|x-mse-consumer|bob}"
+	asked, fallback := "atrl:{fb|limit_by_per_model||gpt-4o}", "atrl:{fb|limit_by_per_model||gpt-4o-mini}"
+	resetCluster(cluster)
+	defer cluster.SetClock(0)
+	p := plugintest.Start(t, cluster, config)
+	cluster.Do("SET", fmt.Sprintf("%s:t60:%d", asked, int64(cluster.Clock())/60), "100")
+
+	mark := len(cluster.Calls())
+	x := p.SendBody(chatNaming("gpt-4o"), [2]string{"x-mse-consumer", "bob"})
+	p.AnswerAll([]*plugintest.Exchange{x})
+	require.True(t, x.Passed())
+	p.SendPostponed() // the consumer's first admission given back, from the tick
+	requireSlotLocal(t, cluster, cluster.Calls()[mark:])
+	body, _ := upstreamSees(x)
+	assert.Equal(t, chatNaming("gpt-4o-mini"), body)
+	reserved := clusterCounter(cluster, fallback, "t60")
+	assert.Positive(t, reserved, "reserved as the fallback")
+	assert.Equal(t, reserved, clusterCounter(cluster, consumer, "t86400"), "and once in the consumer's day")
+	assert.Equal(t, int64(100), clusterCounter(cluster, asked, "t60"))
+
+	headers := respondWith(t, x, 20, 30)
+	assert.Equal(t, "gpt-4o-mini", plugintest.Header(headers, "X-TokenRateLimit-Fallback"))
+	assert.Equal(t, [3]int64{50, 50, 100}, [3]int64{clusterCounter(cluster, consumer, "t86400"),
+		clusterCounter(cluster, fallback, "t60"), clusterCounter(cluster, asked, "t60")}, "reconciled to the usage")
 }

@@ -37,6 +37,12 @@ const (
 	// unmatched_threshold (and global_threshold) when set, otherwise not at
 	// all.
 	metricUnmatched = "token_ratelimit_unmatched_count"
+	// metricFallback counts requests served as a fallback of the model
+	// they asked for (model_fallbacks), under the model asked for.
+	metricFallback = "token_ratelimit_fallback_count"
+	// metricShadowFallback counts requests shadow_mode served as asked
+	// that a fallback would have served.
+	metricShadowFallback = "token_ratelimit_shadow_fallback_count"
 )
 
 // The <model> segment of a counter name is the model the request names, as

@@ -45,12 +45,19 @@ func quotaValue(k scripts.Kind, n int64) string {
 // and, when pricing is set, in nanodollars, as the most expensive of the
 // models it may name.
 func (r *request) spent(input, output, cacheRead, cacheWrite int64) reservation {
-	cost := reservation{Tokens: r.tokens(input, output, cacheRead, cacheWrite)}
+	cost := r.spentAs(r.model, input, output, cacheRead, cacheWrite)
+	for _, m := range r.otherModels {
+		cost = cost.atLeast(r.spentAs(m, input, output, cacheRead, cacheWrite))
+	}
+	return cost
+}
+
+// spentAs is what a request of model with these counts costs: in tokens
+// (its weights) and, when pricing is set, in nanodollars (its price).
+func (r *request) spentAs(model string, input, output, cacheRead, cacheWrite int64) reservation {
+	cost := reservation{Tokens: r.pc.rules.Cost.Tokens(input, output, cacheRead, cacheWrite, model)}
 	if p := &r.pc.rules.Pricing; p.Configured() {
-		cost.USD = p.NanoUSD(input, output, cacheRead, cacheWrite, r.model)
-		for _, m := range r.otherModels {
-			cost.USD = max(cost.USD, p.NanoUSD(input, output, cacheRead, cacheWrite, m))
-		}
+		cost.USD = p.NanoUSD(input, output, cacheRead, cacheWrite, model)
 	}
 	return cost
 }

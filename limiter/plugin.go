@@ -71,6 +71,9 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 			log.Warnf("rule %s: %s", rules.RuleName, o.Text)
 		}
 	}
+	for _, note := range rules.FallbackNotes() {
+		log.Infof("rule %s: %s", rules.RuleName, note)
+	}
 	pc.rejectedType = rejectedContentType(rules.RejectedMsg)
 	pc.modelLimits = rules.HasModelLimits()
 	pc.pricesByModel = rules.PricesByModel()

@@ -48,6 +48,8 @@ type request struct {
 	model      string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
 
 	otherModels    []string                        // the other models an ambiguous body may name: it counts as each (ambiguity.go)
+	fallback       *fallbacks                      // the candidates it may be served as, until admitted (fallback.go; nil: none)
+	askedModel     string                          // the model it asked for, when served as a fallback (model is the one served)
 	reserved       reservation                     // tokens and nanodollars reserved in every window at admission (0: none)
 	promptEstimate int64                           // the prompt's estimated tokens, for a response without usage
 	promptBySize   bool                            // promptEstimate is the body's declared size: the bytes that pass count at the end
@@ -95,16 +97,38 @@ type request struct {
 // slot, or every subject of the request when one Redis holds them all
 // (see PluginConfig.oneCall).
 type group struct {
-	subjects []scripts.Subject
+	limits                   // the subjects it limits by: with fallbacks, those of the candidate served
 	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
 	answered bool            // got a verdict (allowed or not)
-	matches  []config.Match  // the match of each subject, in the same order
 	marker   string          // names its admission call in Redis, to cancel it ("": it takes nothing)
 	canceled bool            // its admission was cancelled: a late answer is ignored
-	tokens   bool            // some subject has a token window: usage is charged to it
-	usd      bool            // some subject has a money window: what the usage costs is charged to it
-	requests bool            // some subject has a request window: admission counts in it
-	leases   bool            // some subject limits concurrency: admission takes a lease
+	// With model_fallbacks (fallback.go): each candidate's subjects in this
+	// slot, the asked model's first (nil: none), and the candidate its
+	// answer is about.
+	alternatives []limits
+	served       int
+}
+
+// limits are subjects of one call, with what the call does in them.
+type limits struct {
+	subjects []scripts.Subject
+	matches  []config.Match // the match of each subject, in the same order
+	tokens   bool           // some subject has a token window: usage is charged to it
+	usd      bool           // some subject has a money window: what the usage costs is charged to it
+	requests bool           // some subject has a request window: admission counts in it
+	leases   bool           // some subject limits concurrency: admission takes a lease
+}
+
+// add appends a match's subject.
+func (l *limits) add(s scripts.Subject, m config.Match) {
+	l.subjects = append(l.subjects, s)
+	l.matches = append(l.matches, m)
+	l.leases = l.leases || s.Concurrent > 0
+	for _, w := range s.Windows {
+		l.requests = l.requests || w.Unit == config.UnitRequests
+		l.tokens = l.tokens || w.Unit == config.UnitTokens
+		l.usd = l.usd || w.Unit == config.UnitUSD
+	}
 }
 
 // onRequestHeaders matches the request and, when rules apply, pauses it
@@ -222,7 +246,7 @@ func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize i
 // needsBody says whether requests are read before admission: to estimate
 // their cost, or to know their model for per-model weights or prices.
 func (pc PluginConfig) needsBody() bool {
-	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel
+	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel || len(pc.rules.Fallbacks) > 0
 }
 
 func (r *request) estimateOptions() estimate.Options {
@@ -272,27 +296,26 @@ func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []g
 	slots := make([]uint16, 0, 1)
 	for _, m := range matches {
 		s := scripts.SubjectOf(rules, m)
-		slot := uint16(0) // one group
-		if !oneCall {
-			slot = cachekey.Slot(s.Key)
-		}
-		i := slices.Index(slots, slot)
-		if i < 0 {
-			groups = append(groups, group{})
-			slots = append(slots, slot)
-			i = len(groups) - 1
-		}
-		g := &groups[i]
-		g.subjects = append(g.subjects, s)
-		g.matches = append(g.matches, m)
-		g.leases = g.leases || s.Concurrent > 0
-		for _, w := range s.Windows {
-			g.requests = g.requests || w.Unit == config.UnitRequests
-			g.tokens = g.tokens || w.Unit == config.UnitTokens
-			g.usd = g.usd || w.Unit == config.UnitUSD
-		}
+		i := slotGroup(&groups, &slots, s, oneCall)
+		groups[i].add(s, m)
 	}
 	return groups
+}
+
+// slotGroup returns the index of the group of subject s's slot (the one
+// group with oneCall) among groups, whose slots are slots, appending it
+// when it is new.
+func slotGroup(groups *[]group, slots *[]uint16, s scripts.Subject, oneCall bool) int {
+	slot := uint16(0) // one group
+	if !oneCall {
+		slot = cachekey.Slot(s.Key)
+	}
+	if i := slices.Index(*slots, slot); i >= 0 {
+		return i
+	}
+	*groups = append(*groups, group{})
+	*slots = append(*slots, slot)
+	return len(*groups) - 1
 }
 
 // describeItem names what a match limits by, for logs: its rule item's type
@@ -328,10 +351,15 @@ func (r *request) admit(cost reservation) types.Action {
 	for i := range r.groups {
 		g := &r.groups[i]
 		g.marker = ""
-		if r.fromStream && g.takes(cost) {
+		if r.fromStream && (g.takes(cost) || g.alternatives != nil) {
 			g.marker = newLeaseID() // its answer may be lost with the stream: see cancelAdmission
 		}
-		err := r.pc.redis.Admit(g.subjects, scripts.Amounts(cost), r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+		var err error
+		if g.alternatives != nil {
+			err = r.admitFirst(g)
+		} else {
+			err = r.pc.redis.Admit(g.subjects, scripts.Amounts(cost), r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+		}
 		if err != nil { // the call never left: that group fails now
 			r.answer(g, scripts.Verdict{}, err)
 		}
@@ -352,10 +380,11 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 		return // answered after all, but its stream is gone and its admission was cancelled
 	}
 	r.pending--
-	r.alertCrossings(g.subjects, v.Crossings) // budget alerts: sent from the tick
 	if err == nil {
+		r.serving(g, v) // with fallbacks: the candidate it is about
 		r.noteByKind(g, v)
 	}
+	r.alertCrossings(g.subjects, v.Crossings) // budget alerts: sent from the tick
 	switch {
 	case err != nil:
 		if r.failure == nil {
@@ -381,7 +410,7 @@ func (r *request) allowedBy(g *group, v scripts.Verdict) {
 	if v.OverSoft && r.shadowedBy == nil {
 		r.shadowedBy = g
 	}
-	if r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining {
+	if v.Limit > 0 && (r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining) { // (no limit: a slot where nothing limits it)
 		r.verdict = v
 	}
 }
@@ -392,6 +421,9 @@ func (r *request) decide() {
 	if r.gone { // a retry answered after the client left: undo what it took
 		r.rollBack()
 		return
+	}
+	if r.failure == nil && r.rejected == nil && !r.agree() {
+		return // slots served different candidates: asked again
 	}
 	if r.failure != nil || r.rejected != nil {
 		r.rollBack()
@@ -408,15 +440,19 @@ func (r *request) decide() {
 	switch {
 	case r.failure != nil && r.pc.local != nil:
 		r.noteFailure(r.failure)
+		r.askedLimits()
 		r.decideLocally()
 	case r.failure != nil:
 		r.fail(r.failure)
 	case r.rejected != nil:
 		r.reject(*r.rejected, r.rejectedScope())
 	default:
+		if !r.shadowFallback() {
+			r.shadowReject()
+		}
+		r.serve()
 		r.admitted = true
 		r.holdsLeases()
-		r.shadowReject()
 		if !r.inHook {
 			r.resume()
 		}
@@ -437,8 +473,8 @@ func (r *request) rollBack() {
 // rollBackGroup gives back what an answered group's admission took, if it
 // admitted the request and took anything.
 func (r *request) rollBackGroup(g *group) {
-	if g.verdict.Allowed && g.takes(r.reserved) {
-		r.charge(g.subjects, r.reserved.givenBack(), g.verdict.At)
+	if reserved := r.reservedBy(g); g.verdict.Allowed && g.takes(reserved) && len(g.subjects) > 0 {
+		r.charge(g.subjects, reserved.givenBack(), g.verdict.At)
 	}
 }
 
@@ -467,6 +503,15 @@ func (r *request) cancelAdmission() {
 		switch {
 		case g.answered:
 			r.rollBackGroup(g)
+		case g.marker != "" && g.alternatives != nil: // each candidate offered: the one it served, if any, is undone
+			g.canceled = true
+			for i := r.fallback.first; i < len(g.alternatives); i++ {
+				if subjects := g.alternatives[i].subjects; len(subjects) > 0 {
+					marker := scripts.FallbackMarker(g.marker, i-r.fallback.first)
+					c := &pendingCharge{r: r, subjects: subjects, amounts: r.fallback.candidates[i].cost.givenBack(), cancel: marker}
+					c.postpone()
+				}
+			}
 		case g.marker != "":
 			g.canceled = true
 			c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.givenBack(), cancel: g.marker}

@@ -32,6 +32,9 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	}
 	r.filterResponse(encoding)
 	r.readResponse(encoding)
+	if r.askedModel != "" {
+		_ = proxywasm.AddHttpResponseHeader(HeaderFallback, r.model)
+	}
 	if r.admitted && pc.rules.QuotaHeaders != 0 {
 		var buf [12][2]string // every form: 3 + 6 + 2 headers
 		for _, h := range r.appendQuotaHeaders(buf[:0], r.verdict, false) {

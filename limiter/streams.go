@@ -43,21 +43,23 @@ func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bo
 }
 
 // askForUsage rewrites the request body to ask for the stream's usage when
-// it streams without asking (see streamusage.AskForUsage), and notes it.
-func (r *request) askForUsage(body []byte) {
+// it streams without asking (see streamusage.AskForUsage), and notes it; it
+// returns the body that goes upstream.
+func (r *request) askForUsage(body []byte) []byte {
 	rewritten, ok := streamusage.AskForUsage(r.routedPath, body)
 	if !ok {
-		return
+		return body
 	}
 	if err := proxywasm.ReplaceHttpRequestBody(rewritten); err != nil {
 		log.Warnf("asking the stream for its usage: replacing the request body failed: %v", err)
-		return
+		return body
 	}
 	r.injected = true
 	r.pc.start.injected++ // counted from the tick: see metricInjected
 	if debugEnabled() {
 		log.Debug("the stream did not ask for its usage: asked for it (stream_options.include_usage)")
 	}
+	return rewritten
 }
 
 // filterResponse decides, at the response's headers, whether the response

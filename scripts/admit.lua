@@ -32,6 +32,13 @@
 --            (window, limit), window being 't' (tokens), 'q' (requests) or
 --            'u' (money, in nanodollars) and its length in seconds, e.g. 't60',
 --            limit followed by 's' when the window is soft: it never closes
+-- then, with model_fallbacks, per model to serve instead, in order: '|'
+--            and what it reserves (as ARGV[2]), then its subjects (as above;
+--            none: it has no subject in this slot, so it fits here)
+-- The request is served as the first of these candidates (the asked model,
+-- then its fallbacks) whose limits all have room (or are soft); each is
+-- checked with its own subjects and reservation, so a limit they share
+-- with the same need rejects them all. Nothing is taken for the others.
 -- Reply: {allowed, limit, remaining, reset seconds, now, kind, wait ms,
 --   subject, window}, {0, 1, 0, 0, now, 0, 0, 1, 0} when cancelled before it
 --   ran, where allowed is 1, 0 (rejected), or 2 (admitted only because the
@@ -58,6 +65,12 @@
 --   then, with alerts, 7 numbers per threshold a bucket went past (see
 --   alerts.lua: subject, window, threshold, used, limit, reset seconds,
 --   bucket).
+-- With fallbacks, the first 9 numbers are followed by 2: served, the
+--   candidate (from 0, the asked model) that the reply is about (admitted;
+--   rejected: the one that has room first), and, when it is admitted only
+--   over soft limits, the first candidate whose limits all have room (-1:
+--   none), which shadow_mode reports; subjects and windows are the served
+--   candidate's, counted from 1 in its own list.
 
 local alerting = read_thresholds()                              -- budget alerts: ARGV[3] loses its suffix
 local cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')       -- tokens, and nanodollars ('' when none)
@@ -72,20 +85,15 @@ redis.call('SET', KEYS[1], '', 'XX')                            -- writes nothin
                                                                 -- full Redis (maxmemory, noeviction) refuses it here, before
                                                                 -- anything is read or taken: failure_mode decides, rather
                                                                 -- than an admission whose charge will be refused
-if marker then
-  marker = KEYS[1] .. ':a:' .. marker
-  if redis.call('EXISTS', marker) == 1 then                     -- cancelled before it ran (its stream had gone):
-    return {0, 1, 0, 0, math.floor(now), 0, 0, 1, 0}            -- take nothing; no one reads the answer
-  end
-end
 local kinds = {t = 0, q = 1, u = 3}                             -- 2 is a concurrency limit
 local eps = 1e-6                                                -- sliding weights are fractions: compare with a margin
                                                                 -- (a millionth of a token: counts up to 10^9 stay exact)
+-- What check finds of one candidate's limits (the asked model's, or a fallback's):
 local verdict                                                   -- {state, limit, remaining, reset, kind, wait ms, subject, window}
-local tightest = {}                                             -- by kind, the verdict of that kind's windows alone (by_kind)
-local counters = {}                                             -- {key, amount, ttl} to add to if admitted
-local leases = {}                                               -- concurrency sets to take a lease in
-local applied = {}                                              -- overrides in force: subject, window, limit (by_kind)
+local tightest                                                  -- by kind, the verdict of that kind's windows alone (by_kind)
+local counters                                                  -- {key, amount, ttl} to add to if admitted
+local leases                                                    -- concurrency sets to take a lease in
+local applied                                                   -- overrides in force: subject, window, limit (by_kind)
 
 -- A limit's state: 1 open (room for the request), 0 closed, 2 closed but
 -- soft (it counts, but does not reject). rank orders them for better.
@@ -127,62 +135,130 @@ local function wait(w, elapsed, cur, prev, need, limit, slides)
   return (w - elapsed) + w * (cur - (limit - need)) / cur       -- cur becomes the previous bucket and shrinks
 end
 
-local a = 4                                                     -- next ARGV to read
-local k, b, subject = 0, 0, nil                                 -- subjects read, KEYS used, the subject's key
-while a <= #ARGV do
-  local n, max, csoft, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)(.*)$') -- window count, concurrency limit ('' for
-                                                                -- none), 's' when it is soft, key suffix
-  if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
-  k = k + 1
-  local o = read_overrides and overrides_of(subject) or no_overrides
-  max = tonumber(max)
-  if max and o.c then                                           -- an override changes a limit, never adds one
-    max = o.c
-    if by_kind then applied[#applied + 1] = {k, 0, max} end
-  end
-  a = a + 1
-  for j = 1, tonumber(n) do
-    local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
-    local configured, soft = string.match(ARGV[a + 1], '^(%d+)(s?)$') -- 's': a soft window, which never closes
-    local spec, limit = name, o[name] or tonumber(configured)
-    if o[name] and by_kind then applied[#applied + 1] = {k, j, limit} end
-    a = a + 2
-    local kind = kinds[string.sub(spec, 1, 1)]
-    local slides = sliding and not calendar                     -- a calendar window is always fixed
-    local elapsed = sec - start + frac                          -- seconds into the bucket (exact: whole seconds apart)
-    local key = subject .. ':' .. spec .. ':' .. bucket
-    local cur = tonumber(redis.call('GET', key)) or 0
-    local prev = 0
-    if slides then                                              -- the previous bucket, weighted by its part still in the window
-      prev = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. (bucket - 1))) or 0
+local b = 0                                                     -- KEYS used (every candidate's, in turn)
+
+-- check reads one candidate's subjects, from ARGV[a] to the next '|' or the
+-- end, and decides each of its limits for a request that reserves cost
+-- tokens and usd nanodollars; it returns the ARGV after them.
+local function check(a, cost, usd)
+  verdict, tightest, counters, leases, applied = nil, {}, {}, {}, {}
+  local k, subject = 0, nil                                     -- subjects read, the subject's key
+  while a <= #ARGV and string.byte(ARGV[a]) ~= 124 do           -- up to a '|': the next candidate
+    local n, max, csoft, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)(.*)$') -- window count, concurrency limit ('' for
+                                                                  -- none), 's' when it is soft, key suffix
+    if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
+    k = k + 1
+    local o = read_overrides and overrides_of(subject) or no_overrides
+    max = tonumber(max)
+    if max and o.c then                                           -- an override changes a limit, never adds one
+      max = o.c
+      if by_kind then applied[#applied + 1] = {k, 0, max} end
     end
-    local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
-    local need = kind == 1 and 1 or (kind == 3 and usd or cost) -- a request counts 1 in request windows
-    local left = limit - used - need                            -- what this request would leave
-    local fits = left > -eps and (need > 0 or left > eps)       -- room for all of it; checking only: room left
-    local state = fits and 1 or (soft == 's' and 2 or 0)        -- 's': a soft window, which never closes
-    local secs = fits and w - elapsed or wait(w, elapsed, cur, prev, need, limit, slides) -- to the window's end, or to room
-    local reset = math.ceil(secs - eps)
-    local ms = math.ceil(secs * 1000 - 1e-3)                    -- (less 1 µs: the float error of a time near 2^31 s)
-    decides(state, limit, left, reset, kind, fits and 0 or ms, k, j, ms)
-    if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
-      local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
-      if slides then ttl = ttl + w end                          -- the previous bucket
-      counters[#counters + 1] = {key, need, ttl, k, j, limit, reset, kind}
+    a = a + 1
+    for j = 1, tonumber(n) do
+      local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
+      local configured, soft = string.match(ARGV[a + 1], '^(%d+)(s?)$') -- 's': a soft window, which never closes
+      local spec, limit = name, o[name] or tonumber(configured)
+      if o[name] and by_kind then applied[#applied + 1] = {k, j, limit} end
+      a = a + 2
+      local kind = kinds[string.sub(spec, 1, 1)]
+      local slides = sliding and not calendar                     -- a calendar window is always fixed
+      local elapsed = sec - start + frac                          -- seconds into the bucket (exact: whole seconds apart)
+      local key = subject .. ':' .. spec .. ':' .. bucket
+      local cur = tonumber(redis.call('GET', key)) or 0
+      local prev = 0
+      if slides then                                              -- the previous bucket, weighted by its part still in the window
+        prev = tonumber(redis.call('GET', subject .. ':' .. spec .. ':' .. (bucket - 1))) or 0
+      end
+      local used = cur + prev * (w - elapsed) / w                 -- (exact when prev is all in the window)
+      local need = kind == 1 and 1 or (kind == 3 and usd or cost) -- a request counts 1 in request windows
+      local left = limit - used - need                            -- what this request would leave
+      local fits = left > -eps and (need > 0 or left > eps)       -- room for all of it; checking only: room left
+      local state = fits and 1 or (soft == 's' and 2 or 0)        -- 's': a soft window, which never closes
+      local secs = fits and w - elapsed or wait(w, elapsed, cur, prev, need, limit, slides) -- to the window's end, or to room
+      local reset = math.ceil(secs - eps)
+      local ms = math.ceil(secs * 1000 - 1e-3)                    -- (less 1 µs: the float error of a time near 2^31 s)
+      decides(state, limit, left, reset, kind, fits and 0 or ms, k, j, ms)
+      if need > 0 then                                            -- a bucket lives until its window ends (+1 s against clock
+        local ttl = math.ceil(w - elapsed) + 1                    -- rounding), and one window more when sliding reads it as
+        if slides then ttl = ttl + w end                          -- the previous bucket
+        counters[#counters + 1] = {key, need, ttl, k, j, limit, reset, kind}
+      end
+    end
+    if max then                                                   -- at most max requests of this subject in progress
+      local set = subject .. ':c'
+      redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
+      local held = redis.call('ZCARD', set)
+      local state = held < max and 1 or (csoft == 's' and 2 or 0)
+      decides(state, max, max - held - 1, 1, 2, 0, k, 0, 1000)    -- retry in 1 s: a release can come any time
+      leases[#leases + 1] = set
     end
   end
-  if max then                                                   -- at most max requests of this subject in progress
-    local set = subject .. ':c'
-    redis.call('ZREMRANGEBYSCORE', set, '-inf', now)            -- sweep leases that expired (their gateway never released them)
-    local held = redis.call('ZCARD', set)
-    local state = held < max and 1 or (csoft == 's' and 2 or 0)
-    decides(state, max, max - held - 1, 1, 2, 0, k, 0, 1000)    -- retry in 1 s: a release can come any time
-    leases[#leases + 1] = set
+  if not verdict then verdict = {1, 0, 0, 0, 0, 0, 0, 0} end  -- no subject here: nothing to stop it
+  return a
+end
+
+-- admission_markers names the markers of the admission (see ARGV[3]): a
+-- candidate's is '<first key of its subjects>:a:<marker id>', followed by
+-- '.<its index>' for a fallback, whose cancel names it so; a candidate
+-- without subjects here has none. It returns them all, and by candidate.
+local function admission_markers(fallbacks)
+  if not fallbacks then
+    local key = KEYS[1] .. ':a:' .. marker
+    return {key}, {[0] = key}
   end
+  local all, of, c, a, k, first = {}, {}, 0, 4, 0, true
+  while a <= #ARGV do
+    if string.byte(ARGV[a]) == 124 then                         -- '|': the next candidate
+      c, first, a = c + 1, true, a + 1
+    else
+      local n, suffix = string.match(ARGV[a], '^(%d+)c?%d*s?(.*)$')
+      if suffix == '' then k = k + 1 end
+      if first then                                             -- its first subject: never a suffix
+        of[c] = KEYS[k] .. ':a:' .. marker .. (c > 0 and '.' .. c or '')
+        all[#all + 1], first = of[c], false
+      end
+      a = a + 1 + 2 * tonumber(n)
+    end
+  end
+  return all, of
+end
+
+-- amounts reads a candidate's reservation: tokens, and nanodollars ('' when none).
+local function amounts(arg)
+  local t, u = string.match(arg, '^|?(%d+):?(%d*)$')
+  return tonumber(t), tonumber(u) or 0
+end
+
+local a = check(4, cost, usd)                                   -- the asked model
+local served, would = 0, nil                                    -- the candidate served; with soft limits, the first that fits
+if a <= #ARGV then                                              -- model_fallbacks: candidates to serve instead, in order
+  local found = {verdict, tightest, counters, leases, applied}  -- what is served (or reported)
+  local c = 0
+  while a <= #ARGV and (found[1][1] ~= 1 and not would) do      -- until one is open (after soft: the first open one)
+    c = c + 1
+    local t, u = amounts(ARGV[a])
+    a = check(a + 1, t, u)
+    if verdict[1] == 1 and found[1][1] == 2 then                -- served over soft limits: this one would have fitted
+      would = c
+    elseif found[1][1] == 0 and (verdict[1] ~= 0 or verdict[6] < found[1][6]) then -- rejected so far: this one fits, or has room sooner
+      found, served = {verdict, tightest, counters, leases, applied}, c
+    end
+  end
+  verdict, tightest, counters, leases, applied = found[1], found[2], found[3], found[4], found[5]
+  would = would or -1
 end
 local crossed = {}                                              -- the thresholds buckets went past (alerts.lua)
 if verdict[1] ~= 0 then                                         -- admitted: count, reserve and lease everywhere
-  if marker then redis.call('SET', marker, math.floor(now), 'EX', marker_seconds) end -- the buckets a cancel gives back to
+  if marker then
+    local all, of = admission_markers(would ~= nil)
+    if redis.call('EXISTS', unpack(all)) > 0 then               -- cancelled before it ran (its stream had gone):
+      return {0, 1, 0, 0, math.floor(now), 0, 0, 1, 0}          -- take nothing; no one reads the answer
+    end
+    if of[served] then                                          -- the buckets a cancel gives back to
+      redis.call('SET', of[served], math.floor(now), 'EX', marker_seconds)
+    end
+  end
   for _, c in ipairs(counters) do
     local total = redis.call('INCRBY', c[1], c[2])
     if alerting and c[8] == 1 then                              -- a request counted is a request made; a reservation is
@@ -196,6 +272,7 @@ if verdict[1] ~= 0 then                                         -- admitted: cou
   end
 end
 local reply = {verdict[1], verdict[2], verdict[3], verdict[4], math.floor(now), verdict[5], verdict[6], verdict[7], verdict[8]}
+if would then reply[10], reply[11] = served, would end          -- with fallbacks
 if by_kind then                                                 -- tokens, requests, money: 5 numbers each
   for _, kind in ipairs({0, 1, 3}) do
     local t = tightest[kind] or {0, 0, 0, 0, 0, 0, 0, 0, 0}

@@ -110,7 +110,7 @@ func (c *Client) parseAdmit(v resp.Value, subjects []Subject) (Verdict, error) {
 	if err != nil {
 		return Verdict{}, err
 	}
-	if verdict.Window >= len(subjects[verdict.Subject].Windows) {
+	if verdict.Subject >= 0 && verdict.Window >= len(subjects[verdict.Subject].Windows) {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	if c.options.ByKind {

@@ -142,6 +142,12 @@ type Verdict struct {
 	// Crossings are the alert thresholds the admission took a bucket past
 	// (see alerts.go); nil without.
 	Crossings []Crossing
+	// Served is, in AdmitFirst's verdict, the index of the candidate it is
+	// about: the one admitted, or (rejected) the one that has room first.
+	// WouldServe is, when that candidate is admitted only over soft limits,
+	// the first candidate whose limits all had room (-1: none): what
+	// shadow_mode would have served.
+	Served, WouldServe int
 	// Overridden are, when Options.ByKind asks for each kind's window and
 	// Options.Overrides reads overrides, the limits of the call's subjects
 	// that an override replaced (the quota headers show the limit in
@@ -851,6 +857,11 @@ func parseVerdict(v resp.Value, n int) (Verdict, error) {
 		}
 	}
 	allowed, limit, remaining, reset, at, kind, wait, subject, window := a[0].Integer(), int64(a[1].Integer()), int64(a[2].Integer()), int64(a[3].Integer()), int64(a[4].Integer()), a[5].Integer(), int64(a[6].Integer()), a[7].Integer(), a[8].Integer()
+	if n == 0 && allowed == 1 && limit == 0 && subject == 0 && at > 0 {
+		// A candidate of AdmitFirst without subjects in the call's slot:
+		// nothing here limits it.
+		return Verdict{Allowed: true, At: at, Subject: -1, Window: -1}, nil
+	}
 	if allowed < 0 || allowed > 2 || limit <= 0 || remaining < 0 || reset < 0 || at <= 0 || kind < 0 || kind > int(KindUSD) || wait < 0 ||
 		subject < 1 || subject > n || window < 0 || (window == 0) != (Kind(kind) == KindConcurrent) && allowed != 0 {
 		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))

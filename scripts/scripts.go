@@ -106,12 +106,22 @@ func newScript(name, source string) *Script {
 // before it, see Subject.Suffix), and the operation. The caller appends
 // exactly nargs more arguments.
 func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Subject, relative bool, nargs int) []byte {
-	keys := len(subjects)
-	if relative {
-		keys = 0
-		for i := range subjects {
-			if !isRelative(subjects, i) {
-				keys++
+	return s.appendCallOf(dst, bySource, op, relative, nargs, subjects)
+}
+
+// appendCallOf is appendCall for the subjects of several lists, whose keys
+// follow one another in KEYS (an admission with fallbacks: each candidate's
+// subjects, see Client.AdmitFirst); a subject is relative only to the
+// subject before it in its own list.
+func (s *Script) appendCallOf(dst []byte, bySource bool, op string, relative bool, nargs int, lists ...[]Subject) []byte {
+	keys := 0
+	for _, subjects := range lists {
+		keys += len(subjects)
+		if relative {
+			for i := range subjects {
+				if isRelative(subjects, i) {
+					keys--
+				}
 			}
 		}
 	}
@@ -124,9 +134,11 @@ func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Sub
 		dst = appendBulkString(dst, s.SHA1)
 	}
 	dst = appendBulkInt(dst, int64(keys))
-	for i, subject := range subjects {
-		if !relative || !isRelative(subjects, i) {
-			dst = appendBulk(dst, subject.Key)
+	for _, subjects := range lists {
+		for i, subject := range subjects {
+			if !relative || !isRelative(subjects, i) {
+				dst = appendBulk(dst, subject.Key)
+			}
 		}
 	}
 	return appendBulkString(dst, op)

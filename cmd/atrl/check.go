@@ -80,10 +80,15 @@ func runCheck(args []string, s streams) int {
 }
 
 // writeOverlaps prints a line per pair of rule items that read the same
-// value (config.Config.Overlaps), as the plugin logs them when it starts.
+// value (config.Config.Overlaps), and one per fallback that has fallbacks of
+// its own (config.Config.FallbackNotes), as the plugin logs them when it
+// starts.
 func writeOverlaps(w io.Writer, prefix string, c *config.Config) {
 	for _, o := range c.Overlaps() {
 		fmt.Fprintf(w, "%s%s\n", prefix, o.Text)
+	}
+	for _, note := range c.FallbackNotes() {
+		fmt.Fprintf(w, "%s%s\n", prefix, note)
 	}
 }
 
@@ -126,7 +131,16 @@ func describeConfig(c *config.Config) string {
 	if !c.Redis.Cluster {
 		redis = "one Redis server"
 	}
-	return "rule " + strconv.Quote(c.RuleName) + " limits " + strings.Join(limits, ", ") + "; Redis " + c.Redis.ServiceName +
+	fallbacks := ""
+	for i, f := range c.Fallbacks {
+		if i == 0 {
+			fallbacks = "; when a model has no room, serves "
+		} else {
+			fallbacks += ", "
+		}
+		fallbacks += f.Key + " as " + strings.Join(f.Models, " or ")
+	}
+	return "rule " + strconv.Quote(c.RuleName) + " limits " + strings.Join(limits, ", ") + fallbacks + "; Redis " + c.Redis.ServiceName +
 		" (" + redis + ", redis.timeout " + strconv.FormatInt(c.Redis.TimeoutMs, 10) + " ms)"
 }
 

@@ -59,7 +59,7 @@ func TestCheckValid(t *testing.T) {
 	status, out, errOut = atrl("", "check", "-config", "../../tools/localgw/example.yaml")
 	assert.Equal(t, exitOK, status, errOut)
 	assert.Equal(t, `../../tools/localgw/example.yaml: ok: rule "local-demo" limits every request (global_threshold), limit_by_per_api_key (1 key)`+
-		redis+"\n", out)
+		`; when a model has no room, serves mock-large as mock`+redis+"\n", out)
 }
 
 // Two rule items reading one header: a note each, the migration trap of
@@ -102,6 +102,32 @@ redis:
 	status, out, _ = atrl("", "check", "-config", path)
 	assert.Equal(t, exitOK, status)
 	assert.NotContains(t, out, "note:")
+}
+
+// A fallback that has fallbacks of its own: a note (one step, never a chain).
+func TestCheckShowsFallbacks(t *testing.T) {
+	path := writeFile(t, "plugin.yaml", `rule_name: models
+model_fallbacks:
+  gpt-4o: [gpt-4o-mini]
+  gpt-4o-mini: [gpt-3.5-turbo]
+rule_items:
+  - limit_by_per_consumer: ""
+    limit_keys:
+      - key: "*"
+        token_per_day: 100000
+        per_model:
+          - {model: "*", token_per_minute: 1000}
+redis:
+  service_name: redis.static
+`)
+	status, out, errOut := atrl("", "check", "-config", path)
+	assert.Equal(t, exitOK, status, errOut)
+	assert.Equal(t, lines(
+		path+`: ok: rule "models" limits limit_by_per_consumer (1 key); when a model has no room, serves gpt-4o as gpt-4o-mini, `+
+			`gpt-4o-mini as gpt-3.5-turbo`+redis,
+		path+`: note: model_fallbacks.gpt-4o: "gpt-4o-mini" has fallbacks of its own (gpt-3.5-turbo), which a request falling back to it `+
+			`does not try: a fallback is one step`,
+	), out)
 }
 
 // redis ends each ok line of the test files: what the plugin will call.

@@ -31,6 +31,7 @@ type costCase struct {
 	body    []byte      // the request body (nil: none)
 	headers [][2]string // request headers besides benchRequestHeaders
 	windows int         // windows a charge call settles: the length of charge.lua's reply
+	verdict []byte      // the admission's canned reply (nil: benchVerdict)
 	calls   int         // Redis calls a request makes (0: none is checked, as for one event)
 	play    workload
 	// large: a body of hundreds of KiB, timed on fresh WASM VMs each round
@@ -83,6 +84,20 @@ const (
 	pricesByModel = `"pricing": {"gpt-4o": {"input": 2.5, "output": 10}, "*": {"input": 1, "output": 4}},`
 )
 
+// Fallbacks: a spent gpt-4o minute served by gpt-4o-mini. The admission
+// call carries both candidates; its reply says which was served.
+const (
+	fallbackCase = "model_fallbacks: a consumer's per-model limit with a fallback, the model from a 1 KiB body, served as asked"
+	fallbacks    = `"model_fallbacks": {"gpt-4o": ["gpt-4o-mini"]},`
+)
+
+// fallbackVerdict is benchVerdict from a call with fallbacks that served
+// candidate served.
+func fallbackVerdict(served int) []byte {
+	v := bytes.Replace(benchVerdict, []byte("*9\r\n"), []byte("*11\r\n"), 1)
+	return fmt.Appendf(v, ":%d\r\n:-1\r\n", served)
+}
+
 // keyConfig limits every "sk-" x-api-key like benchConfig, with other limits
 // and top-level fields.
 func keyConfig(topLevel, limits string) string {
@@ -123,6 +138,11 @@ func costCases(s reportScale) []costCase {
 			config: perModelConfig, headers: modelHeader, windows: 2},
 		{name: "a consumer and its per-model limit, the model from a 1 KiB body",
 			config: keyConfig("", tokenWindows+perModel), body: []byte(requestbody.Conversation(1 << 10)), windows: 3},
+		{name: fallbackCase, config: keyConfig(fallbacks, tokenWindows+perModel), body: []byte(requestbody.Conversation(1 << 10)), windows: 3,
+			verdict: fallbackVerdict(0)},
+		{name: "the same, served as the fallback (its body rewritten to name it, X-TokenRateLimit-Fallback)",
+			config: keyConfig(fallbacks, tokenWindows+perModel), body: []byte(requestbody.Conversation(1 << 10)), windows: 3,
+			verdict: fallbackVerdict(1)},
 		{name: moneyCase, config: keyConfig(anyPrice, tokenWindows+usdWindow), windows: 3},
 		{name: "money priced by model (pricing per model: the model read from a 1 KiB body before admission)",
 			config: keyConfig(pricesByModel, tokenWindows+usdWindow), body: []byte(requestbody.Conversation(1 << 10)), windows: 3},
@@ -293,6 +313,7 @@ func contentEvents(b *testing.B, h *cannedHost, _ costCase) (redisTraffic, func(
 type cannedHost struct {
 	proxytest.HostEmulator
 	requestHeaders [][2]string // sent instead of benchRequestHeaders
+	verdictReply   []byte      // sent instead of benchVerdict (nil: it)
 	chargeReply    []byte
 	calls          int
 }
@@ -302,7 +323,7 @@ func newCannedHost(host proxytest.HostEmulator, c costCase) *cannedHost {
 	for range c.windows {
 		reply = append(reply, ":1801\r\n"...)
 	}
-	return &cannedHost{HostEmulator: host, chargeReply: reply,
+	return &cannedHost{HostEmulator: host, chargeReply: reply, verdictReply: c.verdict,
 		requestHeaders: append(slices.Clip(benchRequestHeaders), c.headers...)}
 }
 
@@ -314,6 +335,9 @@ func (h *cannedHost) CallOnRedisCallResponse(id uint32, status int32, reply []by
 	h.calls++
 	if bytes.Equal(reply, benchCharged) {
 		reply = h.chargeReply
+	}
+	if h.verdictReply != nil && bytes.Equal(reply, benchVerdict) {
+		reply = h.verdictReply
 	}
 	h.HostEmulator.CallOnRedisCallResponse(id, status, reply)
 }

@@ -156,6 +156,7 @@ fi
 gw=$address
 
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
+large='{"model":"mock-large","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
 alerts='printed below as "gateway: budget alert ..." (ALERTS_URL=http://host:port POSTs them to a receiver instead)'
 [ -n "$ALERTS_URL" ] && alerts="POSTed to $ALERTS_URL (path and body as the plugin sends them)"
@@ -209,6 +210,13 @@ then give it 1,000 a minute from now on (every replica, no reload):
 
   curl -s $gw/atrl/grant -H 'x-admin-token: local-admin' -d '{"rule_item":0,"value":"demo-1","tokens":50}'
   curl -s -X PUT $gw/atrl/overrides -H 'x-admin-token: local-admin' -d '{"rule_item":0,"value":"demo-1","limits":{"token_per_minute":1000}}'
+
+A model's own budget, and what serves it once spent: each key has 50 tokens a
+minute on mock-large; its second call below is served as mock, the response
+saying X-TokenRateLimit-Fallback: mock (model_fallbacks), and the third is
+429 when the key's 100 tokens are spent:
+
+  curl -i $gw/v1/chat/completions -H 'x-api-key: demo-6' -H 'content-type: application/json' -H 'x-mock-usage: 30,20' -d '$large'
 
 A stream, one event every 200 ms, its usage (here 16 + 16 tokens) in the last event:
 

@@ -199,6 +199,28 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, body, `"limit":1000,"used":50,"remaining":950`)
 	assert.Contains(t, body, `"overridden":true`)
 
+	// The printed fallback line, three times: mock-large, then served as
+	// mock, then the key's minute is spent.
+	assert.Contains(t, out, "  curl -i "+gw+"/v1/chat/completions -H 'x-api-key: demo-6'")
+	var fallbacks []string
+	codes = nil
+	for range 3 {
+		req, err := http.NewRequest("POST", gw+"/v1/chat/completions",
+			strings.NewReader(`{"model":"mock-large","messages":[{"role":"user","content":"hi"}]}`))
+		require.NoError(t, err)
+		req.Header.Set("x-api-key", "demo-6")
+		req.Header.Set("content-type", "application/json")
+		req.Header.Set("x-mock-usage", "30,20")
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		codes = append(codes, resp.StatusCode)
+		fallbacks = append(fallbacks, resp.Header.Get("X-TokenRateLimit-Fallback"))
+	}
+	assert.Equal(t, []int{200, 200, 429}, codes)
+	assert.Equal(t, []string{"", "mock", ""}, fallbacks)
+
 	// Ctrl-C, as make run's terminal sends it to run.sh.
 	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
 	require.NoError(t, r.wait(t, 30*time.Second), "a clean stop, status 0; stderr:\n%s", r.stderr)

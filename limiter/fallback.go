@@ -1,0 +1,314 @@
+package limiter
+
+import (
+	"strconv"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/wasm-go/pkg/log"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+)
+
+// Fallbacks (model_fallbacks). A request whose model has fallbacks is
+// admitted as the first of its candidates (its own model, then each
+// fallback, in order) whose limits all have room: each candidate is matched
+// as a request for its model, so it has its own per-model limits, and
+// reserves its own cost (its weights, its price), and admit.lua checks them
+// in order in the one admission call (per slot on a Redis Cluster; when
+// slots serve different candidates, every slot is asked again from the
+// latest: see agree). A limit the candidates share with the same need
+// rejects them all: a fallback never dodges a key's own limits. A request
+// served as a fallback goes upstream naming it, in its body, its path and
+// the model headers model_source reads, and is charged and priced as it.
+
+// HeaderFallback names, on the response, the model a request was served as
+// in place of the one it asked for.
+const HeaderFallback = "X-TokenRateLimit-Fallback"
+
+// fallbacks is what a request with candidates to serve instead of its model
+// needs, until its admission is decided.
+type fallbacks struct {
+	candidates []candidate // the asked model, then its fallbacks
+	first      int         // the first candidate its admission offers (after slots disagreed, see agree)
+	// Where the upstream reads the model: the body's "model" string at
+	// body[at:end] (end 0: the body names none), the path, headers.
+	body      []byte
+	at, end   int
+	pathModel bool
+	headers   []string
+}
+
+// candidate is a model a request may be served as, and what it reserves so.
+type candidate struct {
+	model string
+	cost  reservation
+}
+
+// offerFallbacks gives a request whose body was read before admission the
+// candidates it may be served as, when its model has fallbacks and the
+// upstream can be told the one served: a body no parser reads otherwise
+// (not ambiguous, not compressed) whose model can be rewritten in place, or
+// a Gemini/Vertex path, or a model header. A route that names its model in
+// a way no candidate can be put in (an Azure deployment) is never rewritten.
+func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) {
+	rules := r.pc.rules
+	models := rules.FallbacksOf(r.model)
+	if len(models) == 0 || len(r.otherModels) > 0 || e.Ambiguous != "" || e.UnknownModel || r.coding != "" {
+		return
+	}
+	f := &fallbacks{candidates: []candidate{{model: r.model, cost: cost}}}
+	if at, end, ok := estimate.ModelValue(body); ok {
+		f.body, f.at, f.end = body, at, end
+	}
+	f.pathModel = estimate.ModelFromPath(r.path) != ""
+	if _, routed := rules.RouteModel(r.path); routed && !f.pathModel {
+		return // a deployment's route: its upstream reads no model we can change
+	}
+	for _, s := range rules.ModelSources {
+		if s.Kind == config.ModelFromHeader && requestHeader(s.Header) != "" {
+			f.headers = append(f.headers, s.Header)
+		}
+	}
+	if f.end == 0 && !f.pathModel && len(f.headers) == 0 {
+		return // nowhere to name another model
+	}
+	perCandidate := [][]config.Match{r.matchesOfGroups()}
+	for _, m := range models {
+		if m == r.model {
+			continue // a pattern's list may name the model itself
+		}
+		if f.pathModel {
+			if _, ok := estimate.ReplacePathModel(r.path, m); !ok {
+				continue // a name a path cannot carry
+			}
+		}
+		c := candidate{model: m, cost: r.costAs(e, m)}
+		matches := perCandidate[0]
+		if r.pc.modelLimits {
+			matches = r.pc.matchRequest(ctx, m, nil)
+		} else if c.cost == cost {
+			continue // the same limits, the same cost: it cannot fit where the model does not
+		}
+		f.candidates = append(f.candidates, c)
+		perCandidate = append(perCandidate, matches)
+	}
+	if len(f.candidates) == 1 {
+		return
+	}
+	r.fallback = f
+	r.groups = groupCandidates(rules, perCandidate, r.pc.oneCall())
+	for i := range r.groups {
+		for _, l := range r.groups[i].alternatives {
+			if l.leases && r.leaseID == "" {
+				r.leaseID = newLeaseID()
+			}
+		}
+	}
+}
+
+// matchesOfGroups is the request's matches, in the order they were made.
+func (r *request) matchesOfGroups() []config.Match {
+	var out []config.Match
+	for i := range r.groups {
+		out = append(out, r.groups[i].matches...)
+	}
+	return out
+}
+
+// groupCandidates groups each candidate's subjects by slot (see
+// groupBySlot), each group holding every candidate's subjects in its slot,
+// the first candidate's as its own until an answer serves another.
+func groupCandidates(rules *config.Config, perCandidate [][]config.Match, oneCall bool) []group {
+	groups := make([]group, 0, 1)
+	slots := make([]uint16, 0, 1)
+	for c, matches := range perCandidate {
+		for _, m := range matches {
+			s := scripts.SubjectOf(rules, m)
+			i := slotGroup(&groups, &slots, s, oneCall)
+			g := &groups[i]
+			if g.alternatives == nil {
+				g.alternatives = make([]limits, len(perCandidate))
+			}
+			g.alternatives[c].add(s, m)
+		}
+	}
+	for i := range groups {
+		groups[i].limits = groups[i].alternatives[0]
+	}
+	return groups
+}
+
+// costAs is what a request so estimated reserves when served as model.
+func (r *request) costAs(e estimate.Estimate, model string) reservation {
+	if !r.pc.rules.Reservation.Enabled {
+		return reservation{}
+	}
+	return r.spentAs(model, e.Prompt, e.Completion, 0, 0)
+}
+
+// admitFirst sends the admission of a group with fallbacks: its candidates
+// from the first offered.
+// A group none of whose candidates offered has subjects (a slot only
+// earlier candidates use) is answered at once: nothing in it stops the first.
+func (r *request) admitFirst(g *group) error {
+	f := r.fallback
+	candidates := make([]scripts.Candidate, 0, len(f.candidates)-f.first)
+	empty := true
+	for i := f.first; i < len(f.candidates); i++ {
+		subjects := g.alternatives[i].subjects
+		empty = empty && len(subjects) == 0
+		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: scripts.Amounts(f.candidates[i].cost)})
+	}
+	if empty {
+		g.marker = ""
+		r.answer(g, scripts.Verdict{Allowed: true, Subject: -1, Window: -1, WouldServe: -1}, nil)
+		return nil
+	}
+	if len(candidates) == 1 { // the last one alone: a plain admission
+		c := candidates[0]
+		return r.pc.redis.Admit(c.Subjects, c.Cost, r.leaseID, g.marker, func(v scripts.Verdict, err error) {
+			v.WouldServe = -1
+			r.answer(g, v, err)
+		})
+	}
+	return r.pc.redis.AdmitFirst(candidates, r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+}
+
+// serving notes which candidate a group's answer is about: the group's
+// subjects are that candidate's from then on (the verdict's subject indexes
+// are among them).
+func (r *request) serving(g *group, v scripts.Verdict) {
+	if g.alternatives == nil {
+		return
+	}
+	g.served = r.fallback.first + v.Served
+	g.limits = g.alternatives[g.served]
+}
+
+// reservedBy is what a group's admission reserved: its served candidate's
+// cost, with fallbacks.
+func (r *request) reservedBy(g *group) reservation {
+	if g.alternatives == nil {
+		return r.reserved
+	}
+	return r.fallback.candidates[g.served].cost
+}
+
+// agree checks, once every group admitted the request, that they admitted
+// it as the same candidate: slots on a Redis Cluster decide apart, each
+// serving the first candidate with room there. When they did not, what
+// they took is given back and every slot is asked again from the latest
+// candidate served (the earlier ones have no room in its slot): it returns
+// false, the admission going on. Candidates only grow, so this ends.
+func (r *request) agree() bool {
+	if r.fallback == nil || len(r.groups) < 2 {
+		return true
+	}
+	latest, same := r.groups[0].served, true
+	for i := range r.groups {
+		same = same && r.groups[i].served == latest
+		latest = max(latest, r.groups[i].served)
+	}
+	if same {
+		return true
+	}
+	r.rollBack()
+	for i := range r.groups {
+		r.groups[i].answered, r.groups[i].verdict = false, scripts.Verdict{}
+	}
+	r.verdict, r.byKind = scripts.Verdict{}, nil
+	r.fallback.first = latest
+	r.admit(r.fallback.candidates[0].cost)
+	return false
+}
+
+// askedLimits puts every group back to the asked model's subjects: a
+// request decided without Redis (failure_mode local) is limited as it asked.
+func (r *request) askedLimits() {
+	if r.fallback == nil {
+		return
+	}
+	kept := r.groups[:0]
+	for _, g := range r.groups {
+		g.served, g.limits = 0, g.alternatives[0]
+		if len(g.subjects) > 0 {
+			kept = append(kept, g)
+		}
+	}
+	r.groups, r.fallback = kept, nil
+}
+
+// serve makes an admitted request the candidate its groups served: its
+// model and reservation that candidate's, its groups those with subjects;
+// served as a fallback, the upstream is told the model it is served as.
+func (r *request) serve() {
+	f := r.fallback
+	if f == nil {
+		return
+	}
+	k := r.groups[0].served
+	asked := r.model
+	r.reserved, r.model = f.candidates[k].cost, f.candidates[k].model
+	kept := r.groups[:0]
+	for _, g := range r.groups {
+		if len(g.subjects) > 0 {
+			kept = append(kept, g)
+		}
+	}
+	r.groups = kept
+	r.fallback = nil
+	if k == 0 {
+		return
+	}
+	r.askedModel = asked
+	r.pc.metrics.count(metricFallback, requestHeader(consumerHeader), asked)
+	if debugEnabled() {
+		log.Debugf("rule %s: %q has no room: served as %q", r.pc.rules.RuleName, asked, r.model)
+	}
+	r.nameModel(f, r.model)
+}
+
+// nameModel tells the upstream the model a request is served as: in its
+// body (its length updated), its path and its model headers.
+func (r *request) nameModel(f *fallbacks, model string) {
+	if f.end > 0 {
+		body := estimate.SpliceModel(f.body, f.at, f.end, model)
+		if err := proxywasm.ReplaceHttpRequestBody(body); err != nil {
+			log.Warnf("serving %q in place of the model asked for: replacing the request body failed: %v", model, err)
+		}
+		if requestHeader("content-length") != "" {
+			_ = proxywasm.ReplaceHttpRequestHeader("content-length", strconv.Itoa(len(body)))
+		}
+	}
+	if f.pathModel {
+		if path, ok := estimate.ReplacePathModel(r.path, model); ok {
+			_ = proxywasm.ReplaceHttpRequestHeader(":path", path)
+		}
+	}
+	for _, h := range f.headers {
+		_ = proxywasm.ReplaceHttpRequestHeader(h, model)
+	}
+}
+
+// shadowFallback logs, in shadow_mode, the model a request would have been
+// served as had its limits been enforced (rate-limited with the shadow
+// rejections' log); it reports whether it did (rather than a rejection).
+func (r *request) shadowFallback() bool {
+	f := r.fallback
+	if f == nil || !r.pc.rules.Shadow || r.shadowedBy == nil || r.shadowedBy.alternatives == nil {
+		return false
+	}
+	would := r.shadowedBy.verdict.WouldServe
+	if would < 0 {
+		return false
+	}
+	r.pc.metrics.count(metricShadowFallback, requestHeader(consumerHeader), r.model)
+	if ok, more := r.pc.shadowLog.allow(); ok {
+		log.Warnf("shadow_mode: rule %s would have served %q in place of %q, whose limits have no room (%d more since the last line)",
+			r.pc.rules.RuleName, f.candidates[f.first+would].model, r.model, more)
+	}
+	return true
+}

@@ -1,0 +1,110 @@
+package scripts
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/tidwall/resp"
+
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+)
+
+// Admissions with fallbacks (model_fallbacks): a request that may be served
+// as its own model or, when that model's limits have no room, as one of the
+// models configured to serve instead, is admitted as the first of these
+// candidates whose limits all have room, in one call of admit.lua per slot.
+
+// Candidate is one way an admission with fallbacks may serve a request: the
+// subjects that limit it in the call's slot (none: nothing here stops it)
+// and what it reserves.
+type Candidate struct {
+	Subjects []Subject
+	Cost     Amounts
+}
+
+// AdmitFirst is Admit for a request that may be served as any of the
+// candidates (all their subjects in one slot), in order: it admits the first
+// whose limits all have room (or are soft), taking for it alone, and
+// Verdict.Served says which; rejected, the verdict is about the candidate
+// that has room first. Candidate i's admission marker is FallbackMarker(markerID, i).
+func (c *Client) AdmitFirst(candidates []Candidate, leaseID, markerID string, done func(Verdict, error)) error {
+	encode := func(bySource bool) []byte { return c.encodeAdmitFirst(candidates, leaseID, markerID, bySource) }
+	return c.dispatch(encode, func(v resp.Value, err error) {
+		if err != nil {
+			done(Verdict{}, err)
+			return
+		}
+		done(c.parseAdmitFirst(v, candidates))
+	})
+}
+
+// FallbackMarker is the marker of candidate i of an admission with
+// fallbacks named markerID, which Cancel takes to undo it: markerID for the
+// first, markerID.i for the others (see admit.lua).
+func FallbackMarker(markerID string, i int) string {
+	if i == 0 || markerID == "" {
+		return markerID
+	}
+	return markerID + "." + strconv.Itoa(i)
+}
+
+// encodeAdmitFirst encodes a call of admit.lua with fallbacks: the first
+// candidate as an admission, each other one after '|' and what it reserves.
+func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID string, bySource bool) []byte {
+	lists := make([][]Subject, len(candidates))
+	size, nargs := len(leaseID)+len(markerID)+20, 3
+	for i, cand := range candidates {
+		lists[i] = cand.Subjects
+		size += callSize(cand.Subjects, 24) + 24
+		nargs += windowArgs(cand.Subjects, 2)
+		if i > 0 {
+			nargs++ // '|' and its reservation
+		}
+	}
+	q := Limiter.appendCallOf(make([]byte, 0, size), bySource, opAdmit, true, nargs, lists...)
+	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
+	first := candidates[0].Cost
+	q = appendAmounts(q, max(first.Tokens, 0), max(first.USD, 0))
+	q = c.appendOptions(q, true, leaseID, true, markerID, true)
+	var now int64
+	for i, cand := range candidates {
+		if i > 0 {
+			var buf [48]byte
+			arg := append(buf[:0], '|')
+			arg = strconv.AppendInt(arg, tokenAmount(max(cand.Cost.Tokens, 0)), 10)
+			if cand.Cost.USD > 0 {
+				arg = strconv.AppendInt(append(arg, ':'), min(cand.Cost.USD, config.MaxLimit), 10)
+			}
+			q = appendBulk(q, arg)
+		}
+		for j := range cand.Subjects {
+			s := &cand.Subjects[j]
+			q = appendSubjectHead(q, cand.Subjects, j, true)
+			for k, w := range s.Windows {
+				q = c.options.appendWindow(q, w, &now)
+				q = appendLimit(q, w.Limit, s.WindowSoft(k))
+			}
+		}
+	}
+	return q
+}
+
+// parseAdmitFirst checks admit.lua's reply to a call with fallbacks: the
+// verdict's 9 numbers, the candidate served and the one that would have
+// been (see admit.lua), then the rest as parseAdmit reads it, about the
+// served candidate's subjects.
+func (c *Client) parseAdmitFirst(v resp.Value, candidates []Candidate) (Verdict, error) {
+	a := v.Array()
+	if len(a) < verdictLen+2 || a[verdictLen].Type() != resp.Integer || a[verdictLen+1].Type() != resp.Integer {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	}
+	served, would := a[verdictLen].Integer(), a[verdictLen+1].Integer()
+	if served < 0 || served >= len(candidates) || would < -1 || would >= len(candidates) {
+		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+	}
+	rest := make([]resp.Value, 0, len(a)-2)
+	rest = append(append(rest, a[:verdictLen]...), a[verdictLen+2:]...)
+	verdict, err := c.parseAdmit(resp.ArrayValue(rest), candidates[served].Subjects)
+	verdict.Served, verdict.WouldServe = served, would
+	return verdict, err
+}
