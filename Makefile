@@ -68,6 +68,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzFlatReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzOutbox$$' -fuzztime $(FUZZTIME) ./scripts/
+	$(GO) test -run '^$$' -fuzz '^FuzzAdmitFirstReply$$' -fuzztime $(FUZZTIME) ./scripts/
 	$(GO) test -run '^$$' -fuzz '^FuzzTextUnits$$' -fuzztime $(FUZZTIME) ./estimate/
 	$(GO) test -run '^$$' -fuzz '^FuzzReplacePathModel$$' -fuzztime $(FUZZTIME) ./estimate/
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./estimate/

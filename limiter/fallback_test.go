@@ -68,6 +68,10 @@ func TestFallbackServesTheNextModelWithRoom(t *testing.T) {
 		assert.NotEmpty(t, plugintest.Header(local.Headers, "Retry-After"), "both used up: rejected")
 		p.SendBody(chatNaming("gpt-4o-mini"), alice).Answer().RequireRejected(429)
 
+		fellBack, err := p.Host.GetCounterMetric(consumerMetric("gpt-4o", "token_ratelimit_fallback_count"))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(2), fellBack, "counted under the model asked for")
+
 		x = p.SendBody(chatNaming("gpt-4o"), bob).Answer()
 		body, _ = upstreamSees(x)
 		assert.Equal(t, chatNaming("gpt-4o"), body, "another consumer still has gpt-4o")
@@ -165,7 +169,18 @@ func TestFallbackShadowModeServesTheModelAsked(t *testing.T) {
 		assert.Empty(t, plugintest.Header(headers, "X-TokenRateLimit-Fallback"))
 		assert.Equal(t, int64(110), p.MinuteCounter(aliceKey+":m:gpt-4o"), "charged as asked")
 		assert.Equal(t, int64(0), p.MinuteCounter(aliceKey+":m:gpt-4o-mini"))
+		wouldHave, err := p.Host.GetCounterMetric(consumerMetric("gpt-4o", "token_ratelimit_shadow_fallback_count"))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), wouldHave)
+		_, err = p.Host.GetCounterMetric(consumerMetric("gpt-4o", "token_ratelimit_shadow_reject_count"))
+		assert.Error(t, err, "a fallback would have served it: not a would-be rejection")
 	})
+}
+
+// consumerMetric is a counter of a request from a consumer the
+// configuration does not name.
+func consumerMetric(model, metric string) string {
+	return "route.test-route-default.upstream.test-cluster-default.model." + model + ".consumer.other.metric." + metric
 }
 
 // A stream that ends before Redis answers the admission that served it as
@@ -209,5 +224,33 @@ func TestFallbackDecidedLocallyServesTheModelAsked(t *testing.T) {
 		headers := respondWith(t, x, 60, 50)
 		assert.Empty(t, plugintest.Header(headers, "X-TokenRateLimit-Fallback"))
 		p.SendBody(chatNaming("gpt-4o"), alice).Answer().RequireRejected(429) // gpt-4o's 100 local tokens spent
+	})
+}
+
+// A stream served as the fallback is still asked for its usage (stream_usage:
+// inject), and charged from it.
+func TestFallbackStreamIsStillAskedForItsUsage(t *testing.T) {
+	redis := redistest.Start(t)
+	alice := [2]string{"x-mse-consumer", "alice"}
+	aliceKey := fmt.Sprintf(consumerSubject, "alice")
+	streaming := `{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "Hi"}]}`
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 5)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, fallbackBudgets(""))
+		redis.Do("SET", fmt.Sprintf("%s:m:gpt-4o:t60:%d", aliceKey, redis.Now()/60), "100")
+		x := p.SendBody(streaming, alice).Answer()
+		require.True(t, x.Passed())
+		body, _ := upstreamSees(x)
+		assert.Contains(t, body, `"model": "gpt-4o-mini"`)
+		assert.Contains(t, body, `"include_usage":true`, "asked for its usage")
+		x.ResponseHeaders("text/event-stream")
+		events := plugintest.SSEEvents(plugintest.OpenAIStream(2, 7, 8))
+		for i, e := range events {
+			p.Host.CallOnResponseBody(x.ID, []byte(e), i == len(events)-1)
+			x.Answer()
+		}
+		x.Done()
+		assert.Equal(t, int64(15), p.MinuteCounter(aliceKey+":m:gpt-4o-mini"), "charged from the usage it was asked for")
 	})
 }

@@ -1,12 +1,14 @@
 package scripts
 
 import (
+	"errors"
 	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
@@ -123,4 +125,40 @@ func TestAdmitCandidateWithoutSubjectsHere(t *testing.T) {
 	r.Do("SET", bucketKey(keySubject, 60, minute), "100")
 	v := ints(r.Do("EVAL", Limiter.Source, "1", keySubject, opAdmit, now, "10", "f", "1", "t60", "100", "|10"))
 	assert.Equal(t, []int64{1, 0, 0, 1, -1}, []int64{v[0], v[1], v[7], v[9], v[10]})
+}
+
+// FuzzAdmitFirstReply: whatever Redis answers a call with fallbacks, reading
+// it gives a verdict about a candidate that was offered, whose subject and
+// window exist in that candidate (none for a candidate without subjects), or
+// an error; it never panics.
+func FuzzAdmitFirstReply(f *testing.F) {
+	f.Add([]byte("*11\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:2\r\n:1\r\n:1\r\n:-1\r\n"))
+	f.Add([]byte("*11\r\n:1\r\n:0\r\n:0\r\n:0\r\n:9\r\n:0\r\n:0\r\n:0\r\n:0\r\n:2\r\n:-1\r\n"))
+	f.Add([]byte("*11\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n:0\r\n:1\r\n"))
+	f.Add([]byte("*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n"))
+	window := config.Window{Unit: config.UnitTokens, Seconds: 60, Limit: 100}
+	subjects := []Subject{{Key: []byte("a"), Windows: []config.Window{window}}, {Key: []byte("b"), Windows: []config.Window{window, window}}}
+	candidates := []Candidate{{Subjects: subjects[:1]}, {Subjects: subjects}, {}}
+	c := &Client{}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		v, err := ParseReply(raw, nil)
+		if err != nil {
+			return
+		}
+		verdict, err := c.parseAdmitFirst(v, candidates)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%q gave %v, not ErrMalformed", raw, err)
+			}
+			return
+		}
+		if verdict.Served < 0 || verdict.Served >= len(candidates) || verdict.WouldServe < -1 || verdict.WouldServe >= len(candidates) {
+			t.Fatalf("%q: served %d, would serve %d", raw, verdict.Served, verdict.WouldServe)
+		}
+		served := candidates[verdict.Served].Subjects
+		if verdict.Subject >= len(served) || verdict.Subject < 0 && len(served) > 0 ||
+			verdict.Subject >= 0 && verdict.Window >= len(served[verdict.Subject].Windows) {
+			t.Fatalf("%q: subject %d window %d of a candidate with %d subjects", raw, verdict.Subject, verdict.Window, len(served))
+		}
+	})
 }
