@@ -203,6 +203,8 @@ type Config struct {
 	// Deployments is deployments: Azure OpenAI deployment names and the
 	// models they deploy, for RouteModel.
 	Deployments map[string]string
+	// Priority is priority: the levels of requests (nil: none).
+	Priority *Priority
 	// Fallbacks are model_fallbacks: the models to serve instead of one
 	// whose budget has no room (see FallbacksOf); fallbacks indexes them.
 	Fallbacks    []Fallback
@@ -551,6 +553,14 @@ type LimitKey struct {
 	// headers and the quota endpoints, but never reject (its
 	// max_concurrent_requests still does). A per_model entry has its own.
 	Soft bool
+	// priorityName is priority as configured, priority its level + 1 (0:
+	// none), reserve its reserve as configured and open the share of its
+	// limits open to each level (nil: all of them to every level): see
+	// priority.go.
+	priorityName string
+	priority     int
+	reserve      []levelShare
+	open         *OpenShares
 	// PerModel is per_model: within the subject this key limits, the limit
 	// of each model, the first entry whose pattern (Key: an exact name,
 	// "<prefix>*", "regexp:<re>" or "*") matches the request's model
@@ -619,6 +629,7 @@ type Window struct {
 	Unit    Unit
 	Seconds int64
 	Limit   int64
+	open    *OpenShares // its key's reserve (see Open; nil: none)
 }
 
 type windowKind struct {

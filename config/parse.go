@@ -33,6 +33,8 @@ const (
 	modelField        = "model"
 	softField         = "soft"
 	fallbacksField    = "model_fallbacks"
+	priorityField     = "priority"
+	reserveField      = "reserve"
 )
 
 // MaxLimit is the largest limit (token_per_*, query_per_*,
@@ -52,6 +54,7 @@ const (
 // which their values are checked.
 var topFields = fields[Config]{
 	required(nonEmptyStringField("rule_name", func(c *Config, s string) { c.RuleName = s })),
+	customField(priorityField, readPriority),
 	customField(globalField, readGlobal),
 	customField(itemsField, readRuleItems),
 	customField(unmatchedField, readUnmatched),
@@ -138,12 +141,12 @@ var limitsFields = limitTable()
 // globalFields is the table of global_threshold (and of unmatched_threshold,
 // its shape), a limit key without a key: its limits, and its limits per
 // model.
-var globalFields = append(slices.Clip(limitsFields), customField(perModelField, readPerModel))
+var globalFields = append(slices.Clip(limitsFields), customField(perModelField, readPerModel), customField(priorityField, readKeyPriority))
 
 // limitKeyFields is the table of a limit_keys entry: the limits, the key,
 // and the limits per model.
 var limitKeyFields = append(slices.Clip(limitsFields), required(customField(keyField, readKeyText)),
-	customField(perModelField, readPerModel))
+	customField(perModelField, readPerModel), customField(priorityField, readKeyPriority))
 
 // modelKeyFields are the tables of the limit_keys entries of the model
 // types, by type: per_model is refused there, since the item's keys match
@@ -162,7 +165,7 @@ func modelKeyTable(t LimitType) fields[LimitKey] {
 	return append(slices.Clip(limitsFields), required(customField(keyField, readKeyText)),
 		customField(perModelField, func(_ *LimitKey, path string, _ gjson.Result) error {
 			return fieldErr(path, "not allowed under ", t.String(), ": its keys match the model already")
-		}))
+		}), customField(priorityField, readKeyPriority))
 }
 
 // limitTable returns the table of a limit key's limits.
@@ -179,7 +182,7 @@ func limitTable() fields[LimitKey] {
 		}
 	}
 	fs = append(fs, limitField(MaxConcurrentField, func(k *LimitKey, n int64) { k.MaxConcurrent = n }))
-	return append(fs, boolField(softField, func(k *LimitKey, b bool) { k.Soft = b }))
+	return append(fs, boolField(softField, func(k *LimitKey, b bool) { k.Soft = b }), customField(reserveField, readReserve))
 }
 
 // limitField is a limit: a positive integer, at most MaxLimit.
@@ -207,9 +210,9 @@ func usdLimitField(name string, set func(*LimitKey, int64)) field[LimitKey] {
 }
 
 // limitFields returns the names of a limit key's limits, in table order
-// (soft, which marks them, is not one).
+// (soft and reserve, which qualify them, are not).
 func limitFields() []string {
-	return slices.DeleteFunc(limitsFields.names(), func(name string) bool { return name == softField })
+	return slices.DeleteFunc(limitsFields.names(), func(name string) bool { return name == softField || name == reserveField })
 }
 
 // ruleItemFields returns the names of a rule item's fields: the limit_by_*
@@ -332,6 +335,9 @@ func (c *Config) checkCombinations(members map[string]gjson.Result) error {
 		return err
 	}
 	if err := c.checkFallbacks(); err != nil {
+		return err
+	}
+	if err := c.checkPriority(); err != nil {
 		return err
 	}
 	if c.Redis.ServicePort == 0 { // unset: service_port refuses 0

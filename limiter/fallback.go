@@ -100,6 +100,7 @@ func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimat
 	}
 	r.fallback = f
 	r.groups = groupCandidates(rules, perCandidate, r.pc.oneCall())
+	r.applyLevel()
 	for i := range r.groups {
 		for _, l := range r.groups[i].alternatives {
 			if l.leases && r.leaseID == "" {

@@ -37,6 +37,10 @@ const (
 	// unmatched_threshold (and global_threshold) when set, otherwise not at
 	// all.
 	metricUnmatched = "token_ratelimit_unmatched_count"
+	// With priority, rejections and shadow_mode's would-be rejections are
+	// also counted by the request's level, in
+	// token_ratelimit_priority_<level>_count and
+	// token_ratelimit_priority_<level>_shadow_reject_count (see countByLevel).
 	// metricFallback counts requests served as a fallback of the model
 	// they asked for (model_fallbacks), under the model asked for.
 	metricFallback = "token_ratelimit_fallback_count"
@@ -210,4 +214,18 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// countByLevel counts a rejection (or with shadow, a would-be rejection) of
+// a request of its priority level, when priority is configured.
+func (r *request) countByLevel(shadow bool) {
+	p := r.pc.rules.Priority
+	if p == nil {
+		return
+	}
+	name := "token_ratelimit_priority_" + p.Levels[r.level] + "_count"
+	if shadow {
+		name = "token_ratelimit_priority_" + p.Levels[r.level] + "_shadow_reject_count"
+	}
+	r.pc.metrics.count(name, requestHeader(consumerHeader), r.model)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -138,7 +139,8 @@ func (r *request) wait(v scripts.Verdict, scope string) bool {
 }
 
 // fits says whether the request's reservation fits every token and money
-// window at all: one larger than a window's limit would wait in vain. With
+// window at all: one larger than a window's limit (the share of it open to
+// the request's priority level) would wait in vain. With
 // limit_overrides, a subject's limit may be another than configured: only
 // the limit Redis reported (wait) says.
 func (r *request) fits() bool {
@@ -147,8 +149,8 @@ func (r *request) fits() bool {
 	}
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
-			for _, w := range s.Windows {
-				if r.reserved.exceeds(scripts.KindOf(w.Unit), w.Limit) {
+			for _, w := range s.Windows { // the share of it open to the request's priority level
+				if r.reserved.exceeds(scripts.KindOf(w.Unit), config.Share(w.Limit, w.Open(s.Level))) {
 					return false
 				}
 			}

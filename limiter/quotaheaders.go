@@ -149,11 +149,15 @@ func (r *request) ratelimitPolicy() string {
 	for gi := range r.groups {
 		g := &r.groups[gi]
 		for si, s := range g.subjects {
-			for j, w := range s.Windows {
-				item(g, si, j, w.Field, g.limitInForce(si, j, w.Limit), w.Seconds, policyUnits[w.Unit])
+			for j, w := range s.Windows { // each limit as its share open to the request's priority level
+				item(g, si, j, w.Field, config.Share(g.limitInForce(si, j, w.Limit), w.Open(s.Level)), w.Seconds, policyUnits[w.Unit])
 			}
 			if s.Concurrent > 0 {
-				item(g, si, -1, concurrencyField, g.limitInForce(si, -1, s.Concurrent), 0, "concurrency")
+				limit := g.limitInForce(si, -1, s.Concurrent)
+				if s.ConcurrentOpen > 0 {
+					limit = config.Share(limit, s.ConcurrentOpen)
+				}
+				item(g, si, -1, concurrencyField, limit, 0, "concurrency")
 			}
 		}
 	}

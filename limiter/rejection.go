@@ -67,6 +67,7 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
 	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader), r.model)
+	r.countByLevel(false)
 	reset := max(v.Reset, 1)
 	waitMs := v.WaitMs
 	if waitMs <= 0 { // a concurrency limit: a request may end any time
@@ -143,7 +144,7 @@ func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64, s
 		}
 		return rules.RejectedMsg, contentTypeText
 	}
-	msg := rejectionMessage(r.rejectedBy, v, readableScope(scope), waitMs)
+	msg := rejectionMessage(r.pc.rules.Priority, r.rejectedBy, v, readableScope(scope), waitMs)
 	var body any
 	switch which {
 	case apiAnthropic:
@@ -203,7 +204,7 @@ var openAIErrorType = [...]string{
 // rejectionMessage says which limit closed (v, the verdict of group g)
 // and when it has room again: "Token rate limit exceeded: the limit of 1000
 // tokens per minute is used up (rule_item=0; key=alice). Try again in 12s."
-func rejectionMessage(g *group, v scripts.Verdict, scope string, waitMs int64) string {
+func rejectionMessage(p *config.Priority, g *group, v scripts.Verdict, scope string, waitMs int64) string {
 	var b strings.Builder
 	per := ""
 	if g != nil && v.Subject < len(g.subjects) && v.Window >= 0 && v.Window < len(g.subjects[v.Subject].Windows) {
@@ -239,10 +240,35 @@ func rejectionMessage(g *group, v scripts.Verdict, scope string, waitMs int64) s
 		b.WriteString(scope)
 		b.WriteString(")")
 	}
+	if level, open := openShare(p, g, v); open < 100 {
+		b.WriteString("; ")
+		b.WriteString(strconv.FormatInt(open, 10))
+		b.WriteString(" % of it is open to priority ")
+		b.WriteString(level)
+		b.WriteString(", the rest kept for higher priorities")
+	}
 	b.WriteString(". Try again in ")
 	b.WriteString(waitText(waitMs))
 	b.WriteString(".")
 	return b.String()
+}
+
+// openShare is the name of the request's priority level and the percent of
+// the limit that decided v open to it (100: all of it, or no priority).
+func openShare(p *config.Priority, g *group, v scripts.Verdict) (level string, open int64) {
+	if p == nil || g == nil || v.Subject < 0 || v.Subject >= len(g.subjects) {
+		return "", 100
+	}
+	s := &g.subjects[v.Subject]
+	switch {
+	case v.Window >= 0 && v.Window < len(s.Windows):
+		open = s.Windows[v.Window].Open(s.Level)
+	case v.Kind == scripts.KindConcurrent && s.ConcurrentOpen > 0:
+		open = s.ConcurrentOpen
+	default:
+		open = 100
+	}
+	return p.Levels[s.Level], open
 }
 
 // waitText writes a wait for a person: milliseconds under a second, else

@@ -50,6 +50,7 @@ type request struct {
 	otherModels    []string                        // the other models an ambiguous body may name: it counts as each (ambiguity.go)
 	fallback       *fallbacks                      // the candidates it may be served as, until admitted (fallback.go; nil: none)
 	askedModel     string                          // the model it asked for, when served as a fallback (model is the one served)
+	level          int                             // its priority level (config.Priority; 0 without)
 	reserved       reservation                     // tokens and nanodollars reserved in every window at admission (0: none)
 	promptEstimate int64                           // the prompt's estimated tokens, for a response without usage
 	promptBySize   bool                            // promptEstimate is the body's declared size: the bytes that pass count at the end
@@ -216,6 +217,14 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string, others []string) {
 	pc := r.pc
 	r.groups = groupBySlot(pc.rules, matches, pc.oneCall())
+	if p := pc.rules.Priority; p != nil {
+		header := ""
+		if p.Header != "" {
+			header = requestHeader(p.Header)
+		}
+		r.level = pc.rules.LevelOf(matches, header)
+		r.applyLevel()
+	}
 	if pc.modelLimits {
 		r.model, r.otherModels = model, others
 	}
@@ -300,6 +309,31 @@ func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []g
 		groups[i].add(s, m)
 	}
 	return groups
+}
+
+// applyLevel gives every subject of the request (every candidate's, with
+// fallbacks) its priority level, and the share of its concurrency limit open
+// to it.
+func (r *request) applyLevel() {
+	if r.pc.rules.Priority == nil {
+		return
+	}
+	apply := func(l *limits) {
+		for i := range l.subjects {
+			s := &l.subjects[i]
+			s.Level = r.level
+			if s.Concurrent > 0 {
+				s.ConcurrentOpen = l.matches[i].ConcurrentOpen(r.level)
+			}
+		}
+	}
+	for i := range r.groups {
+		g := &r.groups[i]
+		apply(&g.limits)
+		for j := range g.alternatives {
+			apply(&g.alternatives[j])
+		}
+	}
 }
 
 // slotGroup returns the index of the group of subject s's slot (the one

@@ -50,6 +50,7 @@ func (r *request) shadowReject() {
 		return
 	}
 	r.pc.metrics.count(metricShadowRejected, requestHeader(consumerHeader), r.model)
+	r.countByLevel(true)
 	ok, more := r.pc.shadowLog.allow()
 	if !ok {
 		return
@@ -60,7 +61,7 @@ func (r *request) shadowReject() {
 		waitMs = max(v.Reset, 1) * 1000
 	}
 	log.Warnf("shadow_mode: rule %s would have answered %d: %s (%d more since the last line)",
-		r.pc.rules.RuleName, r.pc.rules.RejectedCode, rejectionMessage(g, v, scopeOf(r.pc.rules, g, &v), waitMs), more)
+		r.pc.rules.RuleName, r.pc.rules.RejectedCode, rejectionMessage(r.pc.rules.Priority, g, v, scopeOf(r.pc.rules, g, &v), waitMs), more)
 }
 
 // noteUnmatched counts a request that no rule item matched (matches is

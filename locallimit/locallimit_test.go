@@ -338,3 +338,37 @@ func TestMemoryStaysWithinTheSubjectBound(t *testing.T) {
 	runtime.KeepAlive(l1)
 	runtime.KeepAlive(l2)
 }
+
+// A request decided locally sees the share of each limit open to its
+// priority level, as Redis's admission does.
+func TestLocalWindowsKeepTheReserveOfHigherLevels(t *testing.T) {
+	c, err := config.ParseString(`{"rule_name": "r", "priority": {"levels": ["high", "low"]},
+		"global_threshold": {"token_per_minute": 1000, "max_concurrent_requests": 2, "reserve": {"high": 30}},
+		"redis": {"service_name": "redis.static"}}`)
+	require.NoError(t, err)
+	l := newLimiter(1, 10)
+	low := []scripts.Subject{{Key: []byte("g"), Windows: c.Global.Windows, Level: 1}}
+	high := []scripts.Subject{{Key: []byte("g"), Windows: c.Global.Windows, Level: 0}}
+	for i := 0; i < 7; i++ {
+		require.True(t, l.Admit(low, scripts.Amounts{}, t0).Allowed, "low request %d", i+1)
+		l.Charge(low, scripts.Amounts{Tokens: 100}, 0, t0, false)
+	}
+	v := l.Admit(low, scripts.Amounts{}, t0)
+	assert.False(t, v.Allowed)
+	assert.Equal(t, int64(700), v.Limit, "70 % open to low")
+	for i := 0; i < 3; i++ {
+		require.True(t, l.Admit(high, scripts.Amounts{}, t0).Allowed, "high request %d", i+1)
+		l.Charge(high, scripts.Amounts{Tokens: 100}, 0, t0, false)
+	}
+	assert.False(t, l.Admit(high, scripts.Amounts{}, t0).Allowed)
+
+	// Concurrency: 1 of 2 slots (70 % of 2, rounded down) for low.
+	lowC := []scripts.Subject{{Key: []byte("c"), Concurrent: 2, ConcurrentOpen: c.Global.ConcurrentOpen(1), Level: 1}}
+	highC := []scripts.Subject{{Key: []byte("c"), Concurrent: 2, ConcurrentOpen: c.Global.ConcurrentOpen(0)}}
+	require.True(t, l.Admit(lowC, scripts.Amounts{}, t0).Allowed)
+	v = l.Admit(lowC, scripts.Amounts{}, t0)
+	assert.False(t, v.Allowed)
+	assert.Equal(t, int64(1), v.Limit)
+	assert.True(t, l.Admit(highC, scripts.Amounts{}, t0).Allowed)
+	assert.False(t, l.Admit(highC, scripts.Amounts{}, t0).Allowed)
+}

@@ -110,6 +110,17 @@ type Limit struct {
 	// Overridden says Limit is the subject's override, not the configured
 	// limit.
 	Overridden bool `json:"overridden,omitempty"`
+	// Levels are, for a limit that keeps part of itself for higher
+	// priority levels (reserve), each level's share of it and what is left
+	// of that share, highest level first; absent otherwise.
+	Levels []LevelShare `json:"levels,omitempty"`
+}
+
+// LevelShare is what of a limit a priority level may use.
+type LevelShare struct {
+	Level     string `json:"level"`
+	Limit     int64  `json:"limit"`
+	Remaining int64  `json:"remaining"`
 }
 
 // Kind names, as Limit.Kind and Request.Kind write them.
@@ -148,14 +159,26 @@ type limitJSON struct {
 	Remaining    json.Number `json:"remaining"`
 	ResetSeconds int64       `json:"reset_seconds,omitempty"`
 	Overridden   bool        `json:"overridden,omitempty"`
+	Levels       []levelJSON `json:"levels,omitempty"`
+}
+
+// levelJSON is a LevelShare as the document writes it.
+type levelJSON struct {
+	Level     string      `json:"level"`
+	Limit     json.Number `json:"limit"`
+	Remaining json.Number `json:"remaining"`
 }
 
 // MarshalJSON writes a money limit's limit, used and remaining in US
 // dollars, as JSON numbers with no float rounding (20, 0.00987); other
 // limits as their counts.
 func (l Limit) MarshalJSON() ([]byte, error) {
-	return json.Marshal(limitJSON{Kind: l.Kind, Window: l.Window, Limit: Amount(l.Kind, l.Limit), Used: Amount(l.Kind, l.Used),
-		Remaining: Amount(l.Kind, l.Remaining), ResetSeconds: l.ResetSeconds, Overridden: l.Overridden})
+	j := limitJSON{Kind: l.Kind, Window: l.Window, Limit: Amount(l.Kind, l.Limit), Used: Amount(l.Kind, l.Used),
+		Remaining: Amount(l.Kind, l.Remaining), ResetSeconds: l.ResetSeconds, Overridden: l.Overridden}
+	for _, s := range l.Levels {
+		j.Levels = append(j.Levels, levelJSON{Level: s.Level, Limit: Amount(l.Kind, s.Limit), Remaining: Amount(l.Kind, s.Remaining)})
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes: a money limit's dollars
@@ -166,6 +189,17 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Limit{Kind: j.Kind, Window: j.Window, ResetSeconds: j.ResetSeconds, Overridden: j.Overridden}
+	for _, s := range j.Levels {
+		share := LevelShare{Level: s.Level}
+		var err error
+		if share.Limit, err = amountOf(j.Kind, s.Limit); err == nil {
+			share.Remaining, err = amountOf(j.Kind, s.Remaining)
+		}
+		if err != nil {
+			return errors.New("quota: level " + s.Level + ": " + err.Error())
+		}
+		out.Levels = append(out.Levels, share)
+	}
 	for _, a := range [...]struct {
 		name string
 		in   json.Number
@@ -186,6 +220,14 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 	}
 	*l = out
 	return nil
+}
+
+// amountOf reads an amount Amount wrote for a limit of kind.
+func amountOf(kind string, n json.Number) (int64, error) {
+	if kind == KindUSD {
+		return parseUSD(string(n))
+	}
+	return strconv.ParseInt(string(n), 10, 64)
 }
 
 // parseUSD reads US dollars as config.FormatUSD writes them (a decimal
@@ -228,16 +270,39 @@ func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts
 		for _, o := range m.Merged()[1:] {
 			s.Merged = append(s.Merged, name(rules, o))
 		}
-		for _, l := range statuses[i] {
+		windows := m.Windows()
+		for j, l := range statuses[i] {
 			out := Limit{Kind: kindNames[l.Kind], Limit: l.Limit, Used: l.Used, Remaining: l.Remaining(), Overridden: l.Overridden}
 			if l.Kind != scripts.KindConcurrent {
 				out.Window, out.ResetSeconds = config.WindowName(l.Seconds), l.Reset
+			}
+			if p := rules.Priority; p != nil {
+				open := func(level int) int64 { return m.ConcurrentOpen(level) }
+				if j < len(windows) {
+					open = windows[j].Open
+				}
+				out.Levels = levelShares(p, l, open)
 			}
 			s.Limits = append(s.Limits, out)
 		}
 		d.Subjects = append(d.Subjects, s)
 	}
 	return d
+}
+
+// levelShares are each level's share of a limit whose share open to a
+// level is open(level) percent, and what is left of it; nil when every
+// level may use all of it.
+func levelShares(p *config.Priority, l scripts.LimitStatus, open func(level int) int64) []LevelShare {
+	if open(len(p.Levels)-1) >= 100 { // the lowest level has all of it: so has every level
+		return nil
+	}
+	shares := make([]LevelShare, len(p.Levels))
+	for level, name := range p.Levels {
+		limit := config.Share(l.Limit, open(level))
+		shares[level] = LevelShare{Level: name, Limit: limit, Remaining: max(limit-l.Used, 0)}
+	}
+	return shares
 }
 
 // Options are the script options of a configuration: its window type, its

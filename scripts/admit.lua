@@ -31,7 +31,10 @@
 --            its key is the next of KEYS); then n pairs
 --            (window, limit), window being 't' (tokens), 'q' (requests) or
 --            'u' (money, in nanodollars) and its length in seconds, e.g. 't60',
---            limit followed by 's' when the window is soft: it never closes
+--            limit followed by 's' when the window is soft: it never closes,
+--            then by '%<percent>' when only that much of it is open to the
+--            request's priority level ('1000%70': 700; the rest is kept for
+--            higher levels); a concurrency limit too ('c10%70', 'c10s%70')
 -- then, with model_fallbacks, per model to serve instead, in order: '|'
 --            and what it reserves (as ARGV[2]), then its subjects (as above;
 --            none: it has no subject in this slot, so it fits here)
@@ -121,6 +124,14 @@ local function decides(state, limit, left, reset, kind, ms, k, j, reset_ms)
   end
 end
 
+-- share is what of limit (an integer up to 2^53) is open to a request of a
+-- level with open percent of it, rounded down: exact (limit * open could
+-- pass 2^53), as config.Share works it out.
+local function share(limit, open)
+  local hundreds = math.floor(limit / 100)
+  return hundreds * open + math.floor((limit - hundreds * 100) * open / 100)
+end
+
 -- wait is how long until used (+ the previous bucket's share when sliding)
 -- leaves room for need, in seconds, for a window of length w, elapsed into
 -- its bucket: the end of the bucket when fixed; when sliding, the moment the
@@ -144,8 +155,8 @@ local function check(a, cost, usd)
   verdict, tightest, counters, leases, applied = nil, {}, {}, {}, {}
   local k, subject = 0, nil                                     -- subjects read, the subject's key
   while a <= #ARGV and string.byte(ARGV[a]) ~= 124 do           -- up to a '|': the next candidate
-    local n, max, csoft, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)(.*)$') -- window count, concurrency limit ('' for
-                                                                  -- none), 's' when it is soft, key suffix
+    local n, max, csoft, cshare, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)%%?(%d*)(.*)$') -- window count, concurrency
+                                                                  -- limit ('' for none), 's' when it is soft, its open percent, key suffix
     if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
     k = k + 1
     local o = read_overrides and overrides_of(subject) or no_overrides
@@ -154,12 +165,14 @@ local function check(a, cost, usd)
       max = o.c
       if by_kind then applied[#applied + 1] = {k, 0, max} end
     end
+    if max and cshare ~= '' then max = share(max, tonumber(cshare)) end -- the part open to the request's level
     a = a + 1
     for j = 1, tonumber(n) do
       local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
-      local configured, soft = string.match(ARGV[a + 1], '^(%d+)(s?)$') -- 's': a soft window, which never closes
-      local spec, limit = name, o[name] or tonumber(configured)
+      local configured, soft, open = string.match(ARGV[a + 1], '^(%d+)(s?)%%?(%d*)$') -- 's': a soft window, which never
+      local spec, limit = name, o[name] or tonumber(configured)  -- closes; a percent: the part open to the request's level
       if o[name] and by_kind then applied[#applied + 1] = {k, j, limit} end
+      if open ~= '' then limit = share(limit, tonumber(open)) end
       a = a + 2
       local kind = kinds[string.sub(spec, 1, 1)]
       local slides = sliding and not calendar                     -- a calendar window is always fixed
@@ -212,7 +225,7 @@ local function admission_markers(fallbacks)
     if string.byte(ARGV[a]) == 124 then                         -- '|': the next candidate
       c, first, a = c + 1, true, a + 1
     else
-      local n, suffix = string.match(ARGV[a], '^(%d+)c?%d*s?(.*)$')
+      local n, suffix = string.match(ARGV[a], '^(%d+)c?%d*s?%%?%d*(.*)$')
       if suffix == '' then k = k + 1 end
       if first then                                             -- its first subject: never a suffix
         of[c] = KEYS[k] .. ':a:' .. marker .. (c > 0 and '.' .. c or '')

@@ -86,13 +86,22 @@ func (c *Client) appendThresholds(arg []byte, alerting, overrides bool) []byte {
 }
 
 // appendLimit appends a window's limit in an admission, followed by 's'
-// when the window is soft: it counts, but never closes.
-func appendLimit(dst []byte, limit int64, soft bool) []byte {
-	if !soft {
+// when the window is soft (it counts, but never closes), then, when less
+// than all of it is open to the request's priority level, '%' and the
+// percent that is ("1000s%70").
+func appendLimit(dst []byte, limit int64, soft bool, open int64) []byte {
+	if !soft && open >= 100 {
 		return appendBulkInt(dst, limit)
 	}
-	var digits [24]byte
-	return appendBulk(dst, append(strconv.AppendInt(digits[:0], limit, 10), 's'))
+	var digits [32]byte
+	arg := strconv.AppendInt(digits[:0], limit, 10)
+	if soft {
+		arg = append(arg, 's')
+	}
+	if open < 100 {
+		arg = strconv.AppendInt(append(arg, '%'), open, 10)
+	}
+	return appendBulk(dst, arg)
 }
 
 // parseAdmit checks admit.lua's reply: a verdict, then with thresholds

@@ -190,6 +190,12 @@ type Subject struct {
 	// usual.
 	SoftWindows     uint32
 	SoftConcurrency bool
+	// Level is the priority level of the request it limits (see
+	// config.Priority): each window is checked against the share of its
+	// limit open to that level (config.Window.Open), its concurrency limit
+	// against ConcurrentOpen percent of it (0: all of it).
+	Level          int
+	ConcurrentOpen int64
 	// Secret says its value is read from a credential (see
 	// config.RuleItem.Secret): logs name it by LogName.
 	Secret bool
@@ -322,7 +328,7 @@ func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID
 		q = appendSubjectHead(q, subjects, i, true)
 		for j, w := range s.Windows {
 			q = c.options.appendWindow(q, w, &now)
-			q = appendLimit(q, w.Limit, s.WindowSoft(j))
+			q = appendLimit(q, w.Limit, s.WindowSoft(j), w.Open(s.Level))
 		}
 	}
 	return q
@@ -556,6 +562,9 @@ func appendSubjectHead(dst []byte, subjects []Subject, i int, admit bool) []byte
 			h = strconv.AppendInt(h, s.Concurrent, 10)
 			if s.SoftConcurrency {
 				h = append(h, 's')
+			}
+			if s.ConcurrentOpen > 0 && s.ConcurrentOpen < 100 {
+				h = strconv.AppendInt(append(h, '%'), s.ConcurrentOpen, 10)
 			}
 		}
 	}

@@ -82,7 +82,7 @@ func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID stri
 			q = appendSubjectHead(q, cand.Subjects, j, true)
 			for k, w := range s.Windows {
 				q = c.options.appendWindow(q, w, &now)
-				q = appendLimit(q, w.Limit, s.WindowSoft(k))
+				q = appendLimit(q, w.Limit, s.WindowSoft(k), w.Open(s.Level))
 			}
 		}
 	}

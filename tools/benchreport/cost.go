@@ -143,6 +143,8 @@ func costCases(s reportScale) []costCase {
 		{name: "the same, served as the fallback (its body rewritten to name it, X-TokenRateLimit-Fallback)",
 			config: keyConfig(fallbacks, tokenWindows+perModel), body: []byte(requestbody.Conversation(1 << 10)), windows: 3,
 			verdict: fallbackVerdict(1)},
+		{name: "two token windows, the last 30 % of each kept for priority high (priority, reserve): a low request",
+			config: keyConfig(`"priority": {"levels": ["high", "low"]},`, tokenWindows+`, "reserve": {"high": 30}`), windows: 2},
 		{name: moneyCase, config: keyConfig(anyPrice, tokenWindows+usdWindow), windows: 3},
 		{name: "money priced by model (pricing per model: the model read from a 1 KiB body before admission)",
 			config: keyConfig(pricesByModel, tokenWindows+usdWindow), body: []byte(requestbody.Conversation(1 << 10)), windows: 3},

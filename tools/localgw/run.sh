@@ -195,7 +195,8 @@ else
 
 Each call below costs 30 + 20 tokens (x-mock-usage), \$0.000275 at the
 example's prices; it gives each API key 100 tokens a minute and \$1 a day,
-and all keys together \$20 a day: 200, 200, then 429 until the minute ends.
+and all keys together \$20 a day (the last \$5 of it kept for requests with
+x-priority: high): 200, 200, then 429 until the minute ends.
 The second call takes the key's minute past 80 % and to 100 %: two budget
 alerts. /v1/quota shows the three limits.
 

@@ -188,7 +188,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out, "  curl -s "+gw+"/v1/quota -H 'x-api-key: demo-1'")
 	code, body := call("GET", "/v1/quota", "", [2]string{"x-api-key", "demo-1"})
 	assert.Equal(t, 200, code, body)
-	assert.Regexp(t, `^\{"subjects":\[\{"threshold":"global_threshold","key":"\*","value":"","limits":\[\{"kind":"usd","window":"day","limit":20,"used":0.00055,"remaining":19.99945,"reset_seconds":\d+\}\]\},\{"rule_item":0,"key":"\*","value":"demo-1","limits":\[\{"kind":"tokens","window":"minute","limit":100,"used":100,"remaining":0,"reset_seconds":\d+\},\{"kind":"usd","window":"day","limit":1,"used":0.00055,"remaining":0.99945,"reset_seconds":\d+\}\]\}\]\}$`, body)
+	assert.Regexp(t, `^\{"subjects":\[\{"threshold":"global_threshold","key":"\*","value":"","limits":\[\{"kind":"usd","window":"day","limit":20,"used":0.00055,"remaining":19.99945,"reset_seconds":\d+,"levels":\[\{"level":"high","limit":20,"remaining":19.99945\},\{"level":"low","limit":15,"remaining":14.99945\}\]\}\]\},\{"rule_item":0,"key":"\*","value":"demo-1","limits":\[\{"kind":"tokens","window":"minute","limit":100,"used":100,"remaining":0,"reset_seconds":\d+\},\{"kind":"usd","window":"day","limit":1,"used":0.00055,"remaining":0.99945,"reset_seconds":\d+\}\]\}\]\}$`, body)
 	code, body = call("POST", "/atrl/grant", `{"rule_item":0,"value":"demo-1","tokens":50}`, admin)
 	assert.Equal(t, 200, code, body)
 	assert.Contains(t, body, `"used":50,"remaining":50`)

@@ -1,0 +1,290 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
+
+// Priority (priority, and a limit's reserve): the last part of a shared
+// limit kept for the requests that matter. priority names the levels,
+// highest first; a request's level is the highest priority of the limit
+// keys it matched, else the one its priority header names, else the
+// default. A limit's reserve keeps a percent of each of its windows (and of
+// its concurrency slots) for a level and the levels above it: a request of
+// level L may use a limit up to the share the levels above L leave open,
+// limit × (100 − Σ reserve of the levels above L) / 100.
+
+// MaxLevels bounds priority.levels.
+const MaxLevels = 8
+
+// Priority is priority.
+type Priority struct {
+	// Levels are the levels, highest first; a level is its index in them.
+	Levels []string
+	// Default is the level of a request that names none: priority.default,
+	// else the lowest.
+	Default int
+	// Header is priority.header, lower-cased: a request header that names
+	// a level ("": none).
+	Header string
+}
+
+// OpenShares is, for each level, the percent of a limit open to requests
+// of that level (the rest is kept for the levels above it).
+type OpenShares [MaxLevels]int64
+
+// Level returns the index of a level's name, and whether it is one.
+func (p *Priority) Level(name string) (int, bool) {
+	for i, l := range p.Levels {
+		if l == name {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// LevelOf is the level of a request that matched matches and sent header
+// (the value of Priority.Header, "" when absent): the highest priority of
+// the limit keys it matched, else the header's level, else the default. 0
+// without priority.
+func (c *Config) LevelOf(matches []Match, header string) int {
+	p := c.Priority
+	if p == nil {
+		return 0
+	}
+	level := 0 // none yet: levels are 1 + index
+	note := func(k *LimitKey) {
+		if k.priority > 0 && (level == 0 || k.priority < level) {
+			level = k.priority
+		}
+	}
+	for i := range matches {
+		note(matches[i].Key)
+		if s := matches[i].Shared; s != nil {
+			for j := range s.Matches {
+				note(s.Matches[j].Key)
+			}
+		}
+	}
+	if level > 0 {
+		return level - 1
+	}
+	if header != "" {
+		if l, ok := p.Level(header); ok {
+			return l
+		}
+	}
+	return p.Default
+}
+
+// Share is what of limit is open to a level with open percent of it: the
+// limit × open / 100, rounded down, exactly for every limit up to MaxLimit
+// (as admit.lua works it out).
+func Share(limit, open int64) int64 {
+	if open >= 100 {
+		return limit
+	}
+	return limit/100*open + limit%100*open/100
+}
+
+// Open is the percent of window w open to level (100: all of it).
+func (w *Window) Open(level int) int64 {
+	if w.open == nil {
+		return 100
+	}
+	return w.open[level]
+}
+
+// ConcurrentOpen is the percent of the key's max_concurrent_requests open
+// to level.
+func (k *LimitKey) ConcurrentOpen(level int) int64 {
+	if k.open == nil {
+		return 100
+	}
+	return k.open[level]
+}
+
+// ConcurrentOpen is the percent of the match's max_concurrent_requests
+// (MaxConcurrent) open to level: its key's reserve, or that of the match
+// it is from where the subject is shared.
+func (m *Match) ConcurrentOpen(level int) int64 {
+	return m.ConcurrencyFrom().Key.ConcurrentOpen(level)
+}
+
+// Reserved reports whether the key keeps part of its limits for higher levels.
+func (k *LimitKey) Reserved() bool { return k.open != nil }
+
+// levelShare is an entry of a limit's reserve as configured.
+type levelShare struct {
+	level   string
+	percent int64
+}
+
+// readPriority reads priority.
+func readPriority(c *Config, path string, v gjson.Result) error {
+	members, err := readMembers(path, v, []string{"levels", "default", "header"}, nil)
+	if err != nil {
+		return err
+	}
+	p := &Priority{}
+	lv, ok := members["levels"]
+	if !ok {
+		return fieldErr(path, `needs "levels": the levels, highest first`)
+	}
+	at := path + ".levels"
+	if !lv.IsArray() {
+		return fieldErr(at, "must be a list of level names, highest first, got ", describe(lv))
+	}
+	list := lv.Array()
+	if len(list) < 2 || len(list) > MaxLevels {
+		return fieldErr(at, "must name 2 to ", strconv.Itoa(MaxLevels), " levels, got ", strconv.Itoa(len(list)))
+	}
+	for i, e := range list {
+		name, err := readString(index(at, i), e)
+		if err != nil {
+			return err
+		}
+		if !levelName(name) {
+			return fieldErr(index(at, i), "must be a name of letters, digits, '_' and '-', got ", quote(name))
+		}
+		if _, dup := p.Level(name); dup {
+			return fieldErr(index(at, i), "names ", quote(name), " twice")
+		}
+		p.Levels = append(p.Levels, name)
+	}
+	p.Default = len(p.Levels) - 1
+	if d, ok := members["default"]; ok {
+		name, err := readString(path+".default", d)
+		if err != nil {
+			return err
+		}
+		if p.Default, ok = p.Level(name); !ok {
+			return fieldErr(path+".default", "unknown level ", quote(name), " (levels: ", strings.Join(p.Levels, ", "), ")")
+		}
+	}
+	if h, ok := members["header"]; ok {
+		name, err := readNonEmptyString(path+".header", h)
+		if err != nil {
+			return err
+		}
+		if !validHeaderName(name) || strings.HasPrefix(name, ":") {
+			return fieldErr(path+".header", "invalid header name ", quote(name))
+		}
+		p.Header = strings.ToLower(name)
+	}
+	c.Priority = p
+	return nil
+}
+
+// levelName reports whether s may name a level: it names metrics too.
+func levelName(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// readKeyPriority reads the priority of a limit key: a level's name,
+// resolved once priority is read (checkPriority).
+func readKeyPriority(k *LimitKey, path string, v gjson.Result) (err error) {
+	k.priorityName, err = readNonEmptyString(path, v)
+	return err
+}
+
+// readReserve reads a limit's reserve: {<level>: <percent>}, each percent
+// an integer from 1 to 99, resolved once priority is read (checkPriority).
+func readReserve(k *LimitKey, path string, v gjson.Result) (err error) {
+	if !v.IsObject() {
+		return fieldErr(path, "must be an object of percents by level ({high: 30}), got ", describe(v))
+	}
+	k.reserve = nil
+	v.ForEach(func(name, pv gjson.Result) bool {
+		var n int64
+		if n, err = readInt(child(path, name.String()), pv, 1, 99); err != nil {
+			return false
+		}
+		for _, s := range k.reserve {
+			if s.level == name.String() {
+				err = fieldErr(child(path, name.String()), "duplicate field")
+				return false
+			}
+		}
+		k.reserve = append(k.reserve, levelShare{level: name.String(), percent: n})
+		return true
+	})
+	if err == nil && len(k.reserve) == 0 {
+		err = fieldErr(path, "must keep a percent for at least one level")
+	}
+	return err
+}
+
+// checkPriority resolves the limit keys' priority and reserve against the
+// levels: every level named must be one, a reserve for the lowest level
+// keeps nothing from anyone, and the reserves of a limit must leave some of
+// it to the lowest level (they add up to less than 100).
+func (c *Config) checkPriority() (err error) {
+	c.eachLimitKey(func(path string, k *LimitKey, _ string) bool {
+		if c.Priority == nil {
+			switch {
+			case k.priorityName != "":
+				err = fieldErr(path+".priority", "needs priority at the top level: the levels, highest first")
+			case k.reserve != nil:
+				err = fieldErr(path+".reserve", "needs priority at the top level: the levels, highest first")
+			}
+			return err == nil
+		}
+		err = c.Priority.resolve(path, k)
+		return err == nil
+	})
+	return err
+}
+
+// resolve sets k's priority and the shares of its limits open to each level.
+func (p *Priority) resolve(path string, k *LimitKey) error {
+	if k.priorityName != "" {
+		l, ok := p.Level(k.priorityName)
+		if !ok {
+			return fieldErr(path+".priority", "unknown level ", quote(k.priorityName), " (levels: ", strings.Join(p.Levels, ", "), ")")
+		}
+		k.priority = l + 1
+	}
+	if k.reserve == nil {
+		return nil
+	}
+	var kept [MaxLevels]int64
+	sum := int64(0)
+	for _, s := range k.reserve {
+		at := child(path+".reserve", s.level)
+		l, ok := p.Level(s.level)
+		switch {
+		case !ok:
+			return fieldErr(at, "unknown level ", quote(s.level), " (levels: ", strings.Join(p.Levels, ", "), ")")
+		case l == len(p.Levels)-1:
+			return fieldErr(at, "keeps part of the limit for the lowest level, which every request is at least: reserve for the levels above it")
+		}
+		kept[l] = s.percent
+		sum += s.percent
+	}
+	if sum >= 100 {
+		return fieldErr(path+".reserve", "keeps ", strconv.FormatInt(sum, 10), " % for the levels above the lowest: it must leave it some (less than 100 in all)")
+	}
+	open := new(OpenShares)
+	above := int64(0)
+	for l := range p.Levels {
+		open[l] = 100 - above
+		above += kept[l]
+	}
+	k.open = open
+	for j := range k.Windows {
+		k.Windows[j].open = open
+	}
+	return nil
+}
