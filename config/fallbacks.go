@@ -44,42 +44,21 @@ func (c *Config) FallbacksOf(model string) []string {
 }
 
 // readFallbacks reads model_fallbacks.
-func readFallbacks(c *Config, path string, v gjson.Result) (err error) {
-	if !v.IsObject() {
-		return fieldErr(path, "must be an object keyed by model name, each a list of the models to serve instead, got ", describe(v))
-	}
+func readFallbacks(c *Config, path string, v gjson.Result) error {
 	c.Fallbacks, c.fallbacks, c.fallbacksAny = nil, modelIndex[[]string]{}, nil
-	seen := map[string]bool{}
-	v.ForEach(func(k, list gjson.Result) bool {
-		key := k.String()
-		at := child(path, key)
-		switch {
-		case key == "":
-			err = fieldErr(path, "model names must not be empty")
-		case seen[key]:
-			err = fieldErr(at, "duplicate field")
-		}
-		if err != nil {
-			return false
-		}
-		seen[key] = true
-		rule := ModelRule{Key: key, Kind: ModelPrefix} // "*": every model no other key matches
-		if key != AnyKey {
-			if err = rule.parseKey(at); err != nil {
-				return false
-			}
-		}
-		f := Fallback{Key: key, Kind: rule.Kind, Name: rule.Name, Regexp: rule.Regexp}
-		if f.Models, err = readFallbackModels(at, key, rule.Kind, list); err != nil {
-			return false
+	err := readModelKeyed(path, ", each a list of the models to serve instead", v, true, func(rule ModelRule, at string, list gjson.Result) error {
+		f := Fallback{Key: rule.Key, Kind: rule.Kind, Name: rule.Name, Regexp: rule.Regexp}
+		var err error
+		if f.Models, err = readFallbackModels(at, rule.Key, rule.Kind, list); err != nil {
+			return err
 		}
 		c.Fallbacks = append(c.Fallbacks, f)
-		if key == AnyKey {
+		if rule.Key == AnyKey {
 			c.fallbacksAny = f.Models
 		} else {
 			c.fallbacks.add(f.Kind, f.Name, f.Regexp, f.Models)
 		}
-		return true
+		return nil
 	})
 	c.fallbacks.build()
 	return err

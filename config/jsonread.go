@@ -261,8 +261,12 @@ func child(path, key string) string {
 func index(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
 
 // plainKey reports whether key can be shown unquoted in a path.
-func plainKey(s string) bool {
-	if s == "" || len(s) > maxQuotedValueInMessage {
+func plainKey(s string) bool { return plainName(s, maxQuotedValueInMessage) }
+
+// plainName reports whether s is 1 to maxLen ASCII letters, digits, '_'
+// and '-'.
+func plainName(s string, maxLen int) bool {
+	if s == "" || len(s) > maxLen {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

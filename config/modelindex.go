@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tidwall/gjson"
 )
 
 // modelIndex looks a model name up among entries keyed the way
@@ -69,4 +71,40 @@ func (ix *modelIndex[V]) lookup(model string) (V, bool) {
 	}
 	var zero V
 	return zero, false
+}
+
+// readModelKeyed reads an object keyed by model, as token_weights.models,
+// pricing and model_fallbacks are (what must be said of its values: "must
+// be an object keyed by model name" and then what): f gets each key,
+// its path and its value, in order, and a rule parsed from the key (a name,
+// "<prefix>*" or "regexp:<re>"; for "*", Kind ModelPrefix and no name,
+// when anyKey allows it). Empty and repeated keys are refused.
+func readModelKeyed(path, what string, v gjson.Result, anyKey bool, f func(rule ModelRule, at string, value gjson.Result) error) (err error) {
+	if !v.IsObject() {
+		return fieldErr(path, "must be an object keyed by model name", what, ", got ", describe(v))
+	}
+	seen := map[string]bool{}
+	v.ForEach(func(k, value gjson.Result) bool {
+		key := k.String()
+		at := child(path, key)
+		switch {
+		case key == "":
+			err = fieldErr(path, "model names must not be empty")
+		case seen[key]:
+			err = fieldErr(at, "duplicate field")
+		}
+		if err != nil {
+			return false
+		}
+		seen[key] = true
+		rule := ModelRule{Key: key, Kind: ModelPrefix} // "*": every model no other key matches
+		if key != AnyKey || !anyKey {
+			if err = rule.parseKey(at); err != nil {
+				return false
+			}
+		}
+		err = f(rule, at, value)
+		return err == nil
+	})
+	return err
 }

@@ -457,33 +457,14 @@ func parseModelSource(path string, v gjson.Result) (ModelSource, error) {
 // prefix ("claude-opus-4*") or regexp ("regexp:<re>"), in configuration
 // order (see parseModelKey). A model's weights start from the token_weights
 // ones: it sets only what differs.
-func readModelWeights(c *Cost, path string, v gjson.Result) (err error) {
-	if !v.IsObject() {
-		return fieldErr(path, "must be an object keyed by model name, got ", describe(v))
-	}
+func readModelWeights(c *Cost, path string, v gjson.Result) error {
 	c.ModelWeights = nil
-	seen := map[string]bool{}
-	v.ForEach(func(k, mv gjson.Result) bool {
-		key := k.String()
-		p := child(path, key)
-		if key == "" {
-			err = fieldErr(path, "model names must not be empty")
-			return false
-		}
-		if seen[key] {
-			err = fieldErr(p, "duplicate field")
-			return false
-		}
-		seen[key] = true
-		rule := ModelRule{Key: key}
-		if err = rule.parseKey(p); err != nil {
-			return false
-		}
+	err := readModelKeyed(path, "", v, false, func(rule ModelRule, at string, mv gjson.Result) error {
 		model := Cost{Weights: c.Weights}
-		err = weightFields.read(&model, p, mv)
+		err := weightFields.read(&model, at, mv)
 		rule.Weights = model.Weights
 		c.ModelWeights = append(c.ModelWeights, rule)
-		return err == nil
+		return err
 	})
 	if err == nil {
 		c.indexModels()

@@ -127,39 +127,19 @@ func priceField(name string, set func(*Price, int64)) field[Price] {
 
 // readPricing reads pricing: prices by model name, prefix or regexp, and
 // "*" for every other model.
-func readPricing(c *Config, path string, v gjson.Result) (err error) {
-	if !v.IsObject() {
-		return fieldErr(path, "must be an object keyed by model name, got ", describe(v))
-	}
+func readPricing(c *Config, path string, v gjson.Result) error {
 	p := &c.Pricing
-	seen := map[string]bool{}
-	v.ForEach(func(k, mv gjson.Result) bool {
-		key := k.String()
-		at := child(path, key)
+	err := readModelKeyed(path, "", v, true, func(rule ModelRule, at string, mv gjson.Result) error {
+		price, err := readPrice(at, mv)
 		switch {
-		case key == "":
-			err = fieldErr(path, "model names must not be empty")
-		case seen[key]:
-			err = fieldErr(at, "duplicate field")
-		}
-		if err != nil {
-			return false
-		}
-		seen[key] = true
-		price, perr := readPrice(at, mv)
-		if err = perr; err != nil {
-			return false
-		}
-		if key == AnyKey {
+		case err != nil:
+			return err
+		case rule.Key == AnyKey:
 			p.Any = &price
-			return true
+		default:
+			p.Rules = append(p.Rules, PriceRule{Key: rule.Key, Kind: rule.Kind, Name: rule.Name, Regexp: rule.Regexp, Price: price})
 		}
-		key2 := ModelRule{Key: key}
-		if err = key2.parseKey(at); err != nil {
-			return false
-		}
-		p.Rules = append(p.Rules, PriceRule{Key: key, Kind: key2.Kind, Name: key2.Name, Regexp: key2.Regexp, Price: price})
-		return true
+		return nil
 	})
 	if err == nil {
 		p.indexPrices()

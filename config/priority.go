@@ -179,18 +179,7 @@ func readPriority(c *Config, path string, v gjson.Result) error {
 }
 
 // levelName reports whether s may name a level: it names metrics too.
-func levelName(s string) bool {
-	if s == "" || len(s) > 32 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func levelName(s string) bool { return plainName(s, 32) }
 
 // readKeyPriority reads the priority of a limit key: a level's name,
 // resolved once priority is read (checkPriority).

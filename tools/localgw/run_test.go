@@ -127,22 +127,25 @@ func TestRun(t *testing.T) {
 
 	// The printed curl line, three times.
 	client := &http.Client{Timeout: 10 * time.Second}
-	var codes []int
-	var last *http.Response
-	var lastBody []byte
-	for range 3 {
+	chat := func(key, model string) (*http.Response, []byte) {
 		req, err := http.NewRequest("POST", gw+"/v1/chat/completions",
-			strings.NewReader(`{"model":"mock","messages":[{"role":"user","content":"hi"}]}`))
+			strings.NewReader(`{"model":"`+model+`","messages":[{"role":"user","content":"hi"}]}`))
 		require.NoError(t, err)
-		req.Header.Set("x-api-key", "demo-1")
+		req.Header.Set("x-api-key", key)
 		req.Header.Set("content-type", "application/json")
 		req.Header.Set("x-mock-usage", "30,20")
 		resp, err := client.Do(req)
 		require.NoError(t, err)
-		lastBody, _ = io.ReadAll(resp.Body)
+		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		codes = append(codes, resp.StatusCode)
-		last = resp
+		return resp, body
+	}
+	var codes []int
+	var last *http.Response
+	var lastBody []byte
+	for range 3 {
+		last, lastBody = chat("demo-1", "mock")
+		codes = append(codes, last.StatusCode)
 	}
 	assert.Equal(t, []int{200, 200, 429}, codes)
 	// The second call took demo-1's minute to 80 % and 100 %: two alerts,
@@ -205,16 +208,7 @@ func TestRun(t *testing.T) {
 	var fallbacks []string
 	codes = nil
 	for range 3 {
-		req, err := http.NewRequest("POST", gw+"/v1/chat/completions",
-			strings.NewReader(`{"model":"mock-large","messages":[{"role":"user","content":"hi"}]}`))
-		require.NoError(t, err)
-		req.Header.Set("x-api-key", "demo-6")
-		req.Header.Set("content-type", "application/json")
-		req.Header.Set("x-mock-usage", "30,20")
-		resp, err := client.Do(req)
-		require.NoError(t, err)
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
+		resp, _ := chat("demo-6", "mock-large")
 		codes = append(codes, resp.StatusCode)
 		fallbacks = append(fallbacks, resp.Header.Get("X-TokenRateLimit-Fallback"))
 	}
