@@ -98,8 +98,8 @@ func opensWebSocket(ctx wrapper.HttpContext) bool {
 // on: its request was admitted at the headers (or waits for Redis with
 // them).
 func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
-	r.readsBody = false
-	if r.matchAtBody {
+	r.alongside = false
+	if r.phase == phaseMatching {
 		return r.matchWithBody(ctx, body)
 	}
 	if !r.pc.needsBody() {
@@ -115,7 +115,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			r.promptBySize = false
 			r.askForUsage(body)
 		}
-		if r.pending > 0 || r.queue != nil {
+		if r.undecided() {
 			return types.ActionPause // Redis has not decided: the body waits with the headers
 		}
 		return types.ActionContinue
@@ -147,7 +147,6 @@ func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate
 // then admits it like bodyEnded: the body is parsed once, for its model and
 // its estimate. A request no rule applies to goes on untouched.
 func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Action {
-	r.matchAtBody = false
 	opts := r.estimateOptions()
 	opts.ModelOfLargeBodies = true
 	opts.PathAPIOnly = true // the path is a source of the model of its own
@@ -177,7 +176,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 // readResponse decides, at the response's headers, whether its body (in
 // the given Content-Encoding) is read.
 func (r *request) readResponse(encoding string) {
-	r.readsResponse = (r.admitted || r.filter != nil) && r.status != 101 && !compressed(encoding)
+	r.readsResponse = (r.phase == phaseAdmitted || r.filter != nil) && r.status != 101 && !compressed(encoding)
 }
 
 // responseChunk reads the usage from a response chunk as it streams, as the
@@ -195,7 +194,7 @@ func (r *request) readResponse(encoding string) {
 // passes without the filter looking into it.
 func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bool) {
 	noUsage := false
-	if r.admitted {
+	if r.phase == phaseAdmitted {
 		seen := r.usage.UsageObjects()
 		r.usage.Write(chunk)
 		noUsage = r.usage.UsageObjects() == seen
@@ -220,7 +219,7 @@ func sameBytes(out, chunk []byte) bool {
 // chunk would. A filter holding the start of an event cut off by them has
 // nowhere to put it: the event was incomplete anyway.
 func (r *request) responseTrailers() {
-	if r.admitted {
+	if r.phase == phaseAdmitted {
 		r.settleAtEnd()
 	}
 	if r.filter != nil {
@@ -233,7 +232,7 @@ func (r *request) responseTrailers() {
 // settleAtEnd settles a response from the hook of its end (its last chunk,
 // or its trailers), whose charges may hold that end (charges.go).
 func (r *request) settleAtEnd() {
-	r.lastChunk = true
+	r.enter(phaseSettling)
 	r.settle(true)
-	r.lastChunk = false
+	r.enter(phaseSettled)
 }

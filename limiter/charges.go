@@ -57,12 +57,12 @@ func (r *request) charge(subjects []scripts.Subject, a scripts.Amounts, at int64
 // reservation (a is then the difference; nil otherwise): budget alerts are
 // decided on it, not on buckets that hold reservations too.
 func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spent *scripts.Amounts, at int64) {
-	if r.local { // admitted by the local windows: charged there, and caught up later
+	if r.chargedLocally { // admitted by the local windows: charged there, and caught up later
 		r.pc.local.Charge(subjects, a, at, time.Now().Unix(), true)
 		return
 	}
 	c := &pendingCharge{r: r, subjects: subjects, amounts: a, spent: spent, at: at, id: newLeaseID()}
-	if !r.lastChunk {
+	if r.phase != phaseSettling { // only the hook of the response's end can hold it
 		c.postpone()
 		return
 	}

@@ -8,3 +8,37 @@ const MaxMetricModels = maxMetricModels
 // that counts under models starts from an empty set and leaves one behind;
 // in WASM mode each test.RunTest has a VM of its own.
 func ForgetMetricModels() { clear(metricModels) }
+
+// In the tests, a request moved along a transition the phase table does not
+// allow fails the test that moved it (Go mode runs the plugin in the test
+// process).
+func init() {
+	onIllegalTransition = func(from, to phase) {
+		panic("a request moved from phase " + from.String() + " to " + to.String() + ": not in the phase table")
+	}
+}
+
+// Transition is a move of a request from one phase to another.
+type Transition struct{ From, To string }
+
+// RecordTransitions records every move of every request until stop is
+// called, which returns them.
+func RecordTransitions() (stop func() []Transition) {
+	var moves []Transition
+	onTransition = func(from, to phase) { moves = append(moves, Transition{from.String(), to.String()}) }
+	return func() []Transition {
+		onTransition = nil
+		return moves
+	}
+}
+
+// PhaseTable is every legal move, and PhaseDiagram the diagram drawn from it.
+func PhaseTable() []Transition {
+	out := make([]Transition, 0, len(transitions))
+	for _, m := range transitions {
+		out = append(out, Transition{m.from.String(), m.to.String()})
+	}
+	return out
+}
+
+func PhaseDiagram() string { return phaseDiagram() }

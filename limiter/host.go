@@ -162,11 +162,11 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 		return e.bodyChunk(size, end)
 	}
 	r := h.req
-	if r != nil && !r.readsBody && (r.pending > 0 || r.queue != nil) {
+	if r != nil && !r.readsBody() && r.undecided() {
 		r.bufferedBytes = int64(size) // the host's buffer so far: it goes on when the request does (resume)
 		return types.ActionPause
 	}
-	if r == nil || !r.readsBody {
+	if r == nil || !r.readsBody() {
 		action := h.HttpContext.OnHttpRequestBody(size, end)
 		if r != nil && action == types.ActionContinue {
 			r.bodyBytes += int64(size) // what passed on
@@ -193,9 +193,9 @@ func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
 	switch {
 	case r == nil:
 		return h.HttpContext.OnHttpRequestTrailers(n)
-	case r.readsBody:
+	case r.readsBody():
 		return r.bodyEnded(h.wrapperContext(), h.requestBody(maxBufferedBody))
-	case r.pending > 0 || r.queue != nil:
+	case r.undecided():
 		return types.ActionPause // Redis has not decided: the trailers wait with the rest
 	}
 	return types.ActionContinue

@@ -129,7 +129,7 @@ func (s *startState) renewDueLeases() {
 	now := time.Now()
 	kept := s.leaseHolders[:0]
 	for _, r := range s.leaseHolders {
-		if r.settled || r.gone {
+		if r.phase == phaseSettled || r.phase == phaseGone {
 			continue
 		}
 		r.renewLeases(now)

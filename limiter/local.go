@@ -78,11 +78,9 @@ func (r *request) decideLocally() {
 		}
 		r.allowedBy(g, v)
 	}
-	r.admitted, r.local = true, true
+	r.chargedLocally = true
 	r.shadowReject()
-	if !r.inHook {
-		r.resume()
-	}
+	r.goOn(phaseAdmitted)
 }
 
 // catchUp adds to Redis what the local windows counted, a bounded number

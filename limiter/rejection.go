@@ -64,6 +64,7 @@ const (
 // after max_retry_wait adds x-should-retry: false, so that an SDK raises
 // its error at once rather than sleep for hours with the call held.
 func (r *request) reject(v scripts.Verdict, scope string) {
+	r.enter(phaseRejected)
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
 	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader), r.model)

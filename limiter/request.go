@@ -34,64 +34,97 @@ const (
 	concurrencyMsg    = "Too many concurrent requests: the number of requests in progress at once is limited to "
 )
 
-// request is the limiter's state for one HTTP request that matched a rule.
+// request is the limiter's state for one HTTP request that matched a rule:
+// where it is in its life (its phase, phase.go), then its data, by concern.
 type request struct {
-	pc   PluginConfig
+	pc    PluginConfig
+	phase phase
+
+	matched     // what it matched, as which model and level
+	admission   // what its admission asked of Redis, and the answers
+	requestBody // what is read of its body
+	waiting     // queueing (over_limit_action: queue, queue.go)
+	response    // reading its response, and charging it
+	askUsage    // stream_usage: inject (streams.go)
+}
+
+// matched is what a request matched.
+type matched struct {
 	path string
 	// routedPath is path as the upstream's router reads it
 	// (config.CanonicalPath), which says whether it is a completions path
 	// ("/v1/chat/%63ompletions" is): worked out once, where stream_usage
 	// may ask for the usage (a canonical path, the common case, is path
 	// itself, with no copy).
-	routedPath string
-	groups     []group // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
-	model      string  // the model the request names, for per-model weights and metrics ("": unknown, or not read)
+	routedPath  string
+	groups      []group    // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
+	model       string     // the model the request names, for per-model weights and metrics ("": unknown, or not read)
+	otherModels []string   // the other models an ambiguous body may name: it counts as each (ambiguity.go)
+	fallback    *fallbacks // the candidates it may be served as, until admitted (fallback.go; nil: none)
+	askedModel  string     // the model it asked for, when served as a fallback (model is the one served)
+	level       int        // its priority level (config.Priority; 0 without)
+}
 
-	otherModels    []string                        // the other models an ambiguous body may name: it counts as each (ambiguity.go)
-	fallback       *fallbacks                      // the candidates it may be served as, until admitted (fallback.go; nil: none)
-	askedModel     string                          // the model it asked for, when served as a fallback (model is the one served)
-	level          int                             // its priority level (config.Priority; 0 without)
-	reserved       reservation                     // tokens and nanodollars reserved in every window at admission (0: none)
-	promptEstimate int64                           // the prompt's estimated tokens, for a response without usage
-	promptBySize   bool                            // promptEstimate is the body's declared size: the bytes that pass count at the end
-	bodyBytes      int64                           // the body's bytes that passed on unread (see promptBySize)
-	bufferedBytes  int64                           // the body's bytes the host buffered while the admission waited (they pass with resume)
-	coding         string                          // the body's content coding, decompressed to be read ("": none)
-	leaseID        string                          // the concurrency lease it takes ("": no subject limits concurrency)
-	renewed        time.Time                       // when its leases were last taken or renewed
-	pending        int                             // admission calls not answered yet
-	inHook         bool                            // the admission is being dispatched from a hook, not yet paused
-	fromStream     bool                            // the pending admission calls were sent from the request's own hooks
+// admission is what a request's admission asked of Redis, and the answers.
+type admission struct {
+	reserved reservation // tokens and nanodollars reserved in every window at admission (0: none)
+	leaseID  string      // the concurrency lease it takes ("": no subject limits concurrency)
+	renewed  time.Time   // when its leases were last taken or renewed
+	pending  int         // admission calls not answered yet
+	// sentFromStream says the pending admission calls were sent from the
+	// request's own hooks (not the tick): their answers go with its stream.
+	sentFromStream bool
 	failure        error                           // the first admission call that failed
 	rejected       *scripts.Verdict                // the closed window that resets last, if any
 	rejectedBy     *group                          // the group it belongs to
 	verdict        scripts.Verdict                 // the tightest open window, once admitted
 	shadowedBy     *group                          // a group that admitted it only because its closed limits are soft (shadow_mode)
 	byKind         *[scripts.KindUSD + 1]kindQuota // the tightest window of each kind (quota headers, quotaheaders.go)
+	// chargedLocally says the local windows admitted it (failure_mode
+	// local): its usage is charged there.
+	chargedLocally bool
+}
 
-	// Queueing (over_limit_action: queue), see queue.go.
+// requestBody is what the limiter reads of a request's body.
+type requestBody struct {
+	coding         string // the body's content coding, decompressed to be read ("": none)
+	promptEstimate int64  // the prompt's estimated tokens, for a response without usage
+	promptBySize   bool   // promptEstimate is the body's declared size: the bytes that pass count at the end
+	bodyBytes      int64  // the body's bytes that passed on unread (see promptBySize)
+	bufferedBytes  int64  // the body's bytes the host buffered while the admission waited (they pass with resume)
+	// alongside says the body is read while its admission goes on (to ask
+	// the stream for its usage, or for its decompressed size), until it
+	// ends; in phases matching and reading, the body is read before.
+	alongside bool
+}
+
+// waiting is what queueing keeps of a request.
+type waiting struct {
 	httpCtx  wrapper.HttpContext // its HTTP context (nil: it cannot queue)
 	ctxID    uint32              // the host's id of its HTTP context, to act on it from the tick or a call's answer
 	giveUpAt uint64              // the tick at which it stops waiting
 	queue    *waitLine           // the line it waits in, if any
-	gone     bool                // its stream ended: nothing is to be done to it any more
+}
 
-	admitted  bool           // passed every limit: its usage is to be charged
-	local     bool           // admitted by the local windows (failure_mode local): charged there
-	settled   bool           // the usage was charged (or there was nothing to charge)
-	lastChunk bool           // the hook of the response's last chunk runs: charges can hold it (charges.go)
-	held      *pendingCharge // the charges the last chunk waits for (a list: pendingCharge.nextHeld)
-	status    int            // the upstream's response status, 0 before response headers
-	usage     tokenusage.Parser
+// response is what the limiter keeps of a request's response.
+type response struct {
+	status        int  // the upstream's response status, 0 before response headers
+	readsResponse bool // its body is read (bodies.go): decided at its headers
+	usage         tokenusage.Parser
+	held          *pendingCharge // the charges the last chunk waits for (a list: pendingCharge.nextHeld)
+}
 
-	readsBody     bool // its body is being read (bodies.go): the limiter waits for its end
-	matchAtBody   bool // it is matched once its body has come: its model is in it (models.go)
-	readsResponse bool // its response body is read (bodies.go)
-
-	// stream_usage: inject, see streams.go.
+// askUsage is stream_usage: inject's part of a request (streams.go).
+type askUsage struct {
 	mayAsk   bool                // its body is read to ask for the stream's usage
 	injected bool                // its body was rewritten to ask for it
 	filter   *streamusage.Filter // takes the usage-only chunk out of its response (nil: the response passes as it came)
+}
+
+// readsBody says whether the limiter reads the request's body (and waits
+// for its end).
+func (r *request) readsBody() bool {
+	return r.phase == phaseMatching || r.phase == phaseReading || r.alongside
 }
 
 // group is the subjects admitted in one call: those of one Redis Cluster
@@ -155,10 +188,10 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		if model, needBody, unreadBody = pc.modelAtHeaders(ctx, readable); needBody {
 			// The model is in the body, and decides which limits apply:
 			// the request is matched once its body has come (bodyEnded).
-			r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), matchAtBody: true, coding: coding}
+			r := newRequest(pc, ctx, coding)
 			setCurrentRequest(r)
 			r.prepare(ctx, readable, size)
-			r.readsBody = true
+			r.enter(phaseMatching)
 			return types.HeaderStopIteration
 		}
 		if unreadBody && pc.rules.AmbiguousBody == config.AmbiguousReject {
@@ -174,7 +207,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	if pc.rules.CompressedBody == config.CompressedReject && undecodable(ctx, readable) {
 		return rejectCompressed()
 	}
-	r := &request{pc: pc, path: ctx.Path(), ctxID: currentContextID(), coding: coding}
+	r := newRequest(pc, ctx, coding)
 	setCurrentRequest(r)
 	r.limitBy(ctx, matches, model, nil)
 	r.prepare(ctx, readable, size)
@@ -185,7 +218,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		// unreadBody), and by the bytes that pass once they have (read to
 		// ask for the usage, by its size; compressed, by its decompressed
 		// size: see bodyEnded). Admission does not wait for the body.
-		r.readsBody = r.mayAsk || r.coding != ""
+		r.alongside = r.mayAsk || r.coding != ""
 		if undecodable(ctx, readable) {
 			r.promptEstimate = r.unreadBody(size).Prompt
 		} else {
@@ -208,8 +241,16 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return r.admit(r.cost(e))
 	}
 	// Wait for the whole body (bodyEnded) before asking Redis.
-	r.readsBody = true
+	r.enter(phaseReading)
 	return types.HeaderStopIteration
+}
+
+// newRequest is a request whose headers matched a rule (or whose body may
+// make it match one), in phase new, its body in content coding coding.
+func newRequest(pc PluginConfig, ctx wrapper.HttpContext, coding string) *request {
+	r := &request{pc: pc}
+	r.path, r.ctxID, r.coding = ctx.Path(), currentContextID(), coding
+	return r
 }
 
 // limitBy makes the request one that the matched limits apply to: its
@@ -368,8 +409,10 @@ func describeItem(m config.Match) string {
 // every window (0: check only). It returns what the calling hook returns:
 // pause until every group answers, or go on when it was decided at once.
 func (r *request) admit(cost reservation) types.Action {
+	r.enter(phaseDispatching)
 	r.reserved = cost
 	if line := r.lineAhead(); line != nil && r.join(line) != nil {
+		r.enter(phaseQueued)
 		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
 	}
 	r.pending = len(r.groups)
@@ -377,15 +420,14 @@ func (r *request) admit(cost reservation) types.Action {
 	if r.byKind != nil {
 		*r.byKind = [scripts.KindUSD + 1]kindQuota{}
 	}
-	r.inHook = true
-	r.fromStream = current != nil
+	r.sentFromStream = current != nil
 	if r.leaseID != "" {
 		r.renewed = time.Now()
 	}
 	for i := range r.groups {
 		g := &r.groups[i]
 		g.marker = ""
-		if r.fromStream && (g.takes(cost) || g.alternatives != nil) {
+		if r.sentFromStream && (g.takes(cost) || g.alternatives != nil) {
 			g.marker = newLeaseID() // its answer may be lost with the stream: see cancelAdmission
 		}
 		var err error
@@ -398,11 +440,13 @@ func (r *request) admit(cost reservation) types.Action {
 			r.answer(g, scripts.Verdict{}, err)
 		}
 	}
-	r.inHook = false
-	if r.pending > 0 {
+	switch r.phase {
+	case phaseDispatching: // its answers are to come
+		r.enter(phaseAdmitting)
 		return types.HeaderStopAllIterationAndWatermark
-	}
-	if r.admitted || r.failure != nil && r.pc.rules.FailureMode == config.FailAllow {
+	case phaseQueued:
+		return types.HeaderStopAllIterationAndWatermark
+	case phaseAdmitted, phasePassed: // decided at once
 		return types.ActionContinue
 	}
 	return types.ActionPause // answered locally
@@ -452,7 +496,7 @@ func (r *request) allowedBy(g *group, v scripts.Verdict) {
 // decide acts once every group has answered: admits the request, rejects
 // it, applies failure_mode, or (queueing) lets it wait.
 func (r *request) decide() {
-	if r.gone { // a retry answered after the client left: undo what it took
+	if r.phase == phaseGone { // a retry answered after the client left: undo what it took
 		r.rollBack()
 		return
 	}
@@ -463,11 +507,12 @@ func (r *request) decide() {
 		r.rollBack()
 	}
 	if r.rejected != nil && r.failure == nil && r.wait(*r.rejected, r.rejectedScope()) {
+		r.enter(phaseQueued)
 		return
 	}
 	line := r.queue
 	r.leaveQueue()
-	if line != nil && !r.inHook {
+	if line != nil && r.phase != phaseDispatching {
 		line.pump(r.pc.queues.tick) // the next in line may fit now (first: see actOnItsContext)
 	}
 	r.actOnItsContext()
@@ -485,11 +530,19 @@ func (r *request) decide() {
 			r.shadowReject()
 		}
 		r.serve()
-		r.admitted = true
 		r.holdsLeases()
-		if !r.inHook {
-			r.resume()
-		}
+		r.goOn(phaseAdmitted)
+	}
+}
+
+// goOn moves a request Redis (or the local windows, or failure_mode allow)
+// let through to phase p (admitted, passed), and lets it go on: outside the
+// hook dispatching its admission, which returns the action itself.
+func (r *request) goOn(p phase) {
+	dispatching := r.phase == phaseDispatching
+	r.enter(p)
+	if !dispatching {
+		r.resume()
 	}
 }
 
@@ -528,7 +581,7 @@ func (g *group) takes(reserved reservation) bool {
 // answered. (A retry of a queued request is sent from the tick: its answer
 // comes, and decide rolls it back.)
 func (r *request) cancelAdmission() {
-	if r.pending == 0 || !r.fromStream {
+	if r.pending == 0 || !r.sentFromStream {
 		return
 	}
 	r.pending = 0
@@ -559,15 +612,14 @@ func (r *request) cancelAdmission() {
 func (r *request) fail(err error) {
 	r.noteFailure(err)
 	if r.pc.rules.FailureMode == config.FailDeny {
+		r.enter(phaseRejected)
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",
 			[][2]string{{"content-type", "text/plain; charset=utf-8"}}, []byte(unavailableBody), -1)
 		return
 	}
 	// allow: the request goes on unlimited and, not being admitted, uncharged
 	// (the counters could not be trusted to take the charge either).
-	if !r.inHook {
-		r.resume()
-	}
+	r.goOn(phasePassed)
 }
 
 // resume lets the paused request go on, with the body chunks the host

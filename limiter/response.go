@@ -35,7 +35,7 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	if r.askedModel != "" {
 		_ = proxywasm.AddHttpResponseHeader(HeaderFallback, r.model)
 	}
-	if r.admitted && pc.rules.QuotaHeaders != 0 {
+	if r.phase == phaseAdmitted && pc.rules.QuotaHeaders != 0 {
 		var buf [12][2]string // every form: 3 + 6 + 2 headers
 		for _, h := range r.appendQuotaHeaders(buf[:0], r.verdict, false) {
 			_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
@@ -54,13 +54,14 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	if r == nil {
 		return
 	}
-	r.gone = true
 	r.leaveQueue()
-	r.cancelAdmission() // its answer may never come
-	r.resendHeld()      // nor may the answers of the charges the last chunk waited for
-	if r.admitted {
-		r.settle(false) // a no-op when the last chunk settled it
+	r.cancelAdmission()           // its answer may never come
+	r.resendHeld()                // nor may the answers of the charges the last chunk waited for
+	if r.phase == phaseAdmitted { // its response did not reach its end
+		r.settle(false)
+		r.enter(phaseSettled)
 	}
+	r.enter(phaseGone)
 }
 
 // settle charges what the request cost, once: the usage the response
@@ -74,10 +75,6 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 // the input, and one output token, as it starts). complete says whether the
 // response body reached its end.
 func (r *request) settle(complete bool) {
-	if r.settled {
-		return
-	}
-	r.settled = true
 	r.usage.Finish()
 	var cost reservation
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
