@@ -56,7 +56,11 @@ func TestAllWindowsOfAKeyAreEnforcedInOneCall(t *testing.T) {
 			assert.Equal(t, 1, redis.Answer(p.Host, y.ID), "one charge call")
 			p.Host.CompleteHttpContext(y.ID)
 			assert.Empty(t, p.Host.GetRedisCalloutAttributesFromContext(y.ID), "charged once")
-			assert.Len(t, redis.Keys(plugintest.APIKeySubject+":t*"), 4, "every window was charged")
+			windows := map[string]bool{} // (two requests may be charged a second apart: two t1 buckets)
+			for _, k := range redis.Keys(plugintest.APIKeySubject + ":t*") {
+				windows[strings.Split(strings.TrimPrefix(k, plugintest.APIKeySubject+":"), ":")[0]] = true
+			}
+			assert.Equal(t, map[string]bool{"t1": true, "t60": true, "t3600": true, "t86400": true}, windows, "every window was charged")
 		})
 	})
 }

@@ -277,7 +277,8 @@ if verdict[1] ~= 0 then                                         -- admitted: cou
     if alerting and c[8] == 1 then                              -- a request counted is a request made; a reservation is
       cross(crossed, c[1], total - c[2], total, c[6], c[3], c[4], c[5], c[7]) -- no usage: token and money windows alert on
     end                                                         -- charges (charge.lua)
-    if redis.call('TTL', c[1]) < 0 then redis.call('EXPIRE', c[1], c[3]) end -- only a new bucket gets its expiry
+    if total == c[2] then redis.call('EXPIRE', c[1], c[3]) end  -- only a new bucket gets its expiry (a bucket brought to 0
+                                                                -- is deleted: one that held nothing is new)
   end
   for _, set in ipairs(leases) do
     redis.call('ZADD', set, now + tonumber(lease), id)          -- scored by when the lease expires

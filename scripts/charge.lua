@@ -112,6 +112,7 @@ while a <= #ARGV do
     end
     local key = subject .. ':' .. spec .. ':' .. bucket         -- same slot as the subject: the hash tag is shared
     local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
+    local new = not held                                        -- (every bucket is made with its expiry, in one script)
     if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
       totals[#totals + 1] = 0
     else
@@ -125,7 +126,7 @@ while a <= #ARGV do
         redis.call('DEL', key)                                  -- empty: gone now rather than at its expiry
       else
         redis.call('INCRBY', key, total - held)                 -- exact: both at most 2^53; keeps the bucket's expiry
-        if redis.call('TTL', key) < 0 then redis.call('EXPIRE', key, ttl) end -- a new bucket
+        if new then redis.call('EXPIRE', key, ttl) end          -- a new bucket gets its own
       end
       if alerting and amount > 0 and not spent then             -- usage added (no reservation): did it pass a threshold?
         cross(crossed, key, held, total, limit, ttl, k, j, math.max(math.ceil(start + w - now), 0))

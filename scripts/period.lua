@@ -30,8 +30,10 @@ end
 -- checks this before it writes anything).
 local function clock_off()
   for i = 1, #ARGV do
-    local b1, b3 = string.match(ARGV[i], '^%a%d+@%d+:(%d+):%d+:(%d+)$')
-    if b1 and (sec < tonumber(b1) or sec >= tonumber(b3)) then return true end
+    if string.find(ARGV[i], '@', 2, true) then                  -- (a plain find: most calls have no calendar window)
+      local b1, b3 = string.match(ARGV[i], '^%a%d+@%d+:(%d+):%d+:(%d+)$')
+      if b1 and (sec < tonumber(b1) or sec >= tonumber(b3)) then return true end
+    end
   end
   return false
 end
