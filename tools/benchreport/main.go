@@ -112,6 +112,8 @@ func measure(t tb, scale reportScale) (benchReport, string) {
 	t.Logf("accuracy measured in %s", time.Since(started).Round(time.Second))
 	r.overrides = measureOverrides(t, scale, vms.plugin)
 	t.Logf("the price of overrides measured in %s", time.Since(started).Round(time.Second))
+	r.redisWork = measureRedisWork(t, scale, vms.plugin)
+	t.Logf("Redis's work measured in %s", time.Since(started).Round(time.Second))
 	r.estimate = measureEstimate(t, scale, scale.estimateRuns)
 	t.Logf("the estimate measured in %s", time.Since(started).Round(time.Second))
 	r.plots = plotAccuracy(t, r.accuracy, scale.plotInFlight)

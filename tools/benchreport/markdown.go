@@ -24,6 +24,7 @@ type benchReport struct {
 	costs     []costRow
 	accuracy  []accuracyRun
 	overrides []overridesRow
+	redisWork []redisWorkRow
 	estimate  []estimateRow
 	plots     []plotFile
 }
@@ -80,6 +81,7 @@ func (r benchReport) markdown() string {
 	r.writeAssembly(&b)
 	r.writeEstimate(&b)
 	r.writeOverrides(&b)
+	r.writeRedisWork(&b)
 	r.writeAccuracy(&b)
 	r.writePlots(&b)
 	return b.String()
@@ -296,7 +298,7 @@ func (r benchReport) writePlots(b *strings.Builder) {
 // limiter behaves as documented: reservation never admits more than the
 // limit in a minute, and without it requests in flight overshoot it.
 func checkReport(t tb, r benchReport, markdown string) {
-	for _, want := range []string{"make bench", "## Headline", "## Method", "## The estimate's WASM assembly", "## The estimate's cost per KiB", "## The price of limit overrides", "## Accuracy under concurrency", "## Admitted tokens over time"} {
+	for _, want := range []string{"make bench", "## Headline", "## Method", "## The estimate's WASM assembly", "## The estimate's cost per KiB", "## The price of limit overrides", "## Redis's work per request", "## Accuracy under concurrency", "## Admitted tokens over time"} {
 		if !strings.Contains(markdown, want) {
 			t.Errorf("the report lacks %q", want)
 		}
