@@ -76,13 +76,21 @@
 --   candidate's, counted from 1 in its own list.
 
 local alerting = read_thresholds()                              -- budget alerts: ARGV[3] loses its suffix
-local cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')       -- tokens, and nanodollars ('' when none)
-cost, usd = tonumber(cost), tonumber(usd) or 0
-local sliding = string.lower(string.sub(ARGV[3], 1, 1)) == 's'
-local by_kind = string.find(ARGV[3], '^%u') ~= nil               -- 'F', 'S': report each kind's tightest window
-local read_overrides = string.sub(ARGV[3], 2, 2) == 'o'          -- limit_overrides
-local lease, id = string.match(ARGV[3], '^.o?(%d+):([^!]+)')    -- nil when no lease is taken
-local marker_seconds, marker = string.match(ARGV[3], '!(%d+)/(.+)$') -- nil when nothing would need undoing
+local cost, usd = tonumber(ARGV[2]), 0                          -- tokens, and nanodollars when money windows reserve some
+if not cost then
+  cost, usd = string.match(ARGV[2], '^(%d+):?(%d*)$')
+  cost, usd = tonumber(cost), tonumber(usd) or 0
+end
+local options = ARGV[3]
+local wtype = string.sub(options, 1, 1)                         -- 'f', 's', 'F', 'S'
+local sliding = wtype == 's' or wtype == 'S'
+local by_kind = wtype == 'F' or wtype == 'S'                    -- report each kind's tightest window
+local read_overrides, lease, id, marker_seconds, marker = false  -- (the window type alone: none of the rest)
+if #options > 1 then
+  read_overrides = string.sub(options, 2, 2) == 'o'             -- limit_overrides
+  lease, id = string.match(options, '^.o?(%d+):([^!]+)')        -- nil when no lease is taken
+  marker_seconds, marker = string.match(options, '!(%d+)/(.+)$') -- nil when nothing would need undoing
+end
 if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
 redis.call('SET', KEYS[1], '', 'XX')                            -- writes nothing (no subject key exists itself), but a
                                                                 -- full Redis (maxmemory, noeviction) refuses it here, before
@@ -155,8 +163,10 @@ local function check(a, cost, usd)
   verdict, tightest, counters, leases, applied = nil, {}, {}, {}, {}
   local k, subject = 0, nil                                     -- subjects read, the subject's key
   while a <= #ARGV and string.byte(ARGV[a]) ~= 124 do           -- up to a '|': the next candidate
-    local n, max, csoft, cshare, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)%%?(%d*)(.*)$') -- window count, concurrency
-                                                                  -- limit ('' for none), 's' when it is soft, its open percent, key suffix
+    local n, max, csoft, cshare, suffix = tonumber(ARGV[a]), '', '', '', '' -- a plain window count: the common case
+    if not n then                                                 -- window count, concurrency limit ('' for none), 's' when
+      n, max, csoft, cshare, suffix = string.match(ARGV[a], '^(%d+)c?(%d*)(s?)%%?(%d*)(.*)$') -- soft, its open percent, suffix
+    end
     if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- a suffix: its parent's key, extended
     k = k + 1
     local o = read_overrides and overrides_of(subject) or no_overrides
@@ -169,8 +179,11 @@ local function check(a, cost, usd)
     a = a + 1
     for j = 1, tonumber(n) do
       local name, bucket, start, w, calendar = period(ARGV[a], sec) -- epoch-aligned, or a calendar period (period.lua)
-      local configured, soft, open = string.match(ARGV[a + 1], '^(%d+)(s?)%%?(%d*)$') -- 's': a soft window, which never
-      local spec, limit = name, o[name] or tonumber(configured)  -- closes; a percent: the part open to the request's level
+      local configured, soft, open = tonumber(ARGV[a + 1]), '', '' -- a plain limit: the common case
+      if not configured then                                      -- 's': a soft window, which never closes; a percent:
+        configured, soft, open = string.match(ARGV[a + 1], '^(%d+)(s?)%%?(%d*)$') -- the part open to the request's level
+      end
+      local spec, limit = name, o[name] or tonumber(configured)
       if o[name] and by_kind then applied[#applied + 1] = {k, j, limit} end
       if open ~= '' then limit = share(limit, tonumber(open)) end
       a = a + 2

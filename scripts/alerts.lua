@@ -18,6 +18,7 @@ local kept = 7 * 86400 + 3600                                   -- an outbox out
 -- as a call without alerts has them, and reports whether there was one and
 -- whether it asks for overrides.
 local function read_thresholds()
+  if not string.find(ARGV[3], '#', 1, true) then return false, false end -- (a plain find: most calls have no alerts)
   local o, i, list = string.match(ARGV[3], '#(o?)(i?)([%d,]+)$')
   if not list then return false, false end
   ARGV[3] = string.sub(ARGV[3], 1, -(#o + #i + #list + 2))      -- without '#', 'o', 'i' and the list

@@ -46,12 +46,15 @@
 -- alerts.lua: subject, window, threshold, used, limit, reset seconds, bucket).
 
 local alerting, read_overrides = read_thresholds()              -- budget alerts: ARGV[3] loses its suffix
-local spent_t, spent_u = string.match(ARGV[3], '=(%d+):(%d+)$') -- with alerts and a reservation: the usage charged
-if spent_t then ARGV[3] = string.gsub(ARGV[3], '=%d+:%d+$', '') end -- (the options as a call without it has them)
-local spent = spent_t and {t = tonumber(spent_t), u = tonumber(spent_u), q = 0}
+local spent                                                     -- with alerts and a reservation: the usage charged
+if alerting then
+  local spent_t, spent_u = string.match(ARGV[3], '=(%d+):(%d+)$')
+  if spent_t then ARGV[3] = string.gsub(ARGV[3], '=%d+:%d+$', '') end -- (the options as a call without it has them)
+  spent = spent_t and {t = tonumber(spent_t), u = tonumber(spent_u), q = 0}
+end
 local per = alerting and 2 or 1                                 -- arguments per window: with alerts, its limit too
 if clock_off() then return redis.error_reply('ATRL_TIME ' .. sec) end -- calendar bounds around another clock (period.lua)
-local id = string.match(ARGV[3], '^.:([^/!]+)')                 -- the lease to release, if any
+local id = string.find(ARGV[3], ':', 2, true) and string.match(ARGV[3], '^.:([^/!]+)') -- the lease to release, if any
 if id then                                                      -- leases first: a full Redis (maxmemory) refuses the
   local a, b, subject = 6, 0, nil                               -- writes below but not ZREM, and a request that ended
   while a <= #ARGV do                                           -- must free its place whatever becomes of its charge
@@ -61,7 +64,8 @@ if id then                                                      -- leases first:
     a = a + 1 + per * tonumber(n)                               -- the next subject's head
   end
 end
-local cancel_seconds, cancel = string.match(ARGV[3], '!(%d+)/(.+)$')
+local cancel_seconds, cancel                                     -- an admission to cancel, if any
+if string.find(ARGV[3], '!', 2, true) then cancel_seconds, cancel = string.match(ARGV[3], '!(%d+)/(.+)$') end
 if cancel then
   cancel = KEYS[1] .. ':a:' .. cancel
   local admitted = tonumber(redis.call('GET', cancel))          -- when it admitted; nil: it did not, or has not run
@@ -82,14 +86,19 @@ local most = 2^53                                               -- what a bucket
                                                                 -- limit): Lua's doubles hold every count up to it exactly
 local at = tonumber(ARGV[2]) or sec                             -- the admission's second (its buckets), else now's
 local sliding = string.sub(ARGV[3], 1, 1) == 's'
-local tokens, usd = string.match(ARGV[4], '^(%-?%d+):?(%-?%d*)$') -- tokens, and nanodollars ('' when none)
-local amounts = {t = tonumber(tokens), q = tonumber(ARGV[5]), u = tonumber(usd) or 0}
+local tokens, usd = tonumber(ARGV[4]), 0                        -- tokens, and nanodollars when there are any
+if not tokens then
+  tokens, usd = string.match(ARGV[4], '^(%-?%d+):?(%-?%d*)$')
+  tokens, usd = tonumber(tokens), tonumber(usd) or 0
+end
+local amounts = {t = tokens, q = tonumber(ARGV[5]), u = usd}
 local totals = {}
 local crossed = {}                                              -- the thresholds buckets went past (alerts.lua)
 local a = 6
 local k, b, subject = 0, 0, nil                                 -- subjects read, KEYS used, the subject's key
 while a <= #ARGV do
-  local n, _, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$')
+  local n, leased, suffix = tonumber(ARGV[a]), '', ''           -- a plain window count: the common case
+  if not n then n, leased, suffix = string.match(ARGV[a], '^(%d+)(c?)(.*)$') end
   if suffix == '' then b = b + 1; subject = KEYS[b] else subject = KEYS[b] .. suffix end -- see admit.lua
   k = k + 1
   local o = read_overrides and overrides_of(subject) or no_overrides

@@ -12,12 +12,12 @@
 -- before b0 or after b3 (only an old admission's, for a refund) takes the
 -- nearest period.
 local function period(spec, t)
-  local name, b0, b1, b2, b3 = string.match(spec, '^(%a%d+)@(%d+):(%d+):(%d+):(%d+)$')
-  if not name then
+  if not string.find(spec, '@', 2, true) then                   -- aligned to the epoch (a plain find: the common case)
     local w = tonumber(string.sub(spec, 2))
     local bucket = math.floor(t / w)
     return spec, bucket, bucket * w, w, false
   end
+  local name, b0, b1, b2, b3 = string.match(spec, '^(%a%d+)@(%d+):(%d+):(%d+):(%d+)$')
   b0, b1, b2, b3 = tonumber(b0), tonumber(b1), tonumber(b2), tonumber(b3)
   if t >= b2 then return name, b2, b2, b3 - b2, true end        -- the next period (the caller's clock was behind)
   if t >= b1 then return name, b1, b1, b2 - b1, true end        -- the period of the caller's clock
