@@ -110,7 +110,8 @@ func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimat
 	}
 }
 
-// matchesOfGroups is the request's matches, in the order they were made.
+// matchesOfGroups is the request's matches, group by group (a per_model
+// match still right after its parent's: they share a slot).
 func (r *request) matchesOfGroups() []config.Match {
 	var out []config.Match
 	for i := range r.groups {
