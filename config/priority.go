@@ -113,9 +113,6 @@ func (m *Match) ConcurrentOpen(level int) int64 {
 	return m.ConcurrencyFrom().Key.ConcurrentOpen(level)
 }
 
-// Reserved reports whether the key keeps part of its limits for higher levels.
-func (k *LimitKey) Reserved() bool { return k.open != nil }
-
 // levelShare is an entry of a limit's reserve as configured.
 type levelShare struct {
 	level   string

@@ -233,14 +233,24 @@ func (r *request) askedLimits() {
 	if r.fallback == nil {
 		return
 	}
+	for i := range r.groups {
+		g := &r.groups[i]
+		g.served, g.limits = 0, g.alternatives[0]
+	}
+	r.dropEmptyGroups()
+	r.fallback = nil
+}
+
+// dropEmptyGroups forgets the groups whose candidate has no subjects in
+// their slot: nothing there is charged or released.
+func (r *request) dropEmptyGroups() {
 	kept := r.groups[:0]
 	for _, g := range r.groups {
-		g.served, g.limits = 0, g.alternatives[0]
 		if len(g.subjects) > 0 {
 			kept = append(kept, g)
 		}
 	}
-	r.groups, r.fallback = kept, nil
+	r.groups = kept
 }
 
 // serve makes an admitted request the candidate its groups served: its
@@ -254,13 +264,7 @@ func (r *request) serve() {
 	k := r.groups[0].served
 	asked := r.model
 	r.reserved, r.model = f.candidates[k].cost, f.candidates[k].model
-	kept := r.groups[:0]
-	for _, g := range r.groups {
-		if len(g.subjects) > 0 {
-			kept = append(kept, g)
-		}
-	}
-	r.groups = kept
+	r.dropEmptyGroups()
 	r.fallback = nil
 	if k == 0 {
 		return

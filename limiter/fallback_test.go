@@ -26,6 +26,12 @@ func fallbackBudgets(extra string) string {
 		` + plugintest.RedisSection + `}`
 }
 
+// spendMinute uses up a consumer's minute on a model (100 tokens, its
+// per_model limit in fallbackBudgets).
+func spendMinute(redis *redistest.Server, consumerKey, model string) {
+	redis.Do("SET", fmt.Sprintf("%s:m:%s:t60:%d", consumerKey, model, redis.Now()/60), "100")
+}
+
 // respondWith plays an OpenAI stream that reports the usage, and returns
 // the headers the client got.
 func respondWith(t *testing.T, x *plugintest.Exchange, prompt, completion int) [][2]string {
@@ -91,8 +97,8 @@ func TestFallbackRewritesThePathAndTheModelHeader(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, fallbackBudgets(`"model_source": ["header:x-higress-llm-model", "body", "path"], "stream_usage": "off",`))
-		redis.Do("SET", fmt.Sprintf("%s:m:gemini-2.5-pro:t60:%d", aliceKey, redis.Now()/60), "100")
-		redis.Do("SET", fmt.Sprintf("%s:m:gpt-4o:t60:%d", aliceKey, redis.Now()/60), "100")
+		spendMinute(redis, aliceKey, "gemini-2.5-pro")
+		spendMinute(redis, aliceKey, "gpt-4o")
 
 		x := p.Call("POST", "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", gemini, alice).Answer()
 		require.True(t, x.Passed())
@@ -161,7 +167,7 @@ func TestFallbackShadowModeServesTheModelAsked(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, fallbackBudgets(`"shadow_mode": true,`))
-		redis.Do("SET", fmt.Sprintf("%s:m:gpt-4o:t60:%d", aliceKey, redis.Now()/60), "100")
+		spendMinute(redis, aliceKey, "gpt-4o")
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
 		body, _ := upstreamSees(x)
 		assert.Equal(t, chatNaming("gpt-4o"), body, "shadow_mode rewrites nothing")
@@ -194,7 +200,7 @@ func TestFallbackCancelledWithItsStreamGivesBackTheFallbacks(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // loaded by earlier requests, as in production
 		p := plugintest.Start(t, redis, fallbackBudgets(plugintest.ReservationOn))
-		redis.Do("SET", fmt.Sprintf("%s:m:gpt-4o:t60:%d", aliceKey, redis.Now()/60), "100")
+		spendMinute(redis, aliceKey, "gpt-4o")
 		x := p.SendBody(chatNaming("gpt-4o"), alice)
 		p.Host.CompleteHttpContext(x.ID) // the client resets
 		x.Answer()                       // Redis serves the fallback; the answer is dropped
@@ -238,7 +244,7 @@ func TestFallbackStreamIsStillAskedForItsUsage(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		redis.Do("FLUSHALL")
 		p := plugintest.Start(t, redis, fallbackBudgets(""))
-		redis.Do("SET", fmt.Sprintf("%s:m:gpt-4o:t60:%d", aliceKey, redis.Now()/60), "100")
+		spendMinute(redis, aliceKey, "gpt-4o")
 		x := p.SendBody(streaming, alice).Answer()
 		require.True(t, x.Passed())
 		body, _ := upstreamSees(x)

@@ -149,8 +149,8 @@ func (r *request) fits() bool {
 	}
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
-			for _, w := range s.Windows { // the share of it open to the request's priority level
-				if r.reserved.exceeds(scripts.KindOf(w.Unit), config.Share(w.Limit, w.Open(s.Level))) {
+			for j, w := range s.Windows { // the share of it open to the request's priority level
+				if r.reserved.exceeds(scripts.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
 					return false
 				}
 			}

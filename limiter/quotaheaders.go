@@ -150,14 +150,10 @@ func (r *request) ratelimitPolicy() string {
 		g := &r.groups[gi]
 		for si, s := range g.subjects {
 			for j, w := range s.Windows { // each limit as its share open to the request's priority level
-				item(g, si, j, w.Field, config.Share(g.limitInForce(si, j, w.Limit), w.Open(s.Level)), w.Seconds, policyUnits[w.Unit])
+				item(g, si, j, w.Field, config.Share(g.limitInForce(si, j, w.Limit), s.Open(j)), w.Seconds, policyUnits[w.Unit])
 			}
 			if s.Concurrent > 0 {
-				limit := g.limitInForce(si, -1, s.Concurrent)
-				if s.ConcurrentOpen > 0 {
-					limit = config.Share(limit, s.ConcurrentOpen)
-				}
-				item(g, si, -1, concurrencyField, limit, 0, "concurrency")
+				item(g, si, -1, concurrencyField, config.Share(g.limitInForce(si, -1, s.Concurrent), s.Open(-1)), 0, "concurrency")
 			}
 		}
 	}

@@ -263,9 +263,9 @@ func openShare(p *config.Priority, g *group, v scripts.Verdict) (level string, o
 	s := &g.subjects[v.Subject]
 	switch {
 	case v.Window >= 0 && v.Window < len(s.Windows):
-		open = s.Windows[v.Window].Open(s.Level)
-	case v.Kind == scripts.KindConcurrent && s.ConcurrentOpen > 0:
-		open = s.ConcurrentOpen
+		open = s.Open(v.Window)
+	case v.Kind == scripts.KindConcurrent:
+		open = s.Open(-1)
 	default:
 		open = 100
 	}

@@ -122,7 +122,7 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 	for i, h := range held {
 		for j := range h.windows {
 			w := &h.windows[j]
-			limit, take := l.limit(config.Share(w.Limit, w.Open(subjects[i].Level))), max(amountOf(cost, w.Unit), 0) // its level's share
+			limit, take := l.limit(config.Share(w.Limit, subjects[i].Open(j))), max(amountOf(cost, w.Unit), 0) // its level's share
 			_, end := l.bucket(w.Window, now)
 			kind, reset := scripts.KindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
@@ -133,10 +133,7 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 				best = scripts.Verdict{Allowed: true, OverSoft: !fits, Kind: kind, Limit: limit, Remaining: left, Reset: reset, Subject: i, Window: j}
 			}
 		}
-		c := subjects[i].Concurrent
-		if open := subjects[i].ConcurrentOpen; open > 0 {
-			c = config.Share(c, open) // its level's share (0: none of it)
-		}
+		c := config.Share(subjects[i].Concurrent, subjects[i].Open(-1)) // its level's share (0: none of it)
 		if subjects[i].Concurrent > 0 && h.inProgress+1 > l.limit(c) {
 			if !subjects[i].SoftConcurrency {
 				return scripts.Verdict{Kind: scripts.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}

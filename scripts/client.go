@@ -193,7 +193,7 @@ type Subject struct {
 	// Level is the priority level of the request it limits (see
 	// config.Priority): each window is checked against the share of its
 	// limit open to that level (config.Window.Open), its concurrency limit
-	// against ConcurrentOpen percent of it (0: all of it).
+	// against ConcurrentOpen percent of it (0: all of it); see Open.
 	Level          int
 	ConcurrentOpen int64
 	// Secret says its value is read from a credential (see
@@ -216,6 +216,19 @@ func (s *Subject) LogName() string {
 	}
 	end := len(key) - len(tail) - 1 // the '}' after the value
 	return key[:end-len(parts[3])] + config.Fingerprint(parts[3]) + key[end:]
+}
+
+// Open is the percent of limit j of the subject (-1: its concurrency
+// limit) open to its request's priority level: 100 when every level may use
+// all of it.
+func (s *Subject) Open(j int) int64 {
+	if j >= 0 {
+		return s.Windows[j].Open(s.Level)
+	}
+	if s.ConcurrentOpen == 0 {
+		return 100
+	}
+	return s.ConcurrentOpen
 }
 
 // AllSoft is Subject.SoftWindows when every window is soft.
@@ -323,12 +336,19 @@ func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID
 	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
 	q = c.appendOptions(q, true, leaseID, true, markerID, true)
 	var now int64
+	return c.appendAdmitSubjects(q, subjects, &now)
+}
+
+// appendAdmitSubjects appends the subjects of an admission: each one's head,
+// then its windows, each followed by its limit (see admit.lua). *now is as
+// appendWindow has it.
+func (c *Client) appendAdmitSubjects(q []byte, subjects []Subject, now *int64) []byte {
 	for i := range subjects {
 		s := &subjects[i]
 		q = appendSubjectHead(q, subjects, i, true)
 		for j, w := range s.Windows {
-			q = c.options.appendWindow(q, w, &now)
-			q = appendLimit(q, w.Limit, s.WindowSoft(j), w.Open(s.Level))
+			q = c.options.appendWindow(q, w, now)
+			q = appendLimit(q, w.Limit, s.WindowSoft(j), s.Open(j))
 		}
 	}
 	return q
@@ -431,9 +451,17 @@ func appendAmounts(dst []byte, tokens, usd int64) []byte {
 		return appendBulkInt(dst, tokenAmount(tokens))
 	}
 	var buf [48]byte
-	arg := strconv.AppendInt(buf[:0], tokenAmount(tokens), 10)
-	arg = strconv.AppendInt(append(arg, ':'), min(max(usd, -config.MaxLimit), config.MaxLimit), 10)
-	return appendBulk(dst, arg)
+	return appendBulk(dst, amountsArg(buf[:0], tokens, usd))
+}
+
+// amountsArg appends tokens and, when not 0, ':' and nanodollars, each
+// bounded so that the scripts hold it exactly.
+func amountsArg(arg []byte, tokens, usd int64) []byte {
+	arg = strconv.AppendInt(arg, tokenAmount(tokens), 10)
+	if usd != 0 {
+		arg = strconv.AppendInt(append(arg, ':'), min(max(usd, -config.MaxLimit), config.MaxLimit), 10)
+	}
+	return arg
 }
 
 // Renew extends the lease leaseID in every subject with a concurrency limit
@@ -563,8 +591,8 @@ func appendSubjectHead(dst []byte, subjects []Subject, i int, admit bool) []byte
 			if s.SoftConcurrency {
 				h = append(h, 's')
 			}
-			if s.ConcurrentOpen > 0 && s.ConcurrentOpen < 100 {
-				h = strconv.AppendInt(append(h, '%'), s.ConcurrentOpen, 10)
+			if open := s.Open(-1); open < 100 {
+				h = strconv.AppendInt(append(h, '%'), open, 10)
 			}
 		}
 	}

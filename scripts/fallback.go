@@ -5,8 +5,6 @@ import (
 	"strconv"
 
 	"github.com/tidwall/resp"
-
-	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
 
 // Admissions with fallbacks (model_fallbacks): a request that may be served
@@ -68,23 +66,11 @@ func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID stri
 	q = c.appendOptions(q, true, leaseID, true, markerID, true)
 	var now int64
 	for i, cand := range candidates {
-		if i > 0 {
+		if i > 0 { // '|' and what it reserves
 			var buf [48]byte
-			arg := append(buf[:0], '|')
-			arg = strconv.AppendInt(arg, tokenAmount(max(cand.Cost.Tokens, 0)), 10)
-			if cand.Cost.USD > 0 {
-				arg = strconv.AppendInt(append(arg, ':'), min(cand.Cost.USD, config.MaxLimit), 10)
-			}
-			q = appendBulk(q, arg)
+			q = appendBulk(q, amountsArg(append(buf[:0], '|'), max(cand.Cost.Tokens, 0), max(cand.Cost.USD, 0)))
 		}
-		for j := range cand.Subjects {
-			s := &cand.Subjects[j]
-			q = appendSubjectHead(q, cand.Subjects, j, true)
-			for k, w := range s.Windows {
-				q = c.options.appendWindow(q, w, &now)
-				q = appendLimit(q, w.Limit, s.WindowSoft(k), w.Open(s.Level))
-			}
-		}
+		q = c.appendAdmitSubjects(q, cand.Subjects, &now)
 	}
 	return q
 }
