@@ -195,6 +195,9 @@ func (r *request) readResponse(encoding string) {
 func (r *request) responseChunk(chunk []byte, last bool) (out []byte, changed bool) {
 	noUsage := false
 	if r.phase == phaseAdmitted {
+		if r.usage == nil {
+			r.usage = takeParser()
+		}
 		seen := r.usage.UsageObjects()
 		r.usage.Write(chunk)
 		noUsage = r.usage.UsageObjects() == seen

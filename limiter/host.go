@@ -226,6 +226,17 @@ const (
 	responseBodyBuffer bodyBuffer = 1
 )
 
+// headerMap is a header map's type in proxy-wasm's ABI.
+type headerMap uint32
+
+const (
+	requestHeaders  headerMap = 0
+	responseHeaders headerMap = 2
+)
+
+// responseHeader returns a response header's value ("" when absent).
+func responseHeader(name string) string { return hostHeader(responseHeaders, name) }
+
 // OnHttpResponseBody hands each chunk of a response the limiter reads to it,
 // and holds the last chunk when the hook asked to: the host buffers it and
 // the end of the stream until ResumeHttpResponse.

@@ -18,3 +18,14 @@ func hostBuffer(b bodyBuffer, size int) []byte {
 	}
 	return body
 }
+
+// hostHeader returns a header's value, "" when absent: outside WASM,
+// through the SDK.
+func hostHeader(m headerMap, name string) string {
+	get := proxywasm.GetHttpResponseHeader
+	if m == requestHeaders {
+		get = proxywasm.GetHttpRequestHeader
+	}
+	v, _ := get(name)
+	return v
+}

@@ -24,6 +24,21 @@ func hostBuffer(b bodyBuffer, size int) []byte {
 	return unsafe.Slice(data, n)
 }
 
+// hostHeader returns a header's value, "" when absent: the SDK's
+// GetHttpRequestHeader and GetHttpResponseHeader, but for where the host
+// writes the value's address and length, as in hostBuffer (two allocations
+// fewer on every header read). The value is the host's copy, the caller's.
+func hostHeader(m headerMap, name string) string {
+	returned.data, returned.size = nil, 0
+	status := proxyGetHeaderMapValue(uint32(m), unsafe.StringData(name), int32(len(name)), unsafe.Pointer(&returned.data), &returned.size)
+	data, n := returned.data, returned.size
+	returned.data = nil
+	if status != 0 || data == nil {
+		return ""
+	}
+	return unsafe.String(data, n)
+}
+
 // returned is where the host writes a buffer's address and length.
 var returned struct {
 	data *byte
@@ -35,3 +50,9 @@ var returned struct {
 //
 //go:wasmimport env proxy_get_buffer_bytes
 func proxyGetBufferBytes(bufferType uint32, start, maxSize int32, returnData unsafe.Pointer, returnSize *int32) uint32
+
+// proxyGetHeaderMapValue is the host's proxy_get_header_map_value
+// (proxy-wasm ABI 0.2.1), as the SDK declares it.
+//
+//go:wasmimport env proxy_get_header_map_value
+func proxyGetHeaderMapValue(mapType uint32, keyData *byte, keySize int32, returnValueData unsafe.Pointer, returnValueSize *int32) uint32

@@ -108,10 +108,10 @@ type waiting struct {
 
 // response is what the limiter keeps of a request's response.
 type response struct {
-	status        int  // the upstream's response status, 0 before response headers
-	readsResponse bool // its body is read (bodies.go): decided at its headers
-	usage         tokenusage.Parser
-	held          *pendingCharge // the charges the last chunk waits for (a list: pendingCharge.nextHeld)
+	status        int                // the upstream's response status, 0 before response headers
+	readsResponse bool               // its body is read (bodies.go): decided at its headers
+	usage         *tokenusage.Parser // reads its usage while admitted (nil until its first chunk; back to the pool once settled: parsers.go)
+	held          *pendingCharge     // the charges the last chunk waits for (a list: pendingCharge.nextHeld)
 }
 
 // askUsage is stream_usage: inject's part of a request (streams.go).
@@ -644,10 +644,8 @@ func (r *request) noteFailure(err error) {
 	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.model)
 }
 
-func requestHeader(name string) string {
-	v, _ := proxywasm.GetHttpRequestHeader(name)
-	return v
-}
+// requestHeader returns a request header's value ("" when absent).
+func requestHeader(name string) string { return hostHeader(requestHeaders, name) }
 
 // hostRequest reads what the rules match on from the gateway.
 type hostRequest struct{ ctx wrapper.HttpContext }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
 // onResponseHeaders notes the status and adds the quota headers when asked
@@ -23,12 +24,12 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	if r == nil {
 		return types.ActionContinue
 	}
-	if status, err := proxywasm.GetHttpResponseHeader(":status"); err == nil {
+	if status := responseHeader(":status"); status != "" {
 		r.status, _ = strconv.Atoi(status)
 	}
 	var encoding string // none: the wrapper read the headers, and says so without a host call
 	if ctx.IsBinaryResponseBody() {
-		encoding, _ = proxywasm.GetHttpResponseHeader("content-encoding")
+		encoding = responseHeader("content-encoding")
 	}
 	r.filterResponse(encoding)
 	r.readResponse(encoding)
@@ -75,10 +76,15 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 // the input, and one output token, as it starts). complete says whether the
 // response body reached its end.
 func (r *request) settle(complete bool) {
-	r.usage.Finish()
+	var u tokenusage.Usage
+	ok := false
+	if r.usage != nil {
+		r.usage.Finish()
+		u, ok = r.usage.Usage()
+	}
 	var cost reservation
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
-	if u, ok := r.usage.Usage(); ok {
+	if ok {
 		cost = r.spent(u.Input, u.Output, u.CacheRead, u.CacheCreation)
 		if !complete && !failed {
 			cost = cost.atLeast(r.reserved)
@@ -115,6 +121,7 @@ func (r *request) settle(complete bool) {
 		}
 		r.chargeSpent(g.subjects, delta, spent, at)
 	}
+	r.releaseParser()
 }
 
 // estimated is the cost of a response that reported no usage: the prompt
@@ -124,7 +131,10 @@ func (r *request) settle(complete bool) {
 // bytes_per_token (4 when it is not set).
 func (r *request) estimated() reservation {
 	bytesPerToken := r.pc.rules.Reservation.SizeBytesPerToken()
-	text := r.usage.TextBytes()
+	text := int64(0) // no chunk read: no text
+	if r.usage != nil {
+		text = r.usage.TextBytes()
+	}
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
 		r.promptEstimate = max(r.promptEstimate, estimate.Size(r.bodyBytes, "", r.estimateOptions()).Prompt)

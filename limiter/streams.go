@@ -71,8 +71,7 @@ func (r *request) filterResponse(encoding string) {
 	if !r.injected || encoding != "" {
 		return
 	}
-	contentType, _ := proxywasm.GetHttpResponseHeader("content-type")
-	if !isEventStream(contentType) {
+	if !isEventStream(responseHeader("content-type")) {
 		return
 	}
 	_ = proxywasm.RemoveHttpResponseHeader("content-length")
