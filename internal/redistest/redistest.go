@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,7 +70,8 @@ var (
 type Server struct {
 	Addr string
 	clock
-	n node
+	n        node
+	recorded *[][]byte // the queries Forward sent since Record (nil: not recording)
 }
 
 // clock is the time a backend puts into the limiter's script calls.
@@ -331,7 +333,50 @@ func toInt(tb TB, args []string, v resp.Value) int64 {
 // the raw reply to hand back to the plugin.
 func (s *Server) Forward(query []byte) []byte {
 	s.n.tb.Helper()
-	return marshal(s.n.tb, s.n.roundTrip(s.withClock(s.n.tb, query)))
+	query = s.withClock(s.n.tb, query)
+	if s.recorded != nil {
+		*s.recorded = append(*s.recorded, slices.Clone(query))
+	}
+	return marshal(s.n.tb, s.n.roundTrip(query))
+}
+
+// Record keeps a copy of every query Forward sends from now on, as sent,
+// until the returned function is called; that returns them, for Replay.
+func (s *Server) Record() (stop func() [][]byte) {
+	var queries [][]byte
+	s.recorded = &queries
+	return func() [][]byte {
+		s.recorded = nil
+		return queries
+	}
+}
+
+// Replay sends recorded queries again, in their order, batch at a time
+// (pipelined: Redis runs each batch back to back, as it does at capacity,
+// with no wait for a client between them), and fails on an error reply.
+func (s *Server) Replay(queries [][]byte, batch int) {
+	s.n.tb.Helper()
+	for len(queries) > 0 {
+		k := min(batch, len(queries))
+		var raw []byte
+		for _, q := range queries[:k] {
+			raw = append(raw, q...)
+		}
+		s.n.conn.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := s.n.conn.Write(raw); err != nil {
+			s.n.tb.Fatalf("writing to redis: %v", err)
+		}
+		for range k {
+			v, _, err := s.n.rd.ReadValue()
+			if err != nil {
+				s.n.tb.Fatalf("reading from redis: %v", err)
+			}
+			if v.Type() == resp.Error {
+				s.n.tb.Fatalf("a replayed query failed: %v", v.Error())
+			}
+		}
+		queries = queries[k:]
+	}
 }
 
 // marshal encodes a reply to hand back to the plugin.

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,6 +30,7 @@ type costCase struct {
 	name    string      // its row
 	config  string      // the plugin configuration
 	body    []byte      // the request body (nil: none)
+	chunks  int         // the pieces the body comes in (0: one)
 	headers [][2]string // request headers besides benchRequestHeaders
 	windows int         // windows a charge call settles: the length of charge.lua's reply
 	verdict []byte      // the admission's canned reply (nil: benchVerdict)
@@ -66,11 +68,14 @@ const (
 const (
 	firstKindsCase = "two token windows (minute, day)"
 	// headlineCase is the request users send most: a chat completion
-	// streamed as the official OpenAI SDK sends it (stream_usage: inject
-	// asks it for its usage), limited by two token windows.
-	headlineCase  = "the default streaming request: a stream asked for its usage (stream_usage: inject, the default), 1 KiB body, two token windows"
-	endpointsCase = "the same + quota_path and admin.path configured (limit_overrides off)"
-	endpointsOn   = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
+	// streamed as the official OpenAI SDK sends it (with its Content-Length;
+	// stream_usage: inject asks it for its usage), limited by two token
+	// windows; headlineChunkedCase is the same as some proxies pass it on.
+	headlineCase        = "the default streaming request: a 1 KiB body with its Content-Length, as the OpenAI SDK sends it, the stream asked for its usage (stream_usage: inject, the default), two token windows"
+	headlineChunkedCase = "the same sent chunked, without Content-Length (the body in 4 pieces, as some proxies pass it on)"
+	headlineChunks      = 4
+	endpointsCase       = "the same + quota_path and admin.path configured (limit_overrides off)"
+	endpointsOn         = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
 )
 
 var modelHeader = [][2]string{{"x-higress-llm-model", "gpt-4o"}}
@@ -110,7 +115,8 @@ func keyConfig(topLevel, limits string) string {
 // configurations, so the numbers compare.
 func costCases(s reportScale) []costCase {
 	kinds := []costCase{
-		{name: headlineCase, config: benchConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		headline(),
+		{name: headlineChunkedCase, config: benchConfig, body: []byte(requestbody.Conversation(1 << 10)), chunks: headlineChunks, windows: 2},
 		{name: firstKindsCase, config: benchConfig, windows: 2},
 		{name: "the same with the circuit breaker off (redis.breaker_failures: 0; on by default, as in every other row)",
 			config: withBreakerOff(benchConfig), windows: 2},
@@ -123,7 +129,7 @@ func costCases(s reportScale) []costCase {
 		{name: "token_reservation, 1 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
 		{name: "token_reservation, 16 KiB body", config: benchReservationConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: "token_reservation, 16 KiB body, stream_usage: off (the stream not asked for its usage)", config: withStreamUsageOff(benchReservationConfig), body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
-		{name: "the default streaming request (the first row) with stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(1 << 10)), windows: 2},
+		withName(withConfig(headline(), withStreamUsageOff(benchConfig)), "the default streaming request (the first row) with stream_usage: off"),
 		{name: "a stream asked for its usage (stream_usage: inject, the default), 16 KiB body", config: benchConfig, body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: "the same, 16 KiB body, stream_usage: off", config: withStreamUsageOff(benchConfig), body: []byte(requestbody.Conversation(16 << 10)), windows: 2},
 		{name: agentBodyCase(64, false), config: benchReservationConfig, body: []byte(requestbody.Agent(64 << 10)), windows: 2, large: true},
@@ -172,6 +178,25 @@ func costCases(s reportScale) []costCase {
 		}
 	}
 	return cases
+}
+
+// headline is the first row: the default streaming request.
+func headline() costCase {
+	body := []byte(requestbody.Conversation(1 << 10))
+	return costCase{name: headlineCase, config: benchConfig, body: body, windows: 2,
+		headers: [][2]string{{"content-length", strconv.Itoa(len(body))}}}
+}
+
+// withConfig is a case with another configuration.
+func withConfig(c costCase, config string) costCase {
+	c.config = config
+	return c
+}
+
+// withName is a case under another name.
+func withName(c costCase, name string) costCase {
+	c.name = name
+	return c
 }
 
 // hierarchyCases are an org > team > key hierarchy (rule_match_mode all,
@@ -287,10 +312,11 @@ type redisTraffic struct {
 // admission, a 50-event stream, the charge, the end.
 func wholeRequests(b *testing.B, h *cannedHost, c costCase) (redisTraffic, func()) {
 	events := streamEvents()
+	body := pieces(c.body, c.chunks)
 	before := h.calls
-	sent := fullRequestWithBody(b, h, c.body, events) // also the warm-up
+	sent := fullRequestWithChunks(b, h, body, events) // also the warm-up
 	probe := redisTraffic{calls: h.calls - before, bytes: sent}
-	return probe, func() { fullRequestWithBody(b, h, c.body, events) }
+	return probe, func() { fullRequestWithChunks(b, h, body, events) }
 }
 
 // contentEvents opens an admitted stream, as BenchmarkContentEventWASM does,

@@ -48,6 +48,9 @@ type reportScale struct {
 	// overrideRequests are the requests of one timed run of the price of
 	// limit overrides (see measureOverrides).
 	overrideRequests int
+	// tailRequests are the requests per plugin timed one by one for the
+	// headline's percentiles (see measureTail).
+	tailRequests int
 	// estimateBenchTime and estimateRuns: the estimate's benchmark in WASM
 	// (see measureEstimate), as go test's -benchtime, and how many times.
 	estimateBenchTime string
@@ -57,10 +60,10 @@ type reportScale struct {
 var scales = map[string]reportScale{
 	"full": {benchTime: "0.5s", largeBenchTime: "60x", rounds: 7, vmPerCase: true, ruleCounts: []int{1, 10, 100},
 		inFlight: []int{1, 8, 32, 128}, minutes: 5, plotInFlight: []int{32, 128}, overrideRequests: 3000,
-		estimateBenchTime: "300x", estimateRuns: 5},
+		estimateBenchTime: "300x", estimateRuns: 5, tailRequests: 3000},
 	"smoke": {benchTime: "2x", largeBenchTime: "2x", rounds: 2, ruleCounts: []int{1, 10, 100},
 		inFlight: []int{1, 8}, minutes: 2, plotInFlight: []int{8}, overrideRequests: 10,
-		estimateBenchTime: "2x", estimateRuns: 1},
+		estimateBenchTime: "2x", estimateRuns: 1, tailRequests: 50},
 }
 
 // goVMs are the two plugins compiled natively: the VM contexts their
@@ -108,6 +111,9 @@ func measure(t tb, scale reportScale) (benchReport, string) {
 	vms := registerGoVMs()
 	r.costs = measureCosts(t, scale, vms)
 	t.Logf("costs measured in %s", time.Since(started).Round(time.Second))
+	r.tail = measureTail(t, scale)
+	r.held = measureHeld(t, vms)
+	t.Logf("per-request times and heap measured in %s", time.Since(started).Round(time.Second))
 	r.accuracy = measureAccuracy(t, scale, vms.plugin)
 	t.Logf("accuracy measured in %s", time.Since(started).Round(time.Second))
 	r.overrides = measureOverrides(t, scale, vms.plugin)

@@ -88,19 +88,29 @@ func fullRequest(b *testing.B, host proxytest.HostEmulator, events [][]byte) int
 	return fullRequestWithBody(b, host, nil, events)
 }
 
-// fullRequestWithBody is fullRequest with a request body (nil: none). The
-// limiter must make exactly its two calls (admit, charge): a benchmark of a
-// request that failed over to failure_mode would measure the wrong path.
+// fullRequestWithBody is fullRequest with a request body (nil: none), in
+// one piece.
 func fullRequestWithBody(b *testing.B, host proxytest.HostEmulator, body []byte, events [][]byte) int {
+	if body == nil {
+		return fullRequestWithChunks(b, host, nil, events)
+	}
+	return fullRequestWithChunks(b, host, [][]byte{body}, events)
+}
+
+// fullRequestWithChunks is fullRequest with a request body in pieces (none:
+// no body). The limiter must make exactly its two calls (admit, charge): a
+// benchmark of a request that failed over to failure_mode would measure the
+// wrong path.
+func fullRequestWithChunks(b redistest.TB, host proxytest.HostEmulator, body [][]byte, events [][]byte) int {
 	id := host.InitializeHttpContext()
-	host.CallOnRequestHeaders(id, benchRequestHeaders, body == nil)
-	if body != nil {
-		host.CallOnRequestBody(id, body, true)
+	host.CallOnRequestHeaders(id, benchRequestHeaders, len(body) == 0)
+	for i, chunk := range body {
+		host.CallOnRequestBody(id, chunk, i == len(body)-1)
 	}
 	sent := answerCanned(host, id, benchVerdict)
 	admitCalls := len(host.GetRedisCalloutAttributesFromContext(id))
 	if host.GetCurrentHttpStreamAction(id) != types.ActionContinue || admitCalls != 0 {
-		b.Fatal("request not resumed")
+		b.Fatalf("request not resumed")
 	}
 	host.CallOnResponseHeaders(id, benchResponseHeaders, false)
 	for i, e := range events {
@@ -112,6 +122,19 @@ func fullRequestWithBody(b *testing.B, host proxytest.HostEmulator, body []byte,
 	}
 	host.CompleteHttpContext(id)
 	return sent + charged
+}
+
+// pieces cuts a body into n pieces of about the same size (n ≤ 1: whole).
+func pieces(body []byte, n int) [][]byte {
+	if body == nil {
+		return nil
+	}
+	n = max(1, min(n, len(body)))
+	var out [][]byte
+	for i := range n {
+		out = append(out, body[i*len(body)/n:(i+1)*len(body)/n])
+	}
+	return out
 }
 
 func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
