@@ -120,28 +120,34 @@ while a <= #ARGV do
       cross(crossed, ukey, total_used - used, total_used, limit, ttl, k, j, left)
     end
     local key = subject .. ':' .. spec .. ':' .. bucket         -- same slot as the subject: the hash tag is shared
-    local held = tonumber(redis.call('GET', key))               -- nil: no such bucket (never used, or expired)
-    local new = not held                                        -- (every bucket is made with its expiry, in one script)
-    if amount == 0 or (amount < 0 and not held) then            -- nothing to add, or expired: nothing to give back
-      totals[#totals + 1] = 0
-    else
-      held = held or 0
-      local total = math.min(math.max(held + amount, 0), most)  -- not below zero (a refund whose reservation went with a
-                                                                -- Redis restart: the window would admit more than its
-                                                                -- limit), not past 2^53 (charges past the limit pile up)
-      local ttl = math.max(math.ceil(start + w - now), 0) + 1   -- a bucket lives until its window ends,
-      if sliding and not calendar then ttl = ttl + w end        -- and one more when sliding reads it
-      if total == 0 then
-        redis.call('DEL', key)                                  -- empty: gone now rather than at its expiry
-      else
-        redis.call('INCRBY', key, total - held)                 -- exact: both at most 2^53; keeps the bucket's expiry
-        if new then redis.call('EXPIRE', key, ttl) end          -- a new bucket gets its own
+    local ttl = math.max(math.ceil(start + w - now), 0) + 1     -- a bucket lives until its window ends,
+    if sliding and not calendar then ttl = ttl + w end          -- and one more when sliding reads it
+    local held, total = 0, 0
+    if amount > 0 then                                          -- usage added (the common case): one command
+      local add = math.min(amount, most)                        -- (INCRBY of both at most 2^53 cannot overflow)
+      total = redis.call('INCRBY', key, add)                    -- keeps the bucket's expiry
+      held = total - add                                        -- 0: a new bucket (one brought to 0 is deleted)
+      if total > most then                                      -- not past 2^53 (charges past the limit pile up)
+        total = most
+        redis.call('SET', key, string.format('%.0f', most), 'EX', ttl)
+      elseif held == 0 then
+        redis.call('EXPIRE', key, ttl)                          -- a new bucket gets its own expiry
       end
-      if alerting and amount > 0 and not spent then             -- usage added (no reservation): did it pass a threshold?
-        cross(crossed, key, held, total, limit, ttl, k, j, math.max(math.ceil(start + w - now), 0))
+    elseif amount < 0 then                                      -- given back: to the admission's bucket, if still there
+      held = tonumber(redis.call('GET', key))                   -- nil: expired (or never made): nothing to give back
+      if held then
+        total = math.max(held + amount, 0)                      -- not below zero (a refund whose reservation went with a
+        if total == 0 then                                      -- Redis restart: the window would admit more than its limit)
+          redis.call('DEL', key)                                -- empty: gone now rather than at its expiry
+        else
+          redis.call('INCRBY', key, amount)                     -- keeps the bucket's expiry
+        end
       end
-      totals[#totals + 1] = total
     end
+    if alerting and amount > 0 and not spent then               -- usage added (no reservation): did it pass a threshold?
+      cross(crossed, key, held, total, limit, ttl, k, j, math.max(math.ceil(start + w - now), 0))
+    end
+    totals[#totals + 1] = total                                 -- 0 when untouched, expired or emptied
   end
 end
 if #crossed > 0 then                                            -- nothing more without a crossing
