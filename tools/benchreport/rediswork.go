@@ -125,19 +125,31 @@ func redisWorkRun(t tb, redis *redistest.Server, vm types.VMContext, c redisWork
 	return float64(scriptUsec) / float64(n), int((scriptCalls + int64(n)/2) / int64(n)), float64(inner) / float64(n), queries
 }
 
+// replayPasses is how many times a run's calls are replayed: Redis counts
+// wall-clock time, which a descheduled moment can only lengthen, so the
+// least of the passes is the scripts' own cost.
+const replayPasses = 5
+
 // redisReplay sends the calls n requests made again, on an empty Redis,
-// back to back (replayBatch at a time), and returns the microseconds per
-// request Redis ran them: the scripts' cost where Redis has no pause
-// between calls, as at capacity, which is what bounds a fleet.
+// back to back (replayBatch at a time), replayPasses times, and returns the
+// least microseconds per request Redis ran them in: the scripts' cost where
+// Redis has no pause between calls, as at capacity, which is what bounds a
+// fleet.
 func redisReplay(t tb, redis *redistest.Server, queries [][]byte, n int) float64 {
-	redis.Do("FLUSHALL")
-	redis.Do("CONFIG", "RESETSTAT")
-	redis.Replay(queries, replayBatch)
-	scriptCalls, scriptUsec, _ := redisCommandStats(t, redis)
-	if int(scriptCalls) != len(queries) {
-		t.Fatalf("replayed %d calls, Redis counted %d script calls", len(queries), scriptCalls)
+	least := 0.0
+	for pass := range replayPasses {
+		redis.Do("FLUSHALL")
+		redis.Do("CONFIG", "RESETSTAT")
+		redis.Replay(queries, replayBatch)
+		scriptCalls, scriptUsec, _ := redisCommandStats(t, redis)
+		if int(scriptCalls) != len(queries) {
+			t.Fatalf("replayed %d calls, Redis counted %d script calls", len(queries), scriptCalls)
+		}
+		if usec := float64(scriptUsec) / float64(n); pass == 0 || usec < least {
+			least = usec
+		}
 	}
-	return float64(scriptUsec) / float64(n)
+	return least
 }
 
 // redisCommandStats reads INFO commandstats: the script calls (EVALSHA,
@@ -183,11 +195,12 @@ func (r benchReport) writeRedisWork(b *strings.Builder) {
 		"on loopback (a 1 KiB streaming chat body, a 3-event stream with its usage), %s requests a run, %d runs, the cases "+
 		"alternating; Redis itself counts the microseconds it ran the requests' scripts (`INFO commandstats`, both calls) "+
 		"and the commands they ran. *Back to back* is the same calls, recorded as the plugin made them, sent again on an "+
-		"empty Redis %d at a time, so that Redis runs them with no pause between them, as it does at capacity, where what "+
+		"empty Redis %d at a time (%d times, the least counted: Redis counts wall-clock time, which a moment descheduled "+
+		"only lengthens), so that Redis runs them with no pause between them, as it does at capacity, where what "+
 		"a request costs it decides how many requests a second one Redis core serves. *Through the plugin* is the run "+
 		"itself, one request at a time: Redis idles between calls (its caches cool down), and Redis counts wall-clock "+
 		"time, so a call during which this 2-core machine's other core was busy counts that too; that column shows the "+
-		"noise.\n\n", thousands(int64(max(r.scale.overrideRequests/3, 5))), r.scale.rounds, replayBatch)
+		"noise.\n\n", thousands(int64(max(r.scale.overrideRequests/3, 5))), r.scale.rounds, replayBatch, replayPasses)
 	b.WriteString("| case | script calls | commands the scripts ran | Redis running the scripts per request: back to back (median of the runs) | spread | through the plugin (median) | spread |\n" +
 		"|---|--:|--:|--:|--:|--:|--:|\n")
 	for _, row := range r.redisWork {
