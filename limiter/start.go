@@ -109,7 +109,8 @@ var errOutboxFull = errors.New("too many charges waiting to be sent")
 // parsed: they get a new state, ticked by the new plugin.
 func onPluginStart(wrapper.PluginContext) error {
 	started = nil
-	injectedCounter = 0 // defined again: by name, the gateway's counter is the same
+	debugLog.read = false // the gateway's level is read again
+	injectedCounter = 0   // defined again: by name, the gateway's counter is the same
 	return nil
 }
 
@@ -134,12 +135,15 @@ func (s *startState) waitingRoom() *waitingRoom {
 	return s.room
 }
 
-// onTick numbers the VM (lease.go), probes the Redis endpoints whose breakers are open, sends the
+// onTick reads the gateway's log level every second (logging.go), numbers the VM (lease.go), probes the Redis endpoints whose breakers are open, sends the
 // postponed charges, catches up what local windows counted, renews the
 // leases that are due, sends the budget alerts, then moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.
 func (s *startState) onTick() {
 	s.ticks++
+	if s.ticks%logLevelTicks == 0 {
+		readLogLevel()
+	}
 	s.numberVM()
 	s.probeBreakers()
 	s.sendPostponed()

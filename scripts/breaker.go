@@ -53,6 +53,14 @@ func (b *Breaker) OpenSince() time.Time {
 	return b.openedAt
 }
 
+// Quiet reports whether an outcome would change nothing: a success (or an
+// answer, even an error one) while the breaker is closed and counts no
+// failure, the common case; Record's callers skip reading the clock then
+// (time.Now is two host calls in WASM).
+func (b *Breaker) Quiet(err error) bool {
+	return b == nil || (err == nil || !errors.Is(err, ErrUnavailable)) && !b.open && b.failures == 0
+}
+
 // Record notes the outcome of a call that went to Redis: err nil or not
 // ErrUnavailable (Redis answered, even with an error) is a success.
 func (b *Breaker) Record(err error, now time.Time) {

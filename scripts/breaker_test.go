@@ -2,6 +2,7 @@ package scripts
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -81,4 +82,25 @@ func TestBreakerOff(t *testing.T) {
 
 func TestBreakerOpenErrorIsAnOutage(t *testing.T) {
 	assert.True(t, errors.Is(ErrBreakerOpen, ErrUnavailable))
+}
+
+// Quiet says when an outcome changes nothing, so that the client skips the
+// clock: a call answered while the breaker is closed and counts no failure.
+// Every other outcome is recorded, as the breaker needs it.
+func TestBreakerQuietOnlyWhenNothingChanges(t *testing.T) {
+	b := NewBreaker(2, time.Second)
+	down := fmt.Errorf("%w: timeout", ErrUnavailable)
+	refused := errors.New("ERR wrong number of arguments") // Redis answered
+	assert.True(t, b.Quiet(nil))
+	assert.True(t, b.Quiet(refused), "an error reply is an answer")
+	assert.False(t, b.Quiet(down), "a failure counts")
+	b.Record(down, time.Now())
+	assert.False(t, b.Quiet(nil), "a success after a failure resets the count")
+	b.Record(nil, time.Now())
+	assert.True(t, b.Quiet(nil))
+	b.Record(down, time.Now())
+	b.Record(down, time.Now())
+	require.True(t, b.Open())
+	assert.False(t, b.Quiet(nil), "a success closes an open breaker, and says how long it was open")
+	assert.True(t, (*Breaker)(nil).Quiet(down), "no breaker: nothing to record")
 }

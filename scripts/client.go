@@ -713,7 +713,9 @@ func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clock
 // noteOutcome records a call's outcome in the breaker, and notes a
 // refusal of keys in several slots (see CrossSlotRefused).
 func (c *Client) noteOutcome(err error) {
-	c.breaker.Record(err, time.Now())
+	if !c.breaker.Quiet(err) {
+		c.breaker.Record(err, time.Now())
+	}
 	if err != nil && strings.HasPrefix(err.Error(), "CROSSSLOT") {
 		c.crossSlot = true
 	}
