@@ -1,7 +1,6 @@
 package scripts
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
@@ -10,18 +9,14 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
-// commandsRun reads INFO commandstats: the calls of every command but the
-// scripts themselves and the test's own INFO and CONFIG.
+// commandsRun is the calls of every command since the last CONFIG
+// RESETSTAT, but the scripts themselves and the test's own INFO and CONFIG.
 func commandsRun(r *redistest.Server) map[string]int64 {
 	run := map[string]int64{}
-	for _, line := range strings.Split(r.Do("INFO", "commandstats").String(), "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd || cmd == "eval" || cmd == "evalsha" || cmd == "info" || strings.HasPrefix(cmd, "config") {
-			continue
+	for cmd, stat := range r.CommandStats() {
+		if cmd != "eval" && cmd != "evalsha" && cmd != "info" && !strings.HasPrefix(cmd, "config") {
+			run[cmd] = stat.Calls
 		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(stats, "calls="), ",")
-		run[cmd], _ = strconv.ParseInt(calls, 10, 64)
 	}
 	return run
 }

@@ -462,3 +462,39 @@ func avoidWindowEdge(now, window, margin int64) {
 		time.Sleep(time.Duration(left)*time.Second + 100*time.Millisecond)
 	}
 }
+
+// CommandStat is what INFO commandstats says of one command since the last
+// CONFIG RESETSTAT: its calls, and the microseconds Redis ran them (a
+// script's include the commands it ran, which are counted too).
+type CommandStat struct {
+	Calls, Usec int64
+}
+
+// CommandStats reads INFO commandstats, by lower-case command name.
+func (s *Server) CommandStats() map[string]CommandStat {
+	s.n.tb.Helper()
+	stats := map[string]CommandStat{}
+	for _, line := range strings.Split(s.Do("INFO", "commandstats").String(), "\n") {
+		name, fields, ok := strings.Cut(strings.TrimSpace(line), ":")
+		cmd, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		var stat CommandStat
+		for _, field := range strings.Split(fields, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			x, err := strconv.ParseInt(v, 10, 64)
+			switch {
+			case k != "calls" && k != "usec":
+			case err != nil:
+				s.n.tb.Fatalf("INFO commandstats: %q", line)
+			case k == "calls":
+				stat.Calls = x
+			default:
+				stat.Usec = x
+			}
+		}
+		stats[cmd] = stat
+	}
+	return stats
+}

@@ -121,43 +121,18 @@ func timeOverrides(t tb, redis *redistest.Server, vm types.VMContext, mode overr
 			t.Fatalf("%s: a request was rejected while timing", mode.name)
 		}
 	}
-	callsBefore, usecBefore := scriptStats(t, redis)
+	callsBefore, usecBefore, _ := redisCommandStats(redis)
 	start := time.Now()
 	for range n {
 		request()
 	}
 	elapsed := time.Since(start)
-	calls, usec := scriptStats(t, redis)
+	calls, usec, _ := redisCommandStats(redis)
 	probe.calls = int((calls - callsBefore + int64(n)/2) / int64(n))
 	probe.inRedis = 1000 * float64(usec-usecBefore) / float64(n)
 	redis.Do("HSET", overrides, minute, "1")
 	probe.limitedByIt = !request()
 	return float64(elapsed.Nanoseconds()) / float64(n), probe
-}
-
-// scriptStats is what Redis counts of the script calls (EVALSHA, EVAL) it
-// has run: how many, and the microseconds it spent running them.
-func scriptStats(t tb, redis *redistest.Server) (calls, usec int64) {
-	for _, line := range strings.Split(redis.Do("INFO", "commandstats").String(), "\n") {
-		name, stats, _ := strings.Cut(strings.TrimSpace(line), ":")
-		if name != "cmdstat_evalsha" && name != "cmdstat_eval" {
-			continue
-		}
-		for _, field := range strings.Split(stats, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			n, err := strconv.ParseInt(v, 10, 64)
-			switch {
-			case k != "calls" && k != "usec":
-			case err != nil:
-				t.Fatalf("INFO commandstats: %q", line)
-			case k == "calls":
-				calls += n
-			default:
-				usec += n
-			}
-		}
-	}
-	return calls, usec
 }
 
 // writeOverrides writes what limit_overrides costs a request.

@@ -121,7 +121,7 @@ func redisWorkRun(t tb, redis *redistest.Server, vm types.VMContext, c redisWork
 		request()
 	}
 	queries = recorded()
-	scriptCalls, scriptUsec, inner := redisCommandStats(t, redis)
+	scriptCalls, scriptUsec, inner := redisCommandStats(redis)
 	return float64(scriptUsec) / float64(n), int((scriptCalls + int64(n)/2) / int64(n)), float64(inner) / float64(n), queries
 }
 
@@ -141,7 +141,7 @@ func redisReplay(t tb, redis *redistest.Server, queries [][]byte, n int) float64
 		redis.Do("FLUSHALL")
 		redis.Do("CONFIG", "RESETSTAT")
 		redis.Replay(queries, replayBatch)
-		scriptCalls, scriptUsec, _ := redisCommandStats(t, redis)
+		scriptCalls, scriptUsec, _ := redisCommandStats(redis)
 		if int(scriptCalls) != len(queries) {
 			t.Fatalf("replayed %d calls, Redis counted %d script calls", len(queries), scriptCalls)
 		}
@@ -155,33 +155,15 @@ func redisReplay(t tb, redis *redistest.Server, queries [][]byte, n int) float64
 // redisCommandStats reads INFO commandstats: the script calls (EVALSHA,
 // EVAL) and their microseconds, and the commands they ran (every other
 // command but INFO and CONFIG).
-func redisCommandStats(t tb, redis *redistest.Server) (scriptCalls, scriptUsec, inner int64) {
-	for _, line := range strings.Split(redis.Do("INFO", "commandstats").String(), "\n") {
-		name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !strings.HasPrefix(name, "cmdstat_") {
-			continue
-		}
-		var calls, usec int64
-		for _, field := range strings.Split(stats, ",") {
-			k, v, _ := strings.Cut(field, "=")
-			x, err := strconv.ParseInt(v, 10, 64)
-			switch {
-			case k != "calls" && k != "usec":
-			case err != nil:
-				t.Fatalf("INFO commandstats: %q", line)
-			case k == "calls":
-				calls = x
-			default:
-				usec = x
-			}
-		}
-		switch cmd := strings.TrimPrefix(name, "cmdstat_"); {
+func redisCommandStats(redis *redistest.Server) (scriptCalls, scriptUsec, inner int64) {
+	for cmd, stat := range redis.CommandStats() {
+		switch {
 		case cmd == "evalsha" || cmd == "eval":
-			scriptCalls += calls
-			scriptUsec += usec
+			scriptCalls += stat.Calls
+			scriptUsec += stat.Usec
 		case cmd == "info" || strings.HasPrefix(cmd, "config"):
 		default:
-			inner += calls
+			inner += stat.Calls
 		}
 	}
 	return scriptCalls, scriptUsec, inner
