@@ -157,7 +157,7 @@ func (pc PluginConfig) adminCaller() (who string, allowed bool) {
 		return "consumer " + consumer, true
 	}
 	if a.Header != "" {
-		if token, err := proxywasm.GetHttpRequestHeader(a.Header); err == nil && token != "" {
+		if token := requestHeader(a.Header); token != "" {
 			sum := sha256.Sum256([]byte(token))
 			if subtle.ConstantTimeCompare(sum[:], a.TokenSHA256[:]) == 1 {
 				return "the admin token", true
