@@ -178,8 +178,9 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		}
 	}
 	var size int64 // unknown, or none: 0
-	if v := requestHeader("content-length"); v != "" {
-		size, _ = strconv.ParseInt(v, 10, 64) // (an absent one would cost a parse error)
+	length := requestHeader("content-length")
+	if length != "" {
+		size, _ = strconv.ParseInt(length, 10, 64) // (an absent one would cost a parse error)
 	}
 	coding, readable := bodyCoding(ctx)
 	var model string
@@ -190,7 +191,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			// the request is matched once its body has come (bodyEnded).
 			r := newRequest(pc, ctx, coding)
 			setCurrentRequest(r)
-			r.prepare(ctx, readable, size)
+			r.prepare(ctx, readable, size, length != "")
 			r.enter(phaseMatching)
 			return types.HeaderStopIteration
 		}
@@ -210,7 +211,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	r := newRequest(pc, ctx, coding)
 	setCurrentRequest(r)
 	r.limitBy(ctx, matches, model, nil)
-	r.prepare(ctx, readable, size)
+	r.prepare(ctx, readable, size, length != "")
 
 	if !pc.needsBody() {
 		// Unread, the prompt is estimated by the body's declared size (one
@@ -285,12 +286,13 @@ func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model
 
 // prepare readies a request that is or may be limited, at its headers: its
 // response is to come uncompressed, and its body may be read to ask a
-// stream for its usage.
-func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize int64) {
+// stream for its usage. declared says it has a Content-Length, of
+// declaredSize.
+func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize int64, declared bool) {
 	// The usage is read from the response body: ask the upstream for an
 	// uncompressed one, or a compressed answer would never be charged.
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
-	r.mayAsk = readable && r.coding == "" && r.mayAskForUsage(ctx, declaredSize)
+	r.mayAsk = readable && r.coding == "" && r.mayAskForUsage(ctx, declaredSize, declared)
 }
 
 // needsBody says whether requests are read before admission: to estimate

@@ -29,8 +29,8 @@ import (
 // usage: stream_usage is inject, it is a POST to a completions path (of
 // any Content-Type: the body decides), and it declares no more than
 // streamusage.MaxBodyBytes (a larger one would not be rewritten anyway). The body may grow, so its Content-Length is
-// removed (declaredSize is what it said).
-func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bool {
+// removed when declared says it has one (declaredSize is what it said).
+func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64, declared bool) bool {
 	if r.pc.rules.StreamUsage != config.StreamUsageInject || declaredSize > streamusage.MaxBodyBytes {
 		return false
 	}
@@ -38,7 +38,9 @@ func (r *request) mayAskForUsage(ctx wrapper.HttpContext, declaredSize int64) bo
 	if !streamusage.MayAskForUsage(ctx.Method(), r.routedPath) {
 		return false
 	}
-	_ = proxywasm.RemoveHttpRequestHeader("content-length")
+	if declared { // (a chunked request has none to remove: no host call)
+		_ = proxywasm.RemoveHttpRequestHeader("content-length")
+	}
 	return true
 }
 
