@@ -164,10 +164,11 @@ func (r benchReport) writeMethod(b *strings.Builder) {
 	b.WriteString("## Method\n\n")
 	fmt.Fprintf(b, "- **Cost** is time per request with Redis answered by canned replies of the right shape, so it is the "+
 		"plugin's own CPU time (plus the host emulator's bookkeeping), not a network round trip. Each case is timed "+
-		"with `testing.Benchmark` (%s per run) %d times for each plugin, the do-nothing plugin (`tools/noopplugin`: "+
+		"with `testing.Benchmark` (%s per run) %d times for each plugin (the two headline rows %d times in WASM mode), "+
+		"the do-nothing plugin (`tools/noopplugin`: "+
 		"the same hooks through the same wrapper, doing nothing) and this plugin **alternating** (ABBA), and the tables "+
 		"give the **median** of each, so that the drift of a shared machine hits both alike. *Spread* is the plugin's "+
-		"(slowest − fastest run) / median: how far to trust a figure.\n", r.scale.benchTime, r.scale.rounds)
+		"(slowest − fastest run) / median: how far to trust a figure.\n", r.scale.benchTime, r.scale.rounds, r.scale.headlineRounds)
 	fmt.Fprintf(b, "- **WASM mode** is the plugin as a gateway runs it: `GOOS=wasip1 GOARCH=wasm`, in the proxy-wasm host "+
 		"emulator (wazero). Both plugins keep their VM through a case's runs; each run starts a new plugin context on it, "+
 		"as a configuration reload does. A case's VMs are warmed up with %s untimed requests first: a module's heap grows "+
