@@ -130,33 +130,16 @@ func heldPerRequest(t tb, vm types.VMContext, c costCase) float64 {
 	events := streamEvents()
 	fullRequestWithChunks(t, h, pieces(c.body, c.chunks), events) // the plugin's one-time state
 	before := liveHeap()
-	ids := make([]uint32, heldRequests)
-	for i := range ids {
-		ids[i] = openStream(t, h, c.body, events[0])
+	ids, sent := make([]uint32, heldRequests), make([]int, heldRequests)
+	for i := range ids { // each up to its first event
+		ids[i], sent[i] = startRequest(t, h, pieces(c.body, c.chunks))
+		h.CallOnResponseBody(ids[i], events[0], false)
 	}
 	after := liveHeap()
-	for _, id := range ids {
-		for j, e := range events[1:] {
-			h.CallOnResponseBody(id, e, j == len(events)-2)
-		}
-		answerCanned(h, id, benchCharged)
-		h.CompleteHttpContext(id)
+	for i, id := range ids {
+		finishRequest(t, h, id, events[1:], sent[i])
 	}
 	return float64(after-before) / heldRequests
-}
-
-// openStream plays a request up to its first response event.
-func openStream(t tb, h proxytest.HostEmulator, body, event []byte) uint32 {
-	id := h.InitializeHttpContext()
-	h.CallOnRequestHeaders(id, benchRequestHeaders, false)
-	h.CallOnRequestBody(id, body, true)
-	answerCanned(h, id, benchVerdict)
-	if h.GetCurrentHttpStreamAction(id) != types.ActionContinue {
-		t.Fatalf("request not resumed")
-	}
-	h.CallOnResponseHeaders(id, benchResponseHeaders, false)
-	h.CallOnResponseBody(id, event, false)
-	return id
 }
 
 // liveHeap is the bytes of live objects after a collection.

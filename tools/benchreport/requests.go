@@ -102,26 +102,42 @@ func fullRequestWithBody(b *testing.B, host proxytest.HostEmulator, body []byte,
 // benchmark of a request that failed over to failure_mode would measure the
 // wrong path.
 func fullRequestWithChunks(b redistest.TB, host proxytest.HostEmulator, body [][]byte, events [][]byte) int {
-	id := host.InitializeHttpContext()
+	id, sent := startRequest(b, host, body)
+	return sent + finishRequest(b, host, id, events, sent)
+}
+
+// startRequest plays a request up to its response headers: its headers, its
+// body in pieces, Redis's verdict, which must let it go on. It returns the
+// request's id and the bytes its admission sent to Redis.
+func startRequest(b redistest.TB, host proxytest.HostEmulator, body [][]byte) (id uint32, sent int) {
+	id = host.InitializeHttpContext()
 	host.CallOnRequestHeaders(id, benchRequestHeaders, len(body) == 0)
 	for i, chunk := range body {
 		host.CallOnRequestBody(id, chunk, i == len(body)-1)
 	}
-	sent := answerCanned(host, id, benchVerdict)
+	sent = answerCanned(host, id, benchVerdict)
 	admitCalls := len(host.GetRedisCalloutAttributesFromContext(id))
 	if host.GetCurrentHttpStreamAction(id) != types.ActionContinue || admitCalls != 0 {
 		b.Fatalf("request not resumed")
 	}
 	host.CallOnResponseHeaders(id, benchResponseHeaders, false)
+	return id, sent
+}
+
+// finishRequest plays the rest of a started request: its events (the last
+// ends the stream), the charge's reply, the end. admitted is what its
+// admission sent to Redis: a request admitted by a call is charged by one.
+// It returns the bytes the charge sent.
+func finishRequest(b redistest.TB, host proxytest.HostEmulator, id uint32, events [][]byte, admitted int) int {
 	for i, e := range events {
 		host.CallOnResponseBody(id, e, i == len(events)-1)
 	}
 	charged := answerCanned(host, id, benchCharged)
-	if (sent == 0) != (charged == 0) {
-		b.Fatalf("admitted without a charge (%d, %d bytes): the reply was not taken as a verdict", sent, charged)
+	if (admitted == 0) != (charged == 0) {
+		b.Fatalf("admitted without a charge (%d, %d bytes): the reply was not taken as a verdict", admitted, charged)
 	}
 	host.CompleteHttpContext(id)
-	return sent + charged
+	return charged
 }
 
 // pieces cuts a body into n pieces of about the same size (n ≤ 1: whole).
