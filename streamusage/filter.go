@@ -268,29 +268,39 @@ func skipPast(p []byte, c byte) ([]byte, bool) {
 // isUsageOnly reports whether event (its lines and its blank line) is a
 // usage-only chunk: its data is a JSON object with exactly one top-level
 // "choices", an empty array, and exactly one top-level "usage", an object.
+// The chunk is read once, by eachMember, which also validates it; one it
+// does not take whole (an escaped key, say) is validated and read by gjson,
+// which reads the same members.
 func (f *Filter) isUsageOnly(event []byte) bool {
 	if !hasEmptyChoices(event) {
 		return false
 	}
 	data := f.eventData(event)
-	if !validJSON(data) || !isObject(data) {
-		return false
-	}
 	var choices, usage int
 	emptyChoices, usageObject := false, false
-	// gjson reads data through a string view, not a copy: nothing it
-	// returns outlives this function.
-	gjson.Parse(unsafe.String(unsafe.SliceData(data), len(data))).ForEach(func(key, value gjson.Result) bool {
-		switch key.Str {
+	note := func(key, raw string) {
+		switch key {
 		case "choices":
 			choices++
-			emptyChoices = value.IsArray() && isEmptyArray(value.Raw)
+			emptyChoices = raw[0] == '[' && isEmptyArray(raw)
 		case "usage":
 			usage++
-			usageObject = value.IsObject()
+			usageObject = raw[0] == '{'
 		}
-		return true
-	})
+	}
+	// Both read data through a string view, not a copy: nothing they
+	// return outlives this function.
+	text := unsafe.String(unsafe.SliceData(data), len(data))
+	if !eachMember(text, note) {
+		if !validJSON(data) || !isObject(data) {
+			return false
+		}
+		choices, usage = 0, 0
+		gjson.Parse(text).ForEach(func(key, value gjson.Result) bool {
+			note(key.Str, value.Raw)
+			return true
+		})
+	}
 	return choices == 1 && usage == 1 && emptyChoices && usageObject
 }
 

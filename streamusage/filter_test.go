@@ -164,6 +164,10 @@ func TestFilterEvents(t *testing.T) {
 		{"comment and event lines", ": note\nevent: message\nid: 7\ndata: " + usage + "\n\n", true},
 		{"data split over lines", "data: {\"id\":\"x\",\ndata: \"choices\":[],\ndata: \"usage\":{\"total_tokens\":3}}\n\n", true},
 		{"crlf", "data: " + usage + "\r\n\r\n", true},
+		// Read by gjson, not eachMember: an escaped key, nesting deeper
+		// than eachMember crosses.
+		{"escaped key", `data: {"choices":[],"us\u0061ge":{"total_tokens":3}}` + "\n\n", true},
+		{"deep usage", `data: {"choices":[],"usage":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 70) + `}}` + "\n\n", true},
 		{"cr", "data: " + usage + "\r\r", true},
 
 		{"content chunk", `data: {"choices":[{"index":0,"delta":{"content":"hi"}}],"usage":null}` + "\n\n", false},
@@ -179,6 +183,9 @@ func TestFilterEvents(t *testing.T) {
 		{"duplicate choices", `data: {"choices":[],"usage":{},"choices":[{"delta":{"content":"x"}}]}` + "\n\n", false},
 		{"duplicate usage", `data: {"choices":[],"usage":{},"usage":null}` + "\n\n", false},
 		{"invalid JSON", `data: {"choices":[],"usage":{}` + "\n\n", false},
+		{"invalid JSON, escaped key", `data: {"choices":[],"us\u0061ge":{}` + "\n\n", false},
+		{"invalid deep usage", `data: {"choices":[],"usage":{"x":` + strings.Repeat("[", 70) + strings.Repeat("]", 69) + `}}` + "\n\n", false},
+		{"escaped duplicate usage", `data: {"choices":[],"usage":{},"\u0075sage":{}}` + "\n\n", false},
 		{"not data", `: {"choices":[],"usage":{}}` + "\n\n", false},
 		{"other field", `error: {"choices":[],"usage":{}}` + "\n\n", false},
 		{"datax field", `datax: {"choices":[],"usage":{}}` + "\n\n", false},
