@@ -405,10 +405,36 @@ func timeRun(t tb, vm types.VMContext, c costCase) (nsPerOp float64, traffic red
 	return float64(result.T.Nanoseconds()) / float64(result.N), traffic
 }
 
-// costSamples are the timed runs of one case in one mode, in ns/op.
+// costSamples are the timed runs of one case in one mode, in ns/op; the
+// i-th of each was timed in the same round, one right after the other.
 type costSamples struct {
 	baseline []float64 // the do-nothing plugin
 	plugin   []float64
+}
+
+// ratio is the median, over rounds, of the plugin's time over the
+// do-nothing plugin's in the same round. Paired so, a round in which the
+// machine was slower for both counts as one ratio, not as a slow baseline
+// set against another round's plugin: the median of the times of each
+// plugin can come from rounds far apart.
+func (s costSamples) ratio() float64 {
+	return median(paired(s, func(plugin, baseline float64) float64 { return plugin / baseline }))
+}
+
+// added is the median, over rounds, of the plugin's time less the
+// do-nothing plugin's in the same round.
+func (s costSamples) added() float64 {
+	return median(paired(s, func(plugin, baseline float64) float64 { return plugin - baseline }))
+}
+
+// paired applies f to the plugin's and the do-nothing plugin's time of
+// each round.
+func paired(s costSamples, f func(plugin, baseline float64) float64) []float64 {
+	out := make([]float64, min(len(s.plugin), len(s.baseline)))
+	for i := range out {
+		out[i] = f(s.plugin[i], s.baseline[i])
+	}
+	return out
 }
 
 // vmPair is the do-nothing plugin's VM and the plugin's, for one round.

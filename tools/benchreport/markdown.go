@@ -119,10 +119,10 @@ func (r benchReport) writeHeadline(b *strings.Builder) {
 		"first row below) costs **%s** in WASM against the do-nothing plugin's %s: **%s** (spread %s; the target is %s or "+
 		"less: %s), with %d Redis calls and %s bytes to Redis. Sent chunked without Content-Length it costs **%s** against "+
 		"%s: **%s** (spread %s; the target is %s or less: %s). ",
-		micros(plugin), micros(baseline), ratio(plugin/baseline), spread(row.wasm.plugin), ratio(headlineTarget),
-		verdict(plugin/baseline <= headlineTarget), row.traffic.calls, thousands(int64(row.traffic.bytes)),
-		micros(chunkedPlugin), micros(chunkedBaseline), ratio(chunkedPlugin/chunkedBaseline), spread(chunked.wasm.plugin),
-		ratio(headlineChunkedTarget), verdict(chunkedPlugin/chunkedBaseline <= headlineChunkedTarget))
+		micros(plugin), micros(baseline), ratio(row.wasm.ratio()), spread(row.wasm.plugin), ratio(headlineTarget),
+		verdict(row.wasm.ratio() <= headlineTarget), row.traffic.calls, thousands(int64(row.traffic.bytes)),
+		micros(chunkedPlugin), micros(chunkedBaseline), ratio(chunked.wasm.ratio()), spread(chunked.wasm.plugin),
+		ratio(headlineChunkedTarget), verdict(chunked.wasm.ratio() <= headlineChunkedTarget))
 	if len(r.tail) > 0 {
 		tail := r.tail[0]
 		fmt.Fprintf(b, "Timed one by one, the default request's p50 is %s of the do-nothing plugin's and its p99 %s "+
@@ -166,8 +166,12 @@ func (r benchReport) writeMethod(b *strings.Builder) {
 		"plugin's own CPU time (plus the host emulator's bookkeeping), not a network round trip. Each case is timed "+
 		"with `testing.Benchmark` (%s per run) %d times for each plugin (the two headline rows %d times in WASM mode), "+
 		"the do-nothing plugin (`tools/noopplugin`: "+
-		"the same hooks through the same wrapper, doing nothing) and this plugin **alternating** (ABBA), and the tables "+
-		"give the **median** of each, so that the drift of a shared machine hits both alike. *Spread* is the plugin's "+
+		"the same hooks through the same wrapper, doing nothing) and this plugin **alternating** (ABBA: a round times "+
+		"both, one right after the other, and which goes first swaps every round), so that the drift of a shared machine "+
+		"hits both alike. The times are the **median** of each plugin's runs; *added* and *ratio* are the median over "+
+		"rounds of the plugin's time less, and over, the do-nothing plugin's **in the same round**, so that a round in "+
+		"which the machine was slower for both counts once, rather than a slow baseline being set against another round's "+
+		"plugin (they may differ a little from the times' own difference and quotient). *Spread* is the plugin's "+
 		"(slowest − fastest run) / median: how far to trust a figure.\n", r.scale.benchTime, r.scale.rounds, r.scale.headlineRounds)
 	fmt.Fprintf(b, "- **WASM mode** is the plugin as a gateway runs it: `GOOS=wasip1 GOARCH=wasm`, in the proxy-wasm host "+
 		"emulator (wazero). Both plugins keep their VM through a case's runs; each run starts a new plugin context on it, "+
@@ -215,9 +219,9 @@ func (r benchReport) writeCostTable(b *strings.Builder, group, title, explanatio
 		wasmBaseline, wasmPlugin := median(row.wasm.baseline), median(row.wasm.plugin)
 		goBaseline, goPlugin := median(row.native.baseline), median(row.native.plugin)
 		fmt.Fprintf(b, "| %s | %s | %s | %s | **%s** | %s | **%s** | %s | %s / %s | %s | %s | %s | %s |\n", row.c.name, calls, sent,
-			micros(wasmBaseline), micros(wasmPlugin), signedMicros(wasmPlugin-wasmBaseline),
-			ratio(wasmPlugin/wasmBaseline), spread(row.wasm.plugin), allocCount(row.allocs[0]), allocCount(row.allocs[1]),
-			micros(goBaseline), micros(goPlugin), signedMicros(goPlugin-goBaseline), spread(row.native.plugin))
+			micros(wasmBaseline), micros(wasmPlugin), signedMicros(row.wasm.added()),
+			ratio(row.wasm.ratio()), spread(row.wasm.plugin), allocCount(row.allocs[0]), allocCount(row.allocs[1]),
+			micros(goBaseline), micros(goPlugin), signedMicros(row.native.added()), spread(row.native.plugin))
 	}
 	b.WriteString("\n")
 }
