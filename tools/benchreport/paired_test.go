@@ -17,3 +17,22 @@ func TestRatioPairsTheRunsOfOneRound(t *testing.T) {
 		t.Errorf("added %v, want 20 (medians' difference %v, want 220)", got, medians)
 	}
 }
+
+// A ratio just over its target is not written as the target: the headline
+// would read "1.25× (the target is 1.25× or less: not met)".
+func TestRatioAgainstShowsWhichSideOfTheTarget(t *testing.T) {
+	for _, tt := range []struct {
+		x    float64
+		want string
+	}{
+		{1.2534, "1.253×"},
+		{1.2501, "1.2501×"},
+		{1.25, "1.25×"},
+		{1.2466, "1.25×"},
+		{1.31, "1.31×"},
+	} {
+		if got := ratioAgainst(tt.x, 1.25); got != tt.want {
+			t.Errorf("ratioAgainst(%v, 1.25) = %q, want %q", tt.x, got, tt.want)
+		}
+	}
+}
