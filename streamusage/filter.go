@@ -295,7 +295,7 @@ func (f *Filter) isUsageOnly(event []byte) bool {
 		if !validJSON(data) || !isObject(data) {
 			return false
 		}
-		choices, usage = 0, 0
+		choices, usage, emptyChoices, usageObject = 0, 0, false, false // what eachMember read before it gave up
 		gjson.Parse(text).ForEach(func(key, value gjson.Result) bool {
 			note(key.Str, value.Raw)
 			return true
