@@ -3,8 +3,6 @@ package streamusage
 import (
 	"bytes"
 	"unsafe"
-
-	"github.com/tidwall/gjson"
 )
 
 // MaxHeldBytes bounds how much of one event a Filter holds back while
@@ -296,10 +294,7 @@ func (f *Filter) isUsageOnly(event []byte) bool {
 			return false
 		}
 		choices, usage, emptyChoices, usageObject = 0, 0, false, false // what eachMember read before it gave up
-		gjson.Parse(text).ForEach(func(key, value gjson.Result) bool {
-			note(key.Str, value.Raw)
-			return true
-		})
+		gjsonMembers(text, note)
 	}
 	return choices == 1 && usage == 1 && emptyChoices && usageObject
 }

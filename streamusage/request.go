@@ -122,10 +122,7 @@ func AskForUsage(path string, body []byte) (rewritten []byte, ok bool) {
 	text := unsafe.String(unsafe.SliceData(body), len(body))
 	if !eachMember(text, top.note) {
 		top = topLevel{}
-		gjson.Parse(text).ForEach(func(key, value gjson.Result) bool {
-			top.note(key.Str, value.Raw)
-			return true
-		})
+		gjsonMembers(text, top.note)
 	}
 	options, nOptions := top.options, top.nOptions
 	switch {
@@ -277,6 +274,16 @@ func eachMember(body string, member func(key, raw string)) bool {
 			return false
 		}
 	}
+}
+
+// gjsonMembers calls member with the key (unescaped) and the raw value of
+// each member of body's top level as gjson reads them: for a body
+// eachMember does not take whole.
+func gjsonMembers(body string, member func(key, raw string)) {
+	gjson.Parse(body).ForEach(func(key, value gjson.Result) bool {
+		member(key.Str, value.Raw)
+		return true
+	})
 }
 
 // skipBlank returns the index of the first byte at or after s[i] that is

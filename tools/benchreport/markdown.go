@@ -113,16 +113,17 @@ func (r benchReport) writeHeadline(b *strings.Builder) {
 	row, chunked := r.costRow(headlineCase), r.costRow(headlineChunkedCase)
 	baseline, plugin := median(row.wasm.baseline), median(row.wasm.plugin)
 	chunkedBaseline, chunkedPlugin := median(chunked.wasm.baseline), median(chunked.wasm.plugin)
+	headlineRatio, chunkedRatio := row.wasm.ratio(), chunked.wasm.ratio()
 	b.WriteString("## Headline\n\n")
 	fmt.Fprintf(b, "The default streaming request (a chat completion streamed as the official OpenAI SDK sends it, a 1 KiB "+
 		"body with its Content-Length, asked for its usage by `stream_usage: inject`, limited by two token windows; the "+
 		"first row below) costs **%s** in WASM against the do-nothing plugin's %s: **%s** (spread %s; the target is %s or "+
 		"less: %s), with %d Redis calls and %s bytes to Redis. Sent chunked without Content-Length it costs **%s** against "+
 		"%s: **%s** (spread %s; the target is %s or less: %s). ",
-		micros(plugin), micros(baseline), ratioAgainst(row.wasm.ratio(), headlineTarget), spread(row.wasm.plugin), ratio(headlineTarget),
-		verdict(row.wasm.ratio() <= headlineTarget), row.traffic.calls, thousands(int64(row.traffic.bytes)),
-		micros(chunkedPlugin), micros(chunkedBaseline), ratioAgainst(chunked.wasm.ratio(), headlineChunkedTarget), spread(chunked.wasm.plugin),
-		ratio(headlineChunkedTarget), verdict(chunked.wasm.ratio() <= headlineChunkedTarget))
+		micros(plugin), micros(baseline), ratioAgainst(headlineRatio, headlineTarget), spread(row.wasm.plugin), ratio(headlineTarget),
+		verdict(headlineRatio <= headlineTarget), row.traffic.calls, thousands(int64(row.traffic.bytes)),
+		micros(chunkedPlugin), micros(chunkedBaseline), ratioAgainst(chunkedRatio, headlineChunkedTarget), spread(chunked.wasm.plugin),
+		ratio(headlineChunkedTarget), verdict(chunkedRatio <= headlineChunkedTarget))
 	if len(r.tail) > 0 {
 		tail := r.tail[0]
 		fmt.Fprintf(b, "Timed one by one, the default request's p50 is %s of the do-nothing plugin's and its p99 %s "+
