@@ -125,11 +125,13 @@ func (r *request) matchesOfGroups() []config.Match {
 // the first candidate's as its own until an answer serves another.
 func groupCandidates(rules *config.Config, perCandidate [][]config.Match, oneCall bool) []group {
 	groups := make([]group, 0, 1)
-	slots := make([]uint16, 0, 1)
+	var inline [4]uint16 // as in groupBySlot
+	slots := inline[:0]
 	for c, matches := range perCandidate {
 		for _, m := range matches {
 			s := scripts.SubjectOf(rules, m)
-			i := slotGroup(&groups, &slots, s, oneCall)
+			var i int
+			i, groups, slots = slotGroup(groups, slots, s, oneCall)
 			g := &groups[i]
 			if g.alternatives == nil {
 				g.alternatives = make([]limits, len(perCandidate))

@@ -345,10 +345,12 @@ func (pc PluginConfig) oneCall() bool {
 // still sent as a suffix of its key: see scripts.Subject).
 func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []group {
 	groups := make([]group, 0, 1)
-	slots := make([]uint16, 0, 1)
+	var inline [4]uint16 // the groups' slots, on the stack for a few groups
+	slots := inline[:0]
 	for _, m := range matches {
 		s := scripts.SubjectOf(rules, m)
-		i := slotGroup(&groups, &slots, s, oneCall)
+		var i int
+		i, groups, slots = slotGroup(groups, slots, s, oneCall)
 		groups[i].add(s, m)
 	}
 	return groups
@@ -381,18 +383,16 @@ func (r *request) applyLevel() {
 
 // slotGroup returns the index of the group of subject s's slot (the one
 // group with oneCall) among groups, whose slots are slots, appending it
-// when it is new.
-func slotGroup(groups *[]group, slots *[]uint16, s scripts.Subject, oneCall bool) int {
+// (and its slot) when it is new; and the groups and slots so extended.
+func slotGroup(groups []group, slots []uint16, s scripts.Subject, oneCall bool) (int, []group, []uint16) {
 	slot := uint16(0) // one group
 	if !oneCall {
 		slot = cachekey.Slot(s.Key)
 	}
-	if i := slices.Index(*slots, slot); i >= 0 {
-		return i
+	if i := slices.Index(slots, slot); i >= 0 {
+		return i, groups, slots
 	}
-	*groups = append(*groups, group{})
-	*slots = append(*slots, slot)
-	return len(*groups) - 1
+	return len(groups), append(groups, group{}), append(slots, slot)
 }
 
 // describeItem names what a match limits by, for logs: its rule item's type
@@ -514,10 +514,16 @@ func (r *request) decide() {
 	}
 	line := r.queue
 	r.leaveQueue()
-	if line != nil && r.phase != phaseDispatching {
+	pumped := line != nil && r.phase != phaseDispatching
+	if pumped {
 		line.pump(r.pc.queues.tick) // the next in line may fit now (first: see actOnItsContext)
 	}
-	r.actOnItsContext()
+	if pumped || !r.sentFromStream {
+		// Sent from its own hooks, the admission is answered with the host
+		// pointed at its stream already (the SDK does it before a call's
+		// callback, as a gateway does within a hook): one host call less.
+		r.actOnItsContext()
+	}
 	switch {
 	case r.failure != nil && r.pc.local != nil:
 		r.noteFailure(r.failure)

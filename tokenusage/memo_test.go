@@ -180,3 +180,31 @@ func FuzzLineMemo(f *testing.F) {
 		checkMemoStream(t, rng, memoStream(rng, line, 1+rng.IntN(8)))
 	})
 }
+
+// samePrefix agrees with bytes.Equal at every length around its word
+// steps, with the first difference anywhere, and reads nothing past the
+// slices it is given (they are cut from longer ones that differ after).
+func TestSamePrefixIsBytesEqual(t *testing.T) {
+	base := make([]byte, 80)
+	for i := range base {
+		base[i] = byte('a' + i%26)
+	}
+	for n := 0; n <= 40; n++ {
+		a := slices.Clone(base)
+		b := slices.Clone(base)
+		b[n] ^= 1 // differs only past the compared bytes
+		if !samePrefix(a[:n], b[:n]) {
+			t.Fatalf("length %d: equal bytes said to differ", n)
+		}
+		for d := 0; d < n; d++ {
+			c := slices.Clone(a[:n])
+			c[d] ^= 0x80
+			if samePrefix(a[:n], c) || samePrefix(c, a[:n]) {
+				t.Fatalf("length %d: a difference at %d not seen", n, d)
+			}
+		}
+		if n > 0 && samePrefix(a[:n], b[:n-1]) {
+			t.Fatalf("length %d: slices of different lengths said to be the same", n)
+		}
+	}
+}
