@@ -323,10 +323,16 @@ func overhead(d Dialect, messages int64, tools, forcedTool bool, model string) i
 // comes from the client (Content-Length): any int64 gives at most MaxTokens.
 func Size(bodyBytes int64, path string, o Options) Estimate {
 	return Estimate{
-		Prompt:     min(ceilDiv(max(bodyBytes, 0), o.sizeBytesPerToken()), MaxTokens),
+		Prompt:     PromptOfSize(bodyBytes, o),
 		Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens),
 		Model:      modelFromPath(path, o),
 	}
+}
+
+// PromptOfSize is Size's prompt estimate alone, without reading the path
+// for a model: for a caller that keeps only the prompt.
+func PromptOfSize(bodyBytes int64, o Options) int64 {
+	return min(ceilDiv(max(bodyBytes, 0), o.sizeBytesPerToken()), MaxTokens)
 }
 
 // modelFromPath is ModelFromPath, or "" with Options.PathAPIOnly.

@@ -674,3 +674,16 @@ func TestEstimatesStayWithinMaxTokens(t *testing.T) {
 	assert.Equal(t, Estimate{Prompt: 2, Completion: 7, Parsed: true}, Request([]byte(`{"input":"Hi","max_tokens":7}`), "", o))
 	assert.Equal(t, reference([]byte(`{"input":"Hi"}`), "", o), Request([]byte(`{"input":"Hi"}`), "", o), "reference")
 }
+
+// TestPromptOfSizeIsSizesPrompt: the prompt alone is Size's, at every
+// bytes per token, for sizes from negative to past MaxTokens' worth.
+func TestPromptOfSizeIsSizesPrompt(t *testing.T) {
+	for _, bpt := range []int64{0, 1, 3, 4, -2} {
+		o := Options{BytesPerToken: bpt}
+		for _, n := range []int64{-1, 0, 1, 3, 4, 5, 1023, 1 << 20, math.MaxInt64} {
+			if got, want := PromptOfSize(n, o), Size(n, "/v1beta/models/gemini-2.5-flash:generateContent", o).Prompt; got != want {
+				t.Errorf("PromptOfSize(%d, %v bytes per token) = %d, Size's prompt %d", n, bpt, got, want)
+			}
+		}
+	}
+}

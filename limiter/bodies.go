@@ -111,7 +111,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			r.promptBySize = false
 		case r.mayAsk:
 			// Read after all: the prompt is estimated by the body's size.
-			r.promptEstimate = estimate.Size(int64(len(body)), r.path, r.estimateOptions()).Prompt
+			r.promptEstimate = estimate.PromptOfSize(int64(len(body)), r.estimateOptions())
 			r.promptBySize = false
 			r.askForUsage(body)
 		}

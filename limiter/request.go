@@ -223,7 +223,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		if undecodable(ctx, readable) {
 			r.promptEstimate = r.unreadBody(size).Prompt
 		} else {
-			r.promptEstimate = estimate.Size(size, r.path, r.estimateOptions()).Prompt
+			r.promptEstimate = estimate.PromptOfSize(size, r.estimateOptions())
 		}
 		r.promptBySize = true
 		return r.admit(reservation{})
@@ -344,6 +344,7 @@ func (pc PluginConfig) oneCall() bool {
 // the matches' order (a per_model subject still follows its parent, so is
 // still sent as a suffix of its key: see scripts.Subject).
 func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []group {
+	oneCall = oneCall || len(matches) == 1 // one subject: one group, whatever its slot (no hash of its key)
 	groups := make([]group, 0, 1)
 	var inline [4]uint16 // the groups' slots, on the stack for a few groups
 	slots := inline[:0]

@@ -137,7 +137,7 @@ func (r *request) estimated() reservation {
 	}
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
-		r.promptEstimate = max(r.promptEstimate, estimate.Size(r.bodyBytes, "", r.estimateOptions()).Prompt)
+		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, r.estimateOptions()))
 	}
 	cost := r.spent(r.promptEstimate, output, 0, 0)
 	if debugEnabled() {
