@@ -119,9 +119,6 @@ func samePrefix(a, b []byte) bool {
 	if len(b) != n {
 		return false
 	}
-	if n == 0 {
-		return true
-	}
 	pa, pb := unsafe.Pointer(unsafe.SliceData(a)), unsafe.Pointer(unsafe.SliceData(b))
 	i := 0
 	for ; i+16 <= n; i += 16 {
