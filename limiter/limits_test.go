@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/higress-group/wasm-go/pkg/test"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -101,14 +100,12 @@ func TestConcurrencyLimit(t *testing.T) {
 // Point 8 of the hardening issue: "Leases renew only on response body
 // chunks, so a long non-streaming call can lose its slot." A request in
 // progress renews its leases from the plugin's tick, whether its response
-// streams or has not begun.
-//
-// Go mode only: renewals are paced by the gateway's clock, and the emulator
-// gives WASM modules wazero's fake one (1 ms more per reading); Envoy gives
-// them the real time.
+// streams or has not begun. Renewals are paced by the gateway's clock: in
+// WASM mode the machine's, as Envoy gives it (it was Go mode only while
+// the emulator gave WASM modules wazero's clock, 1 ms more per reading).
 func TestHardening8LeaseRenewedWhileTheRequestIsInProgress(t *testing.T) {
 	redis := redistest.Start(t)
-	test.RunGoTest(t, func(t *testing.T) {
+	plugintest.RunTest(t, func(t *testing.T) {
 		redis.Do("FLUSHALL")
 		start := float64(redis.Now() + 3600)
 		redis.SetClock(start)

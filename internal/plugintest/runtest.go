@@ -10,6 +10,8 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/test"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmhost"
 )
 
 // RunTest runs f twice, as test.RunTest does: in Go mode (the VM context
@@ -45,11 +47,18 @@ func RunTestOnFreshVM(t *testing.T, f func(*testing.T)) {
 }
 
 // FreshVM compiles the plugin's module to a VM of its own, closed at the
-// end of the test: another worker, or another replica, started anew, with
-// the emulator's randomness (wazero's, the same bytes in every VM).
+// end of the test: another worker, or another replica, started anew, on
+// the machine's clocks and randomness as every WASM-mode VM here.
 func FreshVM(t *testing.T) types.VMContext {
 	t.Helper()
-	vm := compile(t)
+	return FreshVMWith(t, wasmhost.Options{})
+}
+
+// FreshVMWith is FreshVM with what its host gives the module besides the
+// emulator (wasmhost.Options): a fixed random source, the emulator's clock.
+func FreshVMWith(t *testing.T, opts wasmhost.Options) types.VMContext {
+	t.Helper()
+	vm := compileWith(t, opts)
 	t.Cleanup(func() { vm.Close() })
 	return vm
 }
@@ -70,14 +79,23 @@ func sharedVM(t *testing.T) types.VMContext {
 	return compiled
 }
 
-// compile compiles the module Main built to a VM.
+// compile compiles the module Main built to a VM as a gateway runs it
+// (wasmhost.NewVM): the machine's wall and monotonic clocks, crypto
+// randomness, each stream's context deleted in the module when it is done.
+// Every WASM-mode test runs on the machine's clock, as its Go-mode half
+// does; one that needs the emulator's determinism says so (FreshVMWith).
 func compile(t *testing.T) proxytest.WasmVMContext {
+	t.Helper()
+	return compileWith(t, wasmhost.Options{})
+}
+
+func compileWith(t *testing.T, opts wasmhost.Options) proxytest.WasmVMContext {
 	t.Helper()
 	wasm, err := os.ReadFile(os.Getenv("WASM_FILE_PATH"))
 	if err != nil {
 		t.Fatalf("reading the module Main built: %v", err)
 	}
-	vm, err := proxytest.NewWasmVMContext(wasm)
+	vm, err := wasmhost.NewVM(wasm, opts)
 	if err != nil {
 		t.Fatalf("compiling the plugin: %v", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -288,6 +289,24 @@ func (n *node) now() int64 {
 
 // Stop stops the server (idempotent).
 func (s *Server) Stop() { s.n.stop() }
+
+// Hang stops the server's process (SIGSTOP) as a hung Redis: connections
+// stay open and commands are read by nobody until Resume, when Redis runs
+// them all and answers. The test's own calls (Do, Int…) wait too.
+func (s *Server) Hang() { s.n.signal(syscall.SIGSTOP) }
+
+// Resume lets a hung server run again (SIGCONT).
+func (s *Server) Resume() { s.n.signal(syscall.SIGCONT) }
+
+func (n *node) signal(sig syscall.Signal) {
+	n.tb.Helper()
+	if n.cmd == nil || n.cmd.Process == nil {
+		n.tb.Fatalf("redis-server at %s is stopped", n.addr)
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		n.tb.Fatalf("redis-server at %s: %v: %v", n.addr, sig, err)
+	}
+}
 
 // Restart stops the server and starts a new, empty one on the same port, as a
 // Redis restart without persistence looks to the gateway: data and script

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -81,4 +82,68 @@ func TestHungRedisBreaker(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	s.waitIdle()
 	assert.Equal(t, int64(5*(2*calls+6)), s.counter(key), "Redis decides and counts again")
+}
+
+// Issue 50, point 1: make run's gateway runs the plugin on the machine's
+// clocks (it once ran on the emulator's, which moves a millisecond per
+// read, so that a probe's wait lasted as many reads as it had
+// milliseconds, however long that took). Redis hangs 3 s under light
+// traffic, let through by failure_mode allow once the breaker is open,
+// and comes back: limiting resumes at the next probe, within the wait in
+// force when Redis returned (docs/failure.md: at most about the outage
+// plus breaker_probe_ms) and the probe's own timeout, and the log says how
+// long the breaker was open in the machine's seconds.
+func TestLimitingResumesOnTheProbeScheduleAfterRedisHangs(t *testing.T) {
+	const timeoutMs, probeMs, hang = 300, 400, 3 * time.Second
+	config := strings.Replace(testConfig("allow", timeoutMs), fmt.Sprintf(`"timeout": %d}`, timeoutMs),
+		fmt.Sprintf(`"timeout": %d, "breaker_failures": 3, "breaker_probe_ms": %d}`, timeoutMs, probeMs), 1)
+	require.Contains(t, config, "breaker_probe_ms")
+	s := startStack(t, config)
+	s.avoidDayEdge()
+	over := request{path: "/v1/chat/completions", body: `{}`, key: "small-hang", usage: "60,40"} // the key's 100 a day in one call
+	resp, body := s.do(over)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	s.waitIdle()
+	resp, body = s.do(over)
+	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
+
+	s.redis.Hang()
+	hungAt := time.Now()
+	for time.Since(hungAt) < hang {
+		resp, body := s.do(over)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "Redis hung: failure_mode allow lets it through; %s", body)
+		time.Sleep(250 * time.Millisecond)
+	}
+	require.Contains(t, s.logs.String(), "the circuit breaker opens")
+	s.redis.Resume()
+	back := time.Now()
+	for {
+		resp, body := s.do(over)
+		if resp.StatusCode == http.StatusTooManyRequests {
+			break
+		}
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		require.Less(t, time.Since(back), 20*time.Second, "limiting never resumed")
+		time.Sleep(50 * time.Millisecond)
+	}
+	resumed := time.Since(back)
+	bound := hang + probeMs*time.Millisecond + timeoutMs*time.Millisecond + time.Second // the last: scheduling slack
+	t.Logf("Redis hung %v; limiting resumed %v after it answered again (bound %v)", hang, resumed.Round(time.Millisecond), bound)
+	assert.Less(t, resumed, bound, "limiting resumes at the next probe")
+
+	// The plugin's own measure of how long the breaker was open, against
+	// the gateway's timestamps of its two lines.
+	logged := func(pattern string) (time.Time, []string) {
+		m := regexp.MustCompile(`(?m)^(\d\d:\d\d:\d\d\.\d{3}) .*` + pattern).FindStringSubmatch(s.logs.String())
+		require.NotNil(t, m, "logged: %s", pattern)
+		at, err := time.Parse("15:04:05.000", m[1])
+		require.NoError(t, err)
+		return at, m[2:]
+	}
+	opened, _ := logged(`the circuit breaker opens`)
+	closed, m := logged(`the circuit breaker closes after (\S+) open`)
+	open, err := time.ParseDuration(m[0])
+	require.NoError(t, err)
+	assert.InDelta(t, closed.Sub(opened).Seconds(), open.Seconds(), 0.2,
+		"the breaker was open %v by the gateway's log, %v by the plugin's clock", closed.Sub(opened), open)
 }

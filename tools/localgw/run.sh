@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `make run`: the plugin end to end on this machine, without Docker or Envoy.
 # Starts a redis-server on a free loopback port (unless REDIS_ADDR is set),
+# its data kept in bin/run-redis from run to run (REDIS_DATA),
 # the mock LLM on another, and the local gateway with main.wasm on LISTEN
 # (127.0.0.1:10000, the port docker-compose.yml publishes, so that an SDK's
 # base URL can be written down once); builds bin/atrl; prints curl and atrl
@@ -8,7 +9,8 @@
 # the plugin refuses stops it with the gateway's one line (exit status 2).
 #
 # Environment: LISTEN (the gateway's host:port; port 0 picks a free one),
-# REDIS_ADDR (use this Redis), LOCALGW_CONFIG (plugin configuration, default
+# REDIS_ADDR (use this Redis), REDIS_DATA (where make run's own Redis keeps
+# its data across runs, default bin/run-redis; off: nothing kept), LOCALGW_CONFIG (plugin configuration, default
 # tools/localgw/example.yaml), LOCALGW_LOG_LEVEL (the plugin's log level,
 # default info), ALERTS_URL (where budget alerts are POSTed; default: the
 # gateway prints them), WASM (default main.wasm), GO.
@@ -22,6 +24,7 @@ CONFIG=${LOCALGW_CONFIG:-$EXAMPLE}
 ALERTS_URL=${ALERTS_URL:-}
 LOG_LEVEL=${LOCALGW_LOG_LEVEL:-info}
 LISTEN=${LISTEN:-127.0.0.1:10000}
+REDIS_DATA=${REDIS_DATA:-bin/run-redis}
 
 fail() { echo "run: $*" >&2; exit 1; }
 
@@ -97,20 +100,35 @@ address_of() {
   fail "$name did not start within 30 s"
 }
 
-# start_redis: a private redis-server, no persistence, on a random loopback
-# port; another port is tried when that one is taken.
+# start_redis: a private redis-server on a random loopback port (another
+# port is tried when that one is taken). Its data is kept in REDIS_DATA
+# (an append-only file, written every second and on Ctrl-C), so that a
+# restart of make run keeps every budget spent, as a gateway's Redis does;
+# REDIS_DATA=off keeps nothing. One make run at a time uses a directory.
 start_redis() {
   command -v redis-server >/dev/null ||
     fail "redis-server is not installed: \`bash tools/mk/redis.sh\` installs it (make run does), or set REDIS_ADDR=host:port"
+  local dir=$tmp persist=(--appendonly no)
+  if [ "$REDIS_DATA" != off ]; then
+    mkdir -p "$REDIS_DATA" || fail "cannot create REDIS_DATA=$REDIS_DATA"
+    dir=$(cd "$REDIS_DATA" && pwd)
+    local other
+    other=$(cat "$dir/run.pid" 2>/dev/null || true)
+    if [ -n "$other" ] && kill -0 "$other" 2>/dev/null; then
+      fail "another make run's Redis (pid $other) keeps its data in $REDIS_DATA; stop it, or choose another directory: make run REDIS_DATA=bin/run-redis-2"
+    fi
+    persist=(--appendonly yes --appendfsync everysec)
+  fi
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     local port=$((20000 + RANDOM % 40000))
-    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-      --dir "$tmp" --loglevel notice >"$tmp/redis.log" 2>&1 &
+    redis-server --port "$port" --bind 127.0.0.1 --save '' "${persist[@]}" \
+      --dir "$dir" --loglevel notice >"$tmp/redis.log" 2>&1 &
     local pid=$!
     for _ in $(seq 100); do
       if grep -q "Ready to accept connections" "$tmp/redis.log"; then
         pids+=("$pid")
         redis_addr="127.0.0.1:$port"
+        if [ "$REDIS_DATA" != off ]; then echo "$pid" >"$dir/run.pid"; fi
         return
       fi
       kill -0 "$pid" 2>/dev/null || break # the port was taken
@@ -132,8 +150,11 @@ echo "building the mock LLM, the local gateway and bin/atrl"
 
 if [ -n "${REDIS_ADDR:-}" ]; then
   redis_addr=$REDIS_ADDR
+  redis_data="that Redis's own (REDIS_ADDR)"
 else
   start_redis
+  redis_data="kept in $REDIS_DATA across runs: budgets spent stay spent after a restart (rm -rf $REDIS_DATA for fresh ones)"
+  if [ "$REDIS_DATA" = off ]; then redis_data="not kept (REDIS_DATA=off): a restart gives every key a fresh budget"; fi
 fi
 
 "$tmp/mockllm" -listen 127.0.0.1:0 >"$tmp/mockllm.out" 2>"$tmp/mockllm.log" &
@@ -165,6 +186,7 @@ cat <<EOF
 local gateway  $gw   (plugin $WASM, configuration $CONFIG)
 mock LLM       $mock
 Redis          $redis_addr   (counters: redis-cli -h ${redis_addr%:*} -p ${redis_addr##*:} --scan --pattern 'atrl:*')
+Redis's data   $redis_data
 budget alerts  $alerts
 EOF
 

@@ -105,7 +105,8 @@ func TestRun(t *testing.T) {
 
 	// Port 0: run.sh has the gateway pick a free port (a port the test
 	// picked could be taken by another suite before the gateway binds it).
-	r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=")
+	data := t.TempDir() // make run's bin/run-redis
+	r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "REDIS_DATA="+data)
 	// Building the tools takes most of it, from a cold cache.
 	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute),
 		"run.sh did not start\nstdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
@@ -120,6 +121,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out, "export OPENAI_BASE_URL="+gw+"/v1 ")
 	assert.Contains(t, out, "export ANTHROPIC_BASE_URL="+gw+" ")
 	assert.Contains(t, out, `budget alerts  printed below as "gateway: budget alert ..."`)
+	assert.Contains(t, out, "Redis's data   kept in "+data+" across runs: budgets spent stay spent after a restart")
 	mock := regexp.MustCompile(`mock LLM +http://(\S+)`).FindStringSubmatch(out)
 	redis := regexp.MustCompile(`Redis +(\S+)`).FindStringSubmatch(out)
 	require.Len(t, mock, 2, out)
@@ -229,6 +231,20 @@ func TestRun(t *testing.T) {
 	left, err := os.ReadDir(tmp)
 	require.NoError(t, err)
 	assert.Empty(t, left, "run.sh's temporary directory is removed")
+
+	// Issue 50, point 4: make run again, and Redis has what the first run
+	// spent: demo-1's dollars of the day, and the limit the admin API set.
+	r = startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "REDIS_DATA="+data)
+	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute), "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	gateway = regexp.MustCompile(`local gateway +http://(127\.0\.0\.1:\d+) `).FindStringSubmatch(r.stdout.String())
+	require.Len(t, gateway, 2, r.stdout.String())
+	gw = "http://" + gateway[1]
+	code, body = call("GET", "/v1/quota", "", [2]string{"x-api-key", "demo-1"})
+	assert.Equal(t, 200, code, body)
+	assert.Regexp(t, `"value":"demo-1","limits":\[\{"kind":"tokens","window":"minute","limit":1000,.*\{"kind":"usd","window":"day","limit":1,"used":0.00055,`, body,
+		"the first run's spending and override, after a restart")
+	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
+	require.NoError(t, r.wait(t, 30*time.Second))
 }
 
 // Issue 36: with a configuration of your own, make run says what it limits
@@ -240,12 +256,13 @@ func TestRunShowsYourConfiguration(t *testing.T) {
 	mine := filepath.Join(t.TempDir(), "mine.yaml")
 	require.NoError(t, os.WriteFile(mine, []byte("rule_name: mine\nrule_items:\n  - limit_by_per_header: x-team\n    limit_keys:\n"+
 		"      - key: \"*\"\n        token_per_hour: 5000\nredis:\n  service_name: redis.static\n"), 0o644))
-	r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+t.TempDir(), "REDIS_ADDR=", "LOCALGW_CONFIG="+mine,
+	r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+t.TempDir(), "REDIS_ADDR=", "REDIS_DATA=off", "LOCALGW_CONFIG="+mine,
 		"ALERTS_URL=http://127.0.0.1:9/hooks")
 	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute), "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	out := r.stdout.String()
 	assert.Contains(t, out, "  "+mine+`: ok: rule "mine" limits limit_by_per_header x-team (1 key); Redis redis.static`)
 	assert.Contains(t, out, "budget alerts  POSTed to http://127.0.0.1:9/hooks")
+	assert.Contains(t, out, "Redis's data   not kept (REDIS_DATA=off)")
 	for _, demo := range []string{"demo-1", "local-admin", "$0.000275", "/v1/quota"} {
 		assert.NotContains(t, out, demo, "the example's, not this configuration's")
 	}
@@ -275,7 +292,7 @@ func TestRunStopsOnABadConfiguration(t *testing.T) {
 	} {
 		tmp := t.TempDir()
 		start := time.Now()
-		r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "LOCALGW_CONFIG="+tc.config)
+		r := startRunSh(t, "LISTEN=127.0.0.1:0", "WASM="+wasm, "TMPDIR="+tmp, "REDIS_ADDR=", "REDIS_DATA=off", "LOCALGW_CONFIG="+tc.config)
 		err := r.wait(t, 3*time.Minute)
 		var exit *exec.ExitError
 		require.ErrorAs(t, err, &exit, "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)

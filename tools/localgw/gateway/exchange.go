@@ -12,6 +12,8 @@ import (
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmhost"
 )
 
 // exchange is one request on its way through the plugin and the upstream.
@@ -88,6 +90,9 @@ func (x *exchange) complete() {
 		x.setProperties(h)
 		h.CompleteHttpContext(x.id)
 	})
+	// The Redis calls the end made are out (do sent them): the emulator
+	// may drop the stream now, as a gateway does once it is done.
+	_ = x.g.vm.do(x.id, func(h proxytest.HostEmulator) { wasmhost.Forget(h, x.id) })
 	x.g.vm.unwatch(x.id)
 	if x.g.accessLog {
 		outcome := fmt.Sprintf("%d (%s)", x.status, x.by)

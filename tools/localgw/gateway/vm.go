@@ -14,6 +14,8 @@ import (
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmhost"
 )
 
 // emulatorInUse guards the host emulator, which is process-wide state.
@@ -56,7 +58,9 @@ func startVM(wasm, config []byte, level uint32, redis *redisClient, webhook stri
 			emulatorInUse.Store(false)
 		}
 	}()
-	wasmVM, err := proxytest.NewWasmVMContext(wasm)
+	// As a gateway runs it: the machine's clocks and randomness, each
+	// stream's context deleted when it is done (wasmhost).
+	wasmVM, err := wasmhost.NewVM(wasm, wasmhost.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("loading the plugin: %w", err)
 	}
@@ -193,6 +197,13 @@ func (v *vm) forward(contextID, calloutID uint32, query []byte) {
 	_ = v.do(contextID, func(h proxytest.HostEmulator) {
 		delete(v.sent, calloutID)
 		h.CallOnRedisCallResponse(calloutID, status, reply)
+	})
+	// A reply to a stream that is done (a charge's) may have made more
+	// calls for it, now sent: the emulator's note of them goes too.
+	_ = v.do(contextID, func(h proxytest.HostEmulator) {
+		if _, open := v.signals[contextID]; !open && contextID != proxytest.PluginContextID {
+			wasmhost.Forget(h, contextID)
+		}
 	})
 	v.wake(contextID)
 }

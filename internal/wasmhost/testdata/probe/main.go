@@ -1,0 +1,46 @@
+// The probe: a proxy-wasm module for wasmhost's tests that shows what its
+// host gives it. At each request's headers it logs its wall clock, the
+// monotonic time since it started and 8 random bytes ("probe wall=… mono=…
+// rand=…"); each stream holds 64 KiB of the module's memory until its
+// context is deleted.
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+)
+
+func main() {}
+
+func init() { proxywasm.SetVMContext(&vm{}) }
+
+var started = time.Now()
+
+type vm struct{ types.DefaultVMContext }
+
+func (*vm) NewPluginContext(uint32) types.PluginContext { return &plugin{} }
+
+type plugin struct{ types.DefaultPluginContext }
+
+func (*plugin) NewHttpContext(uint32) types.HttpContext {
+	return &stream{held: make([]byte, 64<<10)}
+}
+
+type stream struct {
+	types.DefaultHttpContext
+	held []byte
+}
+
+func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	s.held[len(s.held)-1] = b[0]
+	proxywasm.LogInfo("probe wall=" + strconv.FormatInt(time.Now().UnixNano(), 10) +
+		" mono=" + strconv.FormatInt(int64(time.Since(started)), 10) + " rand=" + hex.EncodeToString(b[:]))
+	return types.ActionContinue
+}
