@@ -343,24 +343,32 @@ func (c *Config) matchItem(it *RuleItem, r Request, rd reading) (m Match, ok, re
 // value matches none.
 func (it *RuleItem) matchValue(v string) (Match, bool) {
 	v = it.normalize(v)
-	if v == "" {
+	k := it.keyFor(v)
+	if k == nil {
 		return Match{}, false
 	}
-	for j := range it.Keys {
-		k := &it.Keys[j]
-		if !k.matchString(v) {
-			continue
-		}
-		m := Match{Item: it, Key: k, Value: v}
-		if it.Type.ModelValued() {
-			m.Model = v
-		}
-		if !it.Type.PerValue() {
-			m.Value = k.Key
-		}
-		return m, true
+	m := Match{Item: it, Key: k, Value: v}
+	if it.Type.ModelValued() {
+		m.Model = v
 	}
-	return Match{}, false
+	if !it.Type.PerValue() {
+		m.Value = k.Key
+	}
+	return m, true
+}
+
+// keyFor is the first key of a non-IP rule item that matches v, a value
+// normalised (see normalize): nil when none does, and for "".
+func (it *RuleItem) keyFor(v string) *LimitKey {
+	if v == "" {
+		return nil
+	}
+	for j := range it.Keys {
+		if k := &it.Keys[j]; k.matchString(v) {
+			return k
+		}
+	}
+	return nil
 }
 
 // matchIP matches a limit_by_per_ip item: its first key that matches the
@@ -381,6 +389,24 @@ func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {
 // matchIP.
 func (c *Config) matchAddr(it *RuleItem, addr netip.Addr) (Match, bool) {
 	var s string // addr.String(), computed at most once
+	k := it.addrKey(addr, &s)
+	if k == nil {
+		return Match{}, false
+	}
+	if bits := c.ipv6Bits(addr, k); bits < addr.BitLen() {
+		var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte // one allocation, not Prefix.String's two
+		return Match{Item: it, Key: k, Value: string(netip.PrefixFrom(addr, bits).Masked().AppendTo(buf[:0]))}, true
+	}
+	if s == "" {
+		s = addr.String()
+	}
+	return Match{Item: it, Key: k, Value: s}, true
+}
+
+// addrKey is the first key of a limit_by_per_ip item that matches a
+// client's address (nil: none). s is addr.String() once a regexp key has
+// needed it, else "": it is computed at most once.
+func (it *RuleItem) addrKey(addr netip.Addr, s *string) *LimitKey {
 	for j := range it.Keys {
 		k := &it.Keys[j]
 		switch k.Kind {
@@ -390,25 +416,18 @@ func (c *Config) matchAddr(it *RuleItem, addr netip.Addr) (Match, bool) {
 				continue
 			}
 		case KeyRegexp:
-			if s == "" {
-				s = addr.String()
+			if *s == "" {
+				*s = addr.String()
 			}
-			if !k.matchRegexp(s) {
+			if !k.matchRegexp(*s) {
 				continue
 			}
 		default:
 			continue
 		}
-		if bits := c.ipv6Bits(addr, k); bits < addr.BitLen() {
-			var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte // one allocation, not Prefix.String's two
-			return Match{Item: it, Key: k, Value: string(netip.PrefixFrom(addr, bits).Masked().AppendTo(buf[:0]))}, true
-		}
-		if s == "" {
-			s = addr.String()
-		}
-		return Match{Item: it, Key: k, Value: s}, true
+		return k
 	}
-	return Match{}, false
+	return nil
 }
 
 // ipv6Bits is the length of the network that is the subject of addr,
