@@ -70,9 +70,21 @@ func TestAPIKeyItemsMatchEveryKey(t *testing.T) {
 		assert.Equal(t, "sk-1", ms[0].Value, v)
 	}
 
-	// rule_match_mode first: the first and the last key.
+	// rule_match_mode first: every key (issue 50, point 6: the middle one
+	// was never read), each a reading of its own, in which the first item
+	// that matches applies.
 	c = mustParse(t, withItems(`{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100}]}`, `"rule_match_mode": "first",`))
 	assert.Len(t, c.MatchAll(req("/", "", "authorization", "Bearer sk-1", "x-api-key", "sk-2"), nil), 2)
+	three := req("/?key=sk-5&key=sk-6", "", "x-api-key", "sk-1", "api-key", "sk-2", "x-goog-api-key", "sk-3")
+	assert.Equal(t, []string{"limit_by_per_api_key#0/*=sk-1", "limit_by_per_api_key#0/*=sk-2", "limit_by_per_api_key#0/*=sk-3",
+		"limit_by_per_api_key#0/*=sk-5", "limit_by_per_api_key#0/*=sk-6"}, matchesDesc(c, three))
+	c = mustParse(t, withItems(`{"limit_by_api_key": "", "limit_keys": [{"key": "regexp:^vip-", "token_per_minute": 1000}]},
+		{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100}]}`, `"rule_match_mode": "first",`))
+	assert.Equal(t, []string{"limit_by_api_key#0/regexp:^vip-=regexp:^vip-", "limit_by_per_api_key#1/*=sk-2"},
+		matchesDesc(c, req("/", "", "x-api-key", "vip-made-up", "api-key", "sk-2")), "a made-up vip key does not spare the real one")
+	m, ok = c.Match(req("/", "", "x-api-key", "sk-1", "api-key", "vip-1"))
+	require.True(t, ok)
+	assert.Equal(t, "sk-1", m.Value, "Match: the first reading's")
 
 	_, err := Parse(gjson.Parse(withItems(`{"limit_by_per_api_key": 1, "limit_keys": [{"key": "*", "token_per_minute": 100}]}`)))
 	assert.ErrorContains(t, err, "must be a string (its value is ignored)")

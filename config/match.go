@@ -111,14 +111,20 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 	if c.Global != nil {
 		return Match{Key: c.Global}, true
 	}
-	m, ok, repeated := c.matchFirst(r, false)
-	if !ok && repeated {
-		m, ok, _ = c.matchFirst(r, true)
+	keys, n := c.apiKeys(r)
+	for _, key := range keys[:max(n, 1)] {
+		m, ok, repeated := c.matchFirst(r, reading{key: key})
+		if !ok && repeated {
+			m, ok, _ = c.matchFirst(r, reading{last: true, key: key})
+		}
+		if ok {
+			return m, true
+		}
 	}
-	if !ok && c.Unmatched != nil {
+	if c.Unmatched != nil {
 		return c.unmatched(), true
 	}
-	return m, ok
+	return Match{}, false
 }
 
 // MatchAll appends to dst every limit that applies to r: the global
@@ -137,6 +143,13 @@ func (c *Config) Match(r Request) (m Match, ok bool) {
 // client cannot add a value of its choosing to reach a fresh budget. The
 // values in between are not read by any of those, and are ignored, which
 // also bounds the subjects of a request, at two per rule item.
+//
+// An API-key item reads every key the request carries (APIKeys: one per
+// header an API key travels in, and the parameter's first and last
+// values): an upstream may read any of them. Under "all", every key one of
+// the item's keys matches is limited; under "first", each key is a reading
+// of its own (with each reading of a repeated parameter or cookie), and the
+// first rule item that matches the request read so limits it.
 //
 // Matches that name the same subject (see Match.SameSubject) are one: the
 // first made, with the others merged into it (see Shared), so that the
@@ -157,13 +170,16 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 	}
 	items := len(dst)
 	if c.MatchMode == MatchFirst {
-		m, ok, repeated := c.matchFirst(r, false)
-		if ok {
-			dst = appendMatch(dst, start, m, r)
-		}
-		if repeated {
-			if m, ok, _ := c.matchFirst(r, true); ok {
+		keys, n := c.apiKeys(r)
+		for _, key := range keys[:max(n, 1)] {
+			m, ok, repeated := c.matchFirst(r, reading{key: key})
+			if ok {
 				dst = appendMatch(dst, start, m, r)
+			}
+			if repeated {
+				if m, ok, _ := c.matchFirst(r, reading{last: true, key: key}); ok {
+					dst = appendMatch(dst, start, m, r)
+				}
 			}
 		}
 	} else {
@@ -173,12 +189,12 @@ func (c *Config) MatchAll(r Request, dst []Match) []Match {
 				dst = appendAPIKeyMatches(dst, start, it, r)
 				continue
 			}
-			m, ok, repeated := c.matchItem(it, r, false)
+			m, ok, repeated := c.matchItem(it, r, reading{})
 			if ok {
 				dst = appendMatch(dst, start, m, r)
 			}
 			if repeated {
-				if m, ok, _ := c.matchItem(it, r, true); ok {
+				if m, ok, _ := c.matchItem(it, r, reading{last: true}); ok {
 					dst = appendMatch(dst, start, m, r)
 				}
 			}
@@ -264,14 +280,32 @@ func appendMatch(dst []Match, start int, m Match, r Request) []Match {
 	return dst
 }
 
-// matchFirst returns the first rule item, in order, that matches r, reading
-// the last value of a repeated parameter or cookie if last is set, else the
-// first. repeated reports whether a rule item it read had a value sent more
-// than once, with different first and last values: the other reading may
-// match another item.
-func (c *Config) matchFirst(r Request, last bool) (m Match, ok, repeated bool) {
+// reading is one way of reading a request under rule_match_mode first: the
+// last value of each repeated parameter or cookie if last is set, else the
+// first, and key as the request's API key ("" for none).
+type reading struct {
+	last bool
+	key  string
+}
+
+// apiKeys returns the API keys r carries (APIKeys) when a rule item reads
+// them, else none.
+func (c *Config) apiKeys(r Request) (keys [maxAPIKeys]string, n int) {
 	for i := range c.Items {
-		m, ok, rep := c.matchItem(&c.Items[i], r, last)
+		if c.Items[i].Type.ReadsAPIKey() {
+			return APIKeys(r)
+		}
+	}
+	return keys, 0
+}
+
+// matchFirst returns the first rule item, in order, that matches r read
+// as rd says. repeated reports whether a rule item it read had a parameter
+// or cookie sent more than once, with different first and last values:
+// the other reading may match another item.
+func (c *Config) matchFirst(r Request, rd reading) (m Match, ok, repeated bool) {
+	for i := range c.Items {
+		m, ok, rep := c.matchItem(&c.Items[i], r, rd)
 		repeated = repeated || rep
 		if ok {
 			return m, true, repeated
@@ -281,17 +315,21 @@ func (c *Config) matchFirst(r Request, last bool) (m Match, ok, repeated bool) {
 }
 
 // matchItem matches one rule item: its first key that matches the
-// request's value (the last one of a repeated parameter or cookie if last
-// is set, else the first). repeated reports whether the first and last
-// values differ.
-func (c *Config) matchItem(it *RuleItem, r Request, last bool) (m Match, ok, repeated bool) {
-	if it.Type == ByPerIP {
+// request's value, read as rd says (an API-key item's value is rd.key).
+// repeated reports whether the first and last values of a parameter or
+// cookie differ.
+func (c *Config) matchItem(it *RuleItem, r Request, rd reading) (m Match, ok, repeated bool) {
+	switch {
+	case it.Type == ByPerIP:
 		m, ok = c.matchIP(it, r)
+		return m, ok, false
+	case it.Type.ReadsAPIKey():
+		m, ok = it.matchValue(rd.key)
 		return m, ok, false
 	}
 	first, lastValue := it.values(r)
 	v := first
-	if last {
+	if rd.last {
 		v = lastValue
 	}
 	repeated = first != lastValue
@@ -305,24 +343,32 @@ func (c *Config) matchItem(it *RuleItem, r Request, last bool) (m Match, ok, rep
 // value matches none.
 func (it *RuleItem) matchValue(v string) (Match, bool) {
 	v = it.normalize(v)
-	if v == "" {
+	k := it.keyFor(v)
+	if k == nil {
 		return Match{}, false
 	}
-	for j := range it.Keys {
-		k := &it.Keys[j]
-		if !k.matchString(v) {
-			continue
-		}
-		m := Match{Item: it, Key: k, Value: v}
-		if it.Type.ModelValued() {
-			m.Model = v
-		}
-		if !it.Type.PerValue() {
-			m.Value = k.Key
-		}
-		return m, true
+	m := Match{Item: it, Key: k, Value: v}
+	if it.Type.ModelValued() {
+		m.Model = v
 	}
-	return Match{}, false
+	if !it.Type.PerValue() {
+		m.Value = k.Key
+	}
+	return m, true
+}
+
+// keyFor is the first key of a non-IP rule item that matches v, a value
+// normalised (see normalize): nil when none does, and for "".
+func (it *RuleItem) keyFor(v string) *LimitKey {
+	if v == "" {
+		return nil
+	}
+	for j := range it.Keys {
+		if k := &it.Keys[j]; k.matchString(v) {
+			return k
+		}
+	}
+	return nil
 }
 
 // matchIP matches a limit_by_per_ip item: its first key that matches the
@@ -343,6 +389,24 @@ func (c *Config) matchIP(it *RuleItem, r Request) (Match, bool) {
 // matchIP.
 func (c *Config) matchAddr(it *RuleItem, addr netip.Addr) (Match, bool) {
 	var s string // addr.String(), computed at most once
+	k := it.addrKey(addr, &s)
+	if k == nil {
+		return Match{}, false
+	}
+	if bits := c.ipv6Bits(addr, k); bits < addr.BitLen() {
+		var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte // one allocation, not Prefix.String's two
+		return Match{Item: it, Key: k, Value: string(netip.PrefixFrom(addr, bits).Masked().AppendTo(buf[:0]))}, true
+	}
+	if s == "" {
+		s = addr.String()
+	}
+	return Match{Item: it, Key: k, Value: s}, true
+}
+
+// addrKey is the first key of a limit_by_per_ip item that matches a
+// client's address (nil: none). s is addr.String() once a regexp key has
+// needed it, else "": it is computed at most once.
+func (it *RuleItem) addrKey(addr netip.Addr, s *string) *LimitKey {
 	for j := range it.Keys {
 		k := &it.Keys[j]
 		switch k.Kind {
@@ -352,25 +416,18 @@ func (c *Config) matchAddr(it *RuleItem, addr netip.Addr) (Match, bool) {
 				continue
 			}
 		case KeyRegexp:
-			if s == "" {
-				s = addr.String()
+			if *s == "" {
+				*s = addr.String()
 			}
-			if !k.matchRegexp(s) {
+			if !k.matchRegexp(*s) {
 				continue
 			}
 		default:
 			continue
 		}
-		if bits := c.ipv6Bits(addr, k); bits < addr.BitLen() {
-			var buf [len("ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128")]byte // one allocation, not Prefix.String's two
-			return Match{Item: it, Key: k, Value: string(netip.PrefixFrom(addr, bits).Masked().AppendTo(buf[:0]))}, true
-		}
-		if s == "" {
-			s = addr.String()
-		}
-		return Match{Item: it, Key: k, Value: s}, true
+		return k
 	}
-	return Match{}, false
+	return nil
 }
 
 // ipv6Bits is the length of the network that is the subject of addr,

@@ -9,9 +9,9 @@ import (
 
 // Priority (priority, and a limit's reserve): the last part of a shared
 // limit kept for the requests that matter. priority names the levels,
-// highest first; a request's level is the highest priority of the limit
-// keys it matched, else the one its priority header names, else the
-// default. A limit's reserve keeps a percent of each of its windows (and of
+// highest first; a request's level is the least privileged its readings
+// give (the limit keys its values match, its priority header, the
+// default: see LevelOf). A limit's reserve keeps a percent of each of its windows (and of
 // its concurrency slots) for a level and the levels above it: a request of
 // level L may use a limit up to the share the levels above L leave open,
 // limit × (100 − Σ reserve of the levels above L) / 100.
@@ -45,38 +45,145 @@ func (p *Priority) Level(name string) (int, bool) {
 	return 0, false
 }
 
-// LevelOf is the level of a request that matched matches and sent header
-// (the value of Priority.Header, "" when absent): the highest priority of
-// the limit keys it matched, else the header's level, else the default. 0
-// without priority.
-func (c *Config) LevelOf(matches []Match, header string) int {
+// NoLevel is a level not known yet: that of a request's priority header
+// before any of its values is read (see HeaderLevel), or of one that sends
+// none.
+const NoLevel = -1
+
+// HeaderLevel folds into level (NoLevel before the first) one line of a
+// request's priority header: each of its comma-separated values names a
+// level, or counts as the default when it names none (a blank one
+// included), and the lowest of them and level holds. A header sent on
+// several lines is read line by line, each folded in turn: where the
+// values disagree, the least privileged one wins.
+func (p *Priority) HeaderLevel(level int, line string) int {
+	for rest := line; ; {
+		v, more := rest, false
+		if i := strings.IndexByte(rest, ','); i >= 0 {
+			v, rest, more = rest[:i], rest[i+1:], true
+		}
+		l, ok := p.Level(trimOWS(v))
+		if !ok {
+			l = p.Default
+		}
+		level = max(level, l)
+		if !more {
+			return level
+		}
+	}
+}
+
+// LevelOf is the level of request r, which matched matches, whose priority
+// header names header (HeaderLevel; NoLevel when it sends none) and whose
+// model may also be each of others (an ambiguous body's): the least
+// privileged of the levels its readings give, so that a value a client
+// makes up can lower its level, never lift it. 0 without priority.
+//
+// The fallback is the header's level, else the default. Each rule item
+// with a key that has a priority gives a level: the lowest of those of
+// every value the request carries for it (each API key it carries, the
+// first and the last value of a parameter or cookie, the header, the
+// client IP, the model and its others), each value giving the priority of
+// the key that matches it, or the fallback when that key has none or no
+// key matches it. An item the request carries no value for gives none,
+// nor does one whose keys have no priority (whatever rule_match_mode says:
+// an item the request need not reach still reads it). global_threshold,
+// and unmatched_threshold when the request matched it, give their
+// priority if they have one. The request's level is the lowest of all
+// those given, else the fallback.
+func (c *Config) LevelOf(r Request, others []string, matches []Match, header int) int {
 	p := c.Priority
 	if p == nil {
 		return 0
 	}
-	level := 0 // none yet: levels are 1 + index
-	note := func(k *LimitKey) {
-		if k.priority > 0 && (level == 0 || k.priority < level) {
-			level = k.priority
+	fallback := header
+	if fallback == NoLevel {
+		fallback = p.Default
+	}
+	level := NoLevel
+	for i := range matches {
+		if m := &matches[i]; m.Item == nil && m.Parent == nil && m.Key.priority > 0 {
+			level = max(level, m.Key.priority-1)
 		}
 	}
-	for i := range matches {
-		note(matches[i].Key)
-		if s := matches[i].Shared; s != nil {
-			for j := range s.Matches {
-				note(s.Matches[j].Key)
+	for i := range c.Items {
+		if it := &c.Items[i]; it.prioritized() {
+			level = c.itemLevel(it, r, others, fallback, level)
+		}
+	}
+	if level == NoLevel {
+		return fallback
+	}
+	return level
+}
+
+// prioritized reports whether a key of the item has a priority.
+func (it *RuleItem) prioritized() bool {
+	for j := range it.Keys {
+		if it.Keys[j].priority > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// levelOr is the level of a value key k matches: k's priority, or fallback
+// when k has none or is nil (the value matches no key).
+func (k *LimitKey) levelOr(fallback int) int {
+	if k == nil || k.priority == 0 {
+		return fallback
+	}
+	return k.priority - 1
+}
+
+// itemLevel folds into level the levels rule item it gives each value of
+// r it reads (see LevelOf).
+func (c *Config) itemLevel(it *RuleItem, r Request, others []string, fallback, level int) int {
+	switch {
+	case it.Type == ByPerIP:
+		if addr, ok := ClientIP(r, it.Name, c.XFFTrustedHops); ok {
+			var s string
+			level = max(level, it.addrKey(addr, &s).levelOr(fallback))
+		}
+	case it.Type.ReadsAPIKey():
+		keys, n := APIKeys(r)
+		for _, v := range keys[:n] {
+			level = max(level, it.keyFor(v).levelOr(fallback))
+		}
+	case it.Type.ModelValued():
+		level = it.modelLevel(r.Model(), fallback, level)
+		for _, m := range others {
+			level = it.modelLevel(m, fallback, level)
+		}
+	default:
+		first, last := it.values(r)
+		for i, v := range [2]string{first, last} {
+			if i == 1 && v == first {
+				break
+			}
+			if v = it.normalize(v); v != "" {
+				level = max(level, it.keyFor(v).levelOr(fallback))
 			}
 		}
 	}
-	if level > 0 {
-		return level - 1
-	}
-	if header != "" {
-		if l, ok := p.Level(header); ok {
-			return l
+	return level
+}
+
+// modelLevel folds into level the level a model item gives model ("":
+// none). An UnknownModel may be any model: it gives the lowest of every
+// key's level and the fallback (a model no key matches).
+func (it *RuleItem) modelLevel(model string, fallback, level int) int {
+	switch model {
+	case "":
+		return level
+	case UnknownModel:
+		level = max(level, fallback)
+		for j := range it.Keys {
+			level = max(level, it.Keys[j].levelOr(fallback))
 		}
+		return level
 	}
-	return p.Default
+	return max(level, it.keyFor(model).levelOr(fallback))
 }
 
 // Share is what of limit is open to a level with open percent of it: the

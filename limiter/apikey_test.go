@@ -54,3 +54,34 @@ func TestAPIKeyRuleReadsEveryForm(t *testing.T) {
 		assert.NotContains(t, logs, "sk-1")
 	})
 }
+
+// Issue 50, point 6: under rule_match_mode first, an API-key item read only
+// the first and the last of the keys a request carries. An Azure client's
+// real key in api-key, between made-up keys in x-api-key and
+// x-goog-api-key, was never charged nor limited. Every key counts: the
+// middle one is charged, and once its budget is used up, the request with
+// fresh made-up keys around it is rejected.
+func TestAPIKeyFirstModeCountsEveryKey(t *testing.T) {
+	redis := redistest.Start(t)
+	subject := func(key string) string { return "atrl:{chat|limit_by_per_api_key||" + key + "}" }
+	const azure = "/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21"
+	keys := func(before, after string) [][2]string {
+		return [][2]string{{"x-api-key", before}, {"api-key", "sk-real"}, {"x-goog-api-key", after}}
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_match_mode": "first",
+			"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100}]}],
+			`+plugintest.RedisSection+`}`)
+		x := p.SendTo(azure, keys("made-up-1", "made-up-2")...).Answer()
+		require.True(t, x.Passed())
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 60, 40))...)
+		assert.Equal(t, int64(100), tokensAt(redis, subject("sk-real"), 60), "the key in the middle is charged")
+		assert.Equal(t, int64(100), tokensAt(redis, subject("made-up-1"), 60))
+		assert.Equal(t, int64(100), tokensAt(redis, subject("made-up-2"), 60))
+
+		local := p.SendTo(azure, keys("made-up-3", "made-up-4")...).Answer().RequireRejected(429)
+		assert.Contains(t, string(local.Data), "100 tokens per minute", "sk-real's budget is used up")
+		assert.Equal(t, int64(0), tokensAt(redis, subject("made-up-3"), 60), "rejected: charged nothing")
+	})
+}

@@ -42,3 +42,9 @@ func PhaseTable() []Transition {
 }
 
 func PhaseDiagram() string { return phaseDiagram() }
+
+// EachHeaderValue is eachHeaderValue, collecting the values.
+func EachHeaderValue(m []byte, name string) (values []string) {
+	eachHeaderValue(m, name, func(v string) { values = append(values, v) })
+	return values
+}

@@ -3,6 +3,7 @@ package limiter
 import (
 	"errors"
 	"os"
+	"unsafe"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
@@ -233,6 +234,55 @@ const (
 	requestHeaders  headerMap = 0
 	responseHeaders headerMap = 2
 )
+
+// eachHeaderValue calls f with the value of each pair of a serialized
+// header map (proxy-wasm's: the number of pairs, then each pair's key and
+// value sizes, then each key and value followed by a NUL; sizes are 32-bit
+// little-endian) whose key is name, ASCII case ignored, in order. A map cut
+// short is read as far as it goes.
+func eachHeaderValue(m []byte, name string, f func(string)) {
+	u32 := func(at int) int {
+		return int(m[at]) | int(m[at+1])<<8 | int(m[at+2])<<16 | int(m[at+3])<<24
+	}
+	if len(m) < 4 {
+		return
+	}
+	pairs := u32(0)
+	if pairs > (len(m)-4)/8 {
+		return
+	}
+	data := 4 + 8*pairs
+	for i := 0; i < pairs; i++ {
+		kn, vn := u32(4+8*i), u32(8+8*i)
+		if kn > len(m)-data || vn > len(m)-data-kn-1 || data+kn+1+vn >= len(m) {
+			return
+		}
+		key := m[data : data+kn]
+		value := m[data+kn+1 : data+kn+1+vn]
+		data += kn + 1 + vn + 1
+		if len(key) == len(name) && equalFoldBytes(key, name) {
+			f(unsafe.String(unsafe.SliceData(value), len(value))) // m is the caller's, never written: no copy
+		}
+	}
+}
+
+// equalFoldBytes reports whether b and s are equal, ASCII letters compared
+// case-insensitively.
+func equalFoldBytes(b []byte, s string) bool {
+	for i := range b {
+		x, y := b[i], s[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
 
 // responseHeader returns a response header's value ("" when absent).
 func responseHeader(name string) string { return hostHeader(responseHeaders, name) }

@@ -2,7 +2,11 @@
 
 package limiter
 
-import "github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+import (
+	"strings"
+
+	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
+)
 
 // hostBuffer returns the first size bytes of the body the host buffered,
 // nil when there is none: outside WASM, through the SDK
@@ -28,4 +32,19 @@ func hostHeader(m headerMap, name string) string {
 	}
 	v, _ := get(name)
 	return v
+}
+
+// hostHeaderValues calls f with the value of each line of a header, in
+// order: outside WASM, through the SDK.
+func hostHeaderValues(m headerMap, name string, f func(string)) {
+	get := proxywasm.GetHttpResponseHeaders
+	if m == requestHeaders {
+		get = proxywasm.GetHttpRequestHeaders
+	}
+	headers, _ := get()
+	for _, h := range headers {
+		if strings.EqualFold(h[0], name) {
+			f(h[1])
+		}
+	}
 }

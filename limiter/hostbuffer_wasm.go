@@ -39,6 +39,22 @@ func hostHeader(m headerMap, name string) string {
 	return unsafe.String(data, n)
 }
 
+// hostHeaderValues calls f with the value of each line of a header, in
+// order. The host's proxy_get_header_map_value gives only the first (Envoy
+// returns the first of several lines); proxy_get_header_map_pairs gives
+// them all, in one copy of the map, read in place (eachHeaderValue): one
+// allocation, as for hostHeader.
+func hostHeaderValues(m headerMap, name string, f func(string)) {
+	returned.data, returned.size = nil, 0
+	status := proxyGetHeaderMapPairs(uint32(m), unsafe.Pointer(&returned.data), &returned.size)
+	data, n := returned.data, returned.size
+	returned.data = nil
+	if status != 0 || data == nil || n <= 0 {
+		return
+	}
+	eachHeaderValue(unsafe.Slice(data, n), name, f)
+}
+
 // returned is where the host writes a buffer's address and length.
 var returned struct {
 	data *byte
@@ -56,3 +72,9 @@ func proxyGetBufferBytes(bufferType uint32, start, maxSize int32, returnData uns
 //
 //go:wasmimport env proxy_get_header_map_value
 func proxyGetHeaderMapValue(mapType uint32, keyData *byte, keySize int32, returnValueData unsafe.Pointer, returnValueSize *int32) uint32
+
+// proxyGetHeaderMapPairs is the host's proxy_get_header_map_pairs
+// (proxy-wasm ABI 0.2.1), as the SDK declares it.
+//
+//go:wasmimport env proxy_get_header_map_pairs
+func proxyGetHeaderMapPairs(mapType uint32, returnValueData unsafe.Pointer, returnValueSize *int32) uint32

@@ -108,15 +108,24 @@ type modelRequest struct {
 
 func (m modelRequest) Model() string { return m.model }
 
+// request is what the rules read of the request: with model limits, its
+// model too.
+func (pc PluginConfig) request(ctx wrapper.HttpContext, model string) config.Request {
+	if !pc.modelLimits {
+		return hostRequest{ctx}
+	}
+	return modelRequest{hostRequest{ctx}, model}
+}
+
 // matchRequest matches the request against the rules, with its model when
 // the configuration has model limits: as each model it may name (the
 // others of an ambiguous body), every limit that any of them matches, each
 // subject once (see config.AddMatch).
 func (pc PluginConfig) matchRequest(ctx wrapper.HttpContext, model string, others []string) []config.Match {
+	matches := pc.rules.MatchAll(pc.request(ctx, model), nil)
 	if !pc.modelLimits {
-		return pc.rules.MatchAll(hostRequest{ctx}, nil)
+		return matches
 	}
-	matches := pc.rules.MatchAll(modelRequest{hostRequest{ctx}, model}, nil)
 	for _, other := range others {
 		for _, m := range pc.rules.MatchAll(modelRequest{hostRequest{ctx}, other}, nil) {
 			matches = config.AddMatch(matches, m)

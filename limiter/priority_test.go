@@ -212,3 +212,78 @@ func TestPriorityQueueRejectsWhatCanNeverFitItsShare(t *testing.T) {
 		assert.True(t, x.Passed())
 	})
 }
+
+// Issue 50, point 5: a request's level was the highest of the limit keys
+// it matched. Under limit_by_per_api_key every key a request carries is a
+// subject, so a client on a plain key added a made-up one matching the
+// high key's pattern, in a header its upstream ignores, and was admitted
+// into the part kept for high. The least privileged reading wins: the
+// made-up key lowers nothing and lifts nothing, in either rule_match_mode.
+func TestPriorityMadeUpKeyLiftsNoLevel(t *testing.T) {
+	redis := redistest.Start(t)
+	config := func(mode string) string {
+		return `{"rule_name": "prio", "rule_match_mode": "` + mode + `",
+		"priority": {"levels": ["high", "low"]},
+		"global_threshold": {"token_per_minute": 1000, "reserve": {"high": 30}},
+		"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [
+			{"key": "regexp:^sk-vip-", "priority": "high", "token_per_day": 100000000},
+			{"key": "*", "token_per_day": 100000000}]}],
+		` + plugintest.RedisSection + `}`
+	}
+	plain := [2]string{"authorization", "Bearer sk-plain"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 5)
+		for _, mode := range []string{"all", "first"} {
+			t.Run(mode, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, config(mode))
+				for i := 0; i < 7; i++ {
+					x := p.SendBody(plugintest.ChatBody(10), plain).Answer()
+					require.True(t, x.Passed())
+					x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 50, 50))...)
+				}
+				assert.Equal(t, int64(700), p.MinuteCounter(prioSubject), "the part open to low is used up")
+
+				local := p.SendBody(plugintest.ChatBody(10), plain, [2]string{"x-goog-api-key", "sk-vip-made-up"}).Answer().RequireRejected(429)
+				assert.Contains(t, string(local.Data), "70 % of it is open to priority low", "the made-up key lifts nothing")
+				p.SendBody(plugintest.ChatBody(10), [2]string{"x-api-key", "sk-vip-made-up"}, [2]string{"api-key", "sk-other"}).Answer().RequireRejected(429)
+
+				x := p.SendBody(plugintest.ChatBody(10), [2]string{"x-api-key", "sk-vip-1"}).Answer()
+				require.True(t, x.Passed(), "a request carrying only a high key is high")
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 50, 50))...)
+				assert.Equal(t, int64(800), p.MinuteCounter(prioSubject))
+			})
+		}
+	})
+}
+
+// Issue 50, point 5: the priority header sent twice, or with several
+// values, takes its lowest level, whichever comes first: the plugin read
+// only the first line.
+func TestPriorityRepeatedHeaderTakesTheLowestLevel(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 5)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, priorityConfig(""))
+		for i := 0; i < 7; i++ {
+			x := p.SendBody(plugintest.ChatBody(10), lowPriority).Answer()
+			require.True(t, x.Passed())
+			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 50, 50))...)
+		}
+		for _, headers := range [][][2]string{
+			{highByHeader, lowPriority},
+			{lowPriority, highByHeader},
+			{{"x-priority", "high, low"}},
+			{{"x-priority", "high,urgent"}}, // a value that names no level: the default, low
+			{highByHeader, {"x-priority", ""}},
+		} {
+			local := p.SendBody(plugintest.ChatBody(10), headers...).Answer().RequireRejected(429)
+			assert.Contains(t, string(local.Data), "70 % of it is open to priority low", "%v", headers)
+		}
+		x := p.SendBody(plugintest.ChatBody(10), highByHeader, [2]string{"x-priority", " high "}).Answer()
+		require.True(t, x.Passed(), "high twice is high")
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 50, 50))...)
+		assert.Equal(t, int64(800), p.MinuteCounter(prioSubject))
+	})
+}

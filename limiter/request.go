@@ -254,17 +254,26 @@ func newRequest(pc PluginConfig, ctx wrapper.HttpContext, coding string) *reques
 	return r
 }
 
+// levelReading is the request whose level limitBy reads, the VM's (its
+// hooks run one at a time): passed by address, it costs no allocation.
+var levelReading modelRequest
+
 // limitBy makes the request one that the matched limits apply to: its
 // subjects grouped by slot, its lease id, its model (with model limits).
 func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string, others []string) {
 	pc := r.pc
 	r.groups = groupBySlot(pc.rules, matches, pc.oneCall())
 	if p := pc.rules.Priority; p != nil {
-		header := ""
-		if p.Header != "" {
-			header = requestHeader(p.Header)
+		header := config.NoLevel
+		if p.Header != "" { // every line of it: the lowest level holds
+			hostHeaderValues(requestHeaders, p.Header, func(line string) { header = p.HeaderLevel(header, line) })
 		}
-		r.level = pc.rules.LevelOf(matches, header)
+		levelReading = modelRequest{hostRequest{ctx}, ""}
+		if pc.modelLimits {
+			levelReading.model = model
+		}
+		r.level = pc.rules.LevelOf(&levelReading, others, matches, header)
+		levelReading = modelRequest{}
 		r.applyLevel()
 	}
 	if pc.modelLimits {
