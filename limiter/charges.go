@@ -1,6 +1,7 @@
 package limiter
 
 import (
+	"errors"
 	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
@@ -10,7 +11,9 @@ import (
 )
 
 // A charge is confirmed: the limiter waits for Redis's answer, retries a
-// failed charge once and counts the charges that failed twice. The gateway
+// failed charge once and counts the charges that failed twice; one that
+// gives back (a refund of unused reservation, a rollback, a cancel) is
+// tried again for as long as Redis does not answer (see answered). The gateway
 // delivers the answer to a call only while the context it was sent from
 // lives, so:
 //   - the charges of a response's last chunk are sent from its hook, and
@@ -24,9 +27,18 @@ import (
 // Each charge carries an id, so that a retry of a charge whose first try
 // reached Redis but whose answer was lost is not counted twice.
 
-// maxOutbox bounds the charges waiting for the tick: past it (Redis failing
+// maxOutbox bounds the charges waiting for the tick, those that give back
+// and wait for Redis to answer again among them: past it (Redis failing
 // under a flood of ending requests), a charge fails at once.
 const maxOutbox = 10000
+
+// giveBackRetriesPerTick bounds the tries of charges that give back, whose
+// last try got no answer, that a tick sends (the first tries are not
+// counted), as catchUpPerTick bounds the catch-up's: Redis refusing
+// connections fails each at once, and without a breaker
+// (redis.breaker_failures 0) they would all go again every tick. A full
+// outbox goes again in 10 s.
+const giveBackRetriesPerTick = 100
 
 // pendingCharge is one charge call of a request and how it is going.
 type pendingCharge struct {
@@ -37,7 +49,8 @@ type pendingCharge struct {
 	at       int64
 	id       string         // marks it applied in Redis (see charge.lua)
 	cancel   string         // the marker of an admission it cancels instead (see cancelAdmission)
-	retried  bool           // this is its second try
+	retried  bool           // this is its second try (of one that gives back: after an answer that was an error)
+	again    bool           // it gives back, and a try got no answer: it is tried again (see giveBackRetriesPerTick)
 	holds    bool           // its first try holds the response's last chunk until answered
 	dropped  bool           // the stream ended before this try's answer: it went to the tick again (resendHeld)
 	nextHeld *pendingCharge // the request's next charge the last chunk waits for (request.held: a list, no allocation)
@@ -132,10 +145,21 @@ func (c *pendingCharge) reply(err error) {
 }
 
 // answered takes the answer to one try: a first failure is tried again
-// from the tick, a second is logged and counted.
+// from the tick, a second is logged and counted. A charge that gives back
+// is tried again from the tick for as long as Redis does not answer (no
+// reply, the breaker open: see sendPostponed), as the catch-up of the local
+// windows is: dropped, what it gives back would stay taken in Redis until
+// its window ends (a lease until it expires), which is every request's
+// budget. It is bounded as every postponed charge is, by maxOutbox; an
+// error reply is an answer, after which it is tried once more, as any
+// charge.
 func (c *pendingCharge) answered(err error) {
 	switch {
 	case err == nil:
+	case c.givesBack() && errors.Is(err, scripts.ErrUnavailable):
+		log.Debugf("giving back to %s failed, trying again once Redis answers: %v", c.subjects[0].LogName(), err)
+		c.again = true
+		c.postpone()
 	case !c.retried:
 		log.Debugf("charging %d tokens to %s failed, trying again: %v", c.amounts.Tokens, c.subjects[0].LogName(), err)
 		c.retried = true
@@ -150,6 +174,12 @@ func (c *pendingCharge) answered(err error) {
 	}
 }
 
+// givesBack says whether the charge gives anything back: a cancel, a
+// rollback, or the refund of a reservation larger than the usage.
+func (c *pendingCharge) givesBack() bool {
+	return c.cancel != "" || c.amounts.Tokens < 0 || c.amounts.Requests < 0 || c.amounts.USD < 0
+}
+
 // postpone hands the charge to the plugin's tick.
 func (c *pendingCharge) postpone() {
 	start := c.r.pc.start
@@ -162,15 +192,29 @@ func (c *pendingCharge) postpone() {
 }
 
 // sendPostponed sends the charges waiting for the tick, from the plugin's
-// context.
+// context; those that give back wait while their Redis's breaker is open
+// (they would fail at once), and go once it has closed, at most
+// giveBackRetriesPerTick of those tried before a tick.
 func (s *startState) sendPostponed() {
 	out := s.outbox
 	s.outbox = nil
+	var waiting []*pendingCharge
+	retries := 0
 	for _, c := range out {
+		if c.givesBack() && (c.r.pc.redis.BreakerOpen() || c.again && retries >= giveBackRetriesPerTick) {
+			waiting = append(waiting, c)
+			continue
+		}
+		if c.again {
+			retries++
+		}
 		s.charging++
 		c.ticked = true
 		if err := c.send(); err != nil {
 			c.reply(err)
 		}
+	}
+	if waiting != nil {
+		s.outbox = append(waiting, s.outbox...)
 	}
 }

@@ -439,8 +439,10 @@ func (r *request) admit(cost reservation) types.Action {
 	for i := range r.groups {
 		g := &r.groups[i]
 		g.marker = ""
-		if r.sentFromStream && (g.takes(cost) || g.alternatives != nil) {
-			g.marker = newLeaseID() // its answer may be lost with the stream: see cancelAdmission
+		if g.takes(cost) || g.alternatives != nil {
+			// Its answer may be lost with the stream (see cancelAdmission),
+			// or come after the gateway gave up on it (see answer).
+			g.marker = newLeaseID()
 		}
 		var err error
 		if g.alternatives != nil {
@@ -473,6 +475,13 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 	if err == nil {
 		r.serving(g, v) // with fallbacks: the candidate it is about
 		r.noteByKind(g, v)
+	} else if g.marker != "" && scripts.MayHaveRun(err) {
+		// The gateway gave up on it (redis.timeout) or its reply made no
+		// sense, but Redis may have run it, or run it still, late (a Redis
+		// that hangs runs what it was sent when it resumes): failure_mode
+		// decides the request, and what the admission took is undone,
+		// whenever it runs.
+		r.cancelGroup(g)
 	}
 	r.alertCrossings(g.subjects, v.Crossings) // budget alerts: sent from the tick
 	switch {
@@ -593,11 +602,10 @@ func (g *group) takes(reserved reservation) bool {
 // before Redis answered it. The gateway delivers the answer to a call only
 // while the stream it was sent from lives, so an admission sent from the
 // request's hooks may never be answered: each group still waiting is
-// cancelled (scripts.Client.Cancel: its admission is undone if it ran and
-// admitted, and takes nothing if it runs later), and the groups that did
-// admit it are rolled back, from the plugin's tick, whose calls are always
-// answered. (A retry of a queued request is sent from the tick: its answer
-// comes, and decide rolls it back.)
+// cancelled (cancelGroup), and the groups that did admit it are rolled
+// back, from the plugin's tick, whose calls are always answered. (A retry
+// of a queued request is sent from the tick: its answer comes, and decide
+// rolls it back.)
 func (r *request) cancelAdmission() {
 	if r.pending == 0 || !r.sentFromStream {
 		return
@@ -608,18 +616,30 @@ func (r *request) cancelAdmission() {
 		switch {
 		case g.answered:
 			r.rollBackGroup(g)
-		case g.marker != "" && g.alternatives != nil: // each candidate offered: the one it served, if any, is undone
-			g.canceled = true
-			for i := r.fallback.first; i < len(g.alternatives); i++ {
-				if subjects := g.alternatives[i].subjects; len(subjects) > 0 {
-					marker := scripts.FallbackMarker(g.marker, i-r.fallback.first)
-					c := &pendingCharge{r: r, subjects: subjects, amounts: r.fallback.candidates[i].cost.givenBack(), cancel: marker}
-					c.postpone()
-				}
-			}
-		case g.marker != "":
-			g.canceled = true
-			c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.givenBack(), cancel: g.marker}
+		case g.marker != "" && !g.canceled: // (one that failed is cancelled already: see answer)
+			r.cancelGroup(g)
+		}
+	}
+}
+
+// cancelGroup cancels the admission of a group whose answer the request
+// will not have (its stream ended first) or that failed where Redis may
+// run it all the same (see answer), from the plugin's tick
+// (scripts.Client.Cancel, tried until it lands: see pendingCharge.answered):
+// the admission is undone if it ran and admitted (its reservation, its
+// request count and its lease given back), and takes nothing if it runs
+// later. A late answer to it is ignored.
+func (r *request) cancelGroup(g *group) {
+	g.canceled = true
+	if g.alternatives == nil {
+		c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.givenBack(), cancel: g.marker}
+		c.postpone()
+		return
+	}
+	for i := r.fallback.first; i < len(g.alternatives); i++ { // each candidate offered: the one it served, if any, is undone
+		if subjects := g.alternatives[i].subjects; len(subjects) > 0 {
+			marker := scripts.FallbackMarker(g.marker, i-r.fallback.first)
+			c := &pendingCharge{r: r, subjects: subjects, amounts: r.fallback.candidates[i].cost.givenBack(), cancel: marker}
 			c.postpone()
 		}
 	}

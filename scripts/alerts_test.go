@@ -25,16 +25,17 @@ func alertSubjects() []Subject {
 
 // Without budget_alerts, admissions and charges are encoded byte for byte
 // as before alerts existed (the calls below, as the previous version
-// encoded them; only the script's digest moves with its source).
+// encoded them; only the script's digest moves with its source, and the
+// admission marker's lifetime with AdmissionMarkerSeconds: 35 s here).
 func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 	c := &Client{options: Options{LeaseSeconds: 60, Overrides: true}}
 	subjects := alertSubjects()
 	head := "$7\r\nEVALSHA\r\n$40\r\n" + Limiter.SHA1 + "\r\n$1\r\n1\r\n$42\r\natrl:{chat|limit_by_header|x-api-key|sk-1}\r\n"
-	admit := "*16\r\n" + head + "$5\r\nadmit\r\n$0\r\n\r\n$12\r\n1200:3250000\r\n$23\r\nfo60:lease.1!5/marker.2\r\n$3\r\n2c5\r\n" +
+	admit := "*16\r\n" + head + "$5\r\nadmit\r\n$0\r\n\r\n$12\r\n1200:3250000\r\n$24\r\nfo60:lease.1!35/marker.2\r\n$3\r\n2c5\r\n" +
 		"$3\r\nt60\r\n$4\r\n1000\r\n$5\r\nq3600\r\n$3\r\n100\r\n$10\r\n1:m:gpt-4o\r\n$6\r\nu86400\r\n$11\r\n20000000000\r\n"
 	charge := "*15\r\n" + head + "$6\r\ncharge\r\n$0\r\n\r\n$10\r\n1767229200\r\n$21\r\nf:lease.1/60/charge.3\r\n$10\r\n300:975000\r\n" +
 		"$1\r\n0\r\n$2\r\n2c\r\n$3\r\nt60\r\n$5\r\nq3600\r\n$10\r\n1:m:gpt-4o\r\n$6\r\nu86400\r\n"
-	cancel := "*15\r\n" + head + "$6\r\ncharge\r\n$0\r\n\r\n$0\r\n\r\n$20\r\nf:lease.1!5/marker.2\r\n$4\r\n-300\r\n$2\r\n-1\r\n" +
+	cancel := "*15\r\n" + head + "$6\r\ncharge\r\n$0\r\n\r\n$0\r\n\r\n$21\r\nf:lease.1!35/marker.2\r\n$4\r\n-300\r\n$2\r\n-1\r\n" +
 		"$2\r\n2c\r\n$3\r\nt60\r\n$5\r\nq3600\r\n$10\r\n1:m:gpt-4o\r\n$6\r\nu86400\r\n"
 	assert.Equal(t, admit, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
 	assert.Equal(t, charge, string(c.encodeCharge(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)))
@@ -47,7 +48,7 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 	// 'o' for overrides) and each window's limit. A cancel alerts nothing.
 	c.options.Thresholds = []int64{50, 80, 100}
 	subjects[0].SoftWindows = AllSoft
-	admitAlerting := strings.NewReplacer("$23\r\nfo60:lease.1!5/marker.2", "$33\r\nfo60:lease.1!5/marker.2#50,80,100",
+	admitAlerting := strings.NewReplacer("$24\r\nfo60:lease.1!35/marker.2", "$34\r\nfo60:lease.1!35/marker.2#50,80,100",
 		"$4\r\n1000\r\n", "$5\r\n1000s\r\n", "$3\r\n100\r\n", "$4\r\n100s\r\n").Replace(admit)
 	assert.Equal(t, admitAlerting, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
 	assert.Equal(t, len(admit)+10+2, len(admitAlerting), "10 bytes of thresholds, 1 per soft window")

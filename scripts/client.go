@@ -24,6 +24,11 @@ var (
 	// ErrUnavailable: the gateway could not get an answer from Redis (no
 	// connection, connection reset, or no reply within the configured timeout).
 	ErrUnavailable = errors.New("redis unavailable")
+	// ErrNoReply: the call went out and no reply came (a connection reset,
+	// or redis.timeout passed first); it comes with ErrUnavailable. Redis
+	// may have run it, or may still run it, late: a Redis that hangs runs
+	// what it was sent when it resumes (see MayHaveRun).
+	ErrNoReply = errors.New("no reply")
 	// ErrMalformed: Redis answered something that is not what the script returns.
 	ErrMalformed = errors.New("malformed redis reply")
 )
@@ -372,7 +377,8 @@ func (c *Client) Charge(subjects []Subject, a Amounts, at int64, leaseID, charge
 }
 
 // Cancel undoes the admission markerID of the subjects (all in one slot)
-// whose answer was lost: when it ran and admitted, it adds the amounts (the
+// whose answer was lost (or came as a failure that may hide a run: see
+// MayHaveRun): when it ran and admitted, it adds the amounts (the
 // reservation given back, negative, and -1 request) in the buckets it
 // took from and releases the lease leaseID ("": none); when it did not, or
 // has not run yet, it makes sure it never takes anything. Sent twice, it
@@ -557,23 +563,38 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID str
 	return appendBulk(dst, c.appendThresholds(arg, alerting, c.options.Overrides))
 }
 
-// ChargeMarkerSeconds is how long Redis remembers a charge id: a retry is
-// sent at most one timeout after the first try was (its failure is known by
-// then), and Redis runs each within a timeout of its sending; a minute more
-// covers the plugin's tick and clocks.
+// MayHaveRun says whether a call that failed with err may have run in
+// Redis, or may still run: it went out and no reply came (ErrNoReply), or
+// the reply was not what the script returns (ErrMalformed). A call that
+// never left (ErrBreakerOpen, a failed dispatch) did not, nor one Redis
+// refused with an error reply (the scripts write nothing before they can
+// fail: see admit.lua).
+func MayHaveRun(err error) bool {
+	return errors.Is(err, ErrNoReply) || errors.Is(err, ErrMalformed)
+}
+
+// ChargeMarkerSeconds is how long Redis remembers a charge id, counted from
+// the charge's first run: a retry lands within a timeout of its sending,
+// and one sent after an outage within a probe interval (MaxProbeInterval)
+// of Redis answering again, which is when a Redis that hung runs the tries
+// it kept; two timeouts and a minute cover that, the plugin's tick and
+// clocks.
 func (c *Client) ChargeMarkerSeconds() int64 {
 	return 2*((int64(c.endpoint.TimeoutMs)+999)/1000) + 60
 }
 
 // AdmissionMarkerSeconds is how long Redis keeps an admission's marker, and
-// a cancelled one's: a cancel is sent when the admission's stream ends
-// before its answer came, within a timeout of the admission's sending, from
-// the plugin's next tick, and tried again at most a timeout later; Redis
-// runs each call within a timeout of its sending. Three timeouts and a few
-// seconds cover that; markers of admissions that are never cancelled (all
-// but a few) cost Redis no more than that long.
+// a cancelled one's. A cancel is sent from the plugin's tick when the
+// admission's answer will not come (its stream ended first) or came as a
+// failure that may hide a run (MayHaveRun: the gateway gave up after
+// redis.timeout), and is tried until it lands. A Redis that hung runs the
+// admission and the cancel's tries it kept when it resumes; the plugin's
+// next try then goes out at most a probe interval (MaxProbeInterval) after
+// Redis answers again. Three timeouts, a probe interval and a few seconds
+// cover that; markers of admissions that are never cancelled (all but a
+// few) cost Redis no more than that long.
 func (c *Client) AdmissionMarkerSeconds() int64 {
-	return 3*((int64(c.endpoint.TimeoutMs)+999)/1000) + 5
+	return 3*((int64(c.endpoint.TimeoutMs)+999)/1000) + int64(MaxProbeInterval/time.Second) + 5
 }
 
 // appendSubjectHead appends subject i's window count and, when it has a
@@ -786,11 +807,11 @@ func (c *Client) Probe(now time.Time) {
 // readReply reads the reply of the call the gateway is answering now.
 func (c *Client) readReply(status, size int) (resp.Value, error) {
 	if status != 0 {
-		return resp.Value{}, fmt.Errorf("%w: call failed with status %d (no connection, reset, or timed out)", ErrUnavailable, status)
+		return resp.Value{}, fmt.Errorf("%w: %w: call failed with status %d (no connection, reset, or timed out)", ErrUnavailable, ErrNoReply, status)
 	}
 	raw, err := proxywasm.GetRedisCallResponse(0, size)
 	if err != nil {
-		return resp.Value{}, fmt.Errorf("%w: reading the reply: %v", ErrUnavailable, err)
+		return resp.Value{}, fmt.Errorf("%w: %w: reading the reply: %v", ErrUnavailable, ErrNoReply, err)
 	}
 	if v, ok := c.flat.read(raw); ok {
 		return v, nil
