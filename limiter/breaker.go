@@ -24,14 +24,17 @@ const (
 	metricBreakerOpenMs = "token_ratelimit_breaker_open_ms"    // milliseconds breakers were open
 )
 
-// endpointBreaker is one endpoint's breaker, the client that probes it,
-// and its counters.
+// endpointBreaker is one endpoint's breaker, the client that probes it
+// (and asks it for the VM's number), its counters, and the VM's ids for
+// it (ids.go).
 type endpointBreaker struct {
 	breaker   *scripts.Breaker
 	prober    *scripts.Client
 	opened    proxywasm.MetricCounter
 	openMs    proxywasm.MetricCounter
 	accounted time.Time // up to when openMs counts the open time
+	ids       *vmIDs
+	numbering bool // the tick's call for the VM's number is out
 }
 
 // redisEndpointOf names a Redis endpoint: where it is, and as whom.
@@ -39,12 +42,12 @@ func redisEndpointOf(r config.Redis) string {
 	return r.ServiceName + ":" + strconv.Itoa(r.ServicePort) + "/" + strconv.Itoa(r.Database) + "@" + r.Username
 }
 
-// breakerFor returns the breaker of a configuration's Redis endpoint, made
-// on first use with its settings and client.
-func (s *startState) breakerFor(r config.Redis, client *scripts.Client) *scripts.Breaker {
+// endpointOf returns the breaker of a configuration's Redis endpoint, made
+// on first use with its settings and client, with the VM's ids for it.
+func (s *startState) endpointOf(r config.Redis, client *scripts.Client) *endpointBreaker {
 	key := redisEndpointOf(r)
 	if eb, ok := s.breakers[key]; ok {
-		return eb.breaker
+		return eb
 	}
 	if s.breakers == nil {
 		s.breakers = map[string]*endpointBreaker{}
@@ -55,6 +58,7 @@ func (s *startState) breakerFor(r config.Redis, client *scripts.Client) *scripts
 		prober:  client,
 		opened:  proxywasm.DefineCounterMetric(name + metricBreakerOpened),
 		openMs:  proxywasm.DefineCounterMetric(name + metricBreakerOpenMs),
+		ids:     idsOf(key),
 	}
 	eb.breaker.OnChange = func(open bool, openFor time.Duration, err error) {
 		if open {
@@ -69,7 +73,7 @@ func (s *startState) breakerFor(r config.Redis, client *scripts.Client) *scripts
 		log.Infof("Redis %s answers again: the circuit breaker closes after %s open", r.ServiceName, openFor.Round(time.Millisecond))
 	}
 	s.breakers[key] = eb
-	return eb.breaker
+	return eb
 }
 
 // countOpenTime adds the open time since it last counted.

@@ -74,7 +74,7 @@ func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spe
 		r.pc.local.Charge(subjects, a, at, time.Now().Unix(), true)
 		return
 	}
-	c := &pendingCharge{r: r, subjects: subjects, amounts: a, spent: spent, at: at, id: newLeaseID()}
+	c := &pendingCharge{r: r, subjects: subjects, amounts: a, spent: spent, at: at, id: r.pc.ids.newID()}
 	if r.phase != phaseSettling { // only the hook of the response's end can hold it
 		c.postpone()
 		return

@@ -1,5 +1,7 @@
 package limiter
 
+import "encoding/binary"
+
 // MaxMetricModels is how many distinct models get counters of their own.
 const MaxMetricModels = maxMetricModels
 
@@ -47,4 +49,31 @@ func PhaseDiagram() string { return phaseDiagram() }
 func EachHeaderValue(m []byte, name string) (values []string) {
 	eachHeaderValue(m, name, func(v string) { values = append(values, v) })
 	return values
+}
+
+// ForgetIDs makes the Go-mode plugin that starts next a new gateway
+// replica, as far as its ids go: the VM has no number from any Redis yet.
+// restore gives the test process's VM its ids back.
+func ForgetIDs() (restore func()) {
+	saved := idsByEndpoint
+	idsByEndpoint = map[string]*vmIDs{}
+	return func() { idsByEndpoint = saved }
+}
+
+// WeakHostReplica is ForgetIDs, on a host whose randomness is not seeded
+// and whose clock is fake (wazero's defaults, which the SDK's emulator
+// loads modules with): every id prefix drawn from then on starts from the same bytes and
+// the same time as in any other such replica. restore puts the host's
+// randomness and the VM's ids back.
+func WeakHostReplica() (restore func()) {
+	forgotten := ForgetIDs()
+	saved := hostSeed
+	hostSeed = func(seed []byte) {
+		clear(seed[:12])
+		binary.LittleEndian.PutUint64(seed[12:20], 1767229200e9)
+	}
+	return func() {
+		hostSeed = saved
+		forgotten()
+	}
 }

@@ -101,13 +101,6 @@ func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimat
 	r.fallback = f
 	r.groups = groupCandidates(rules, perCandidate, r.pc.oneCall())
 	r.applyLevel()
-	for i := range r.groups {
-		for _, l := range r.groups[i].alternatives {
-			if l.leases && r.leaseID == "" {
-				r.leaseID = newLeaseID()
-			}
-		}
-	}
 }
 
 // matchesOfGroups is the request's matches, group by group (a per_model

@@ -1,11 +1,6 @@
 package limiter
 
 import (
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/binary"
-	"strconv"
 	"time"
 
 	"github.com/higress-group/wasm-go/pkg/log"
@@ -18,68 +13,6 @@ import (
 // renewed every third of its length, so that it never lapses while the
 // request lasts.
 const maxRenewInterval = 10 * time.Second
-
-// leaseIDs names the concurrency leases, charges and admission markers this
-// VM makes: a prefix, drawn once, that tells gateway replicas (and
-// restarts) apart, and a counter.
-var leaseIDs struct {
-	prefix   string
-	next     uint64
-	numbered bool // the prefix holds the VM's number from Redis (numberVM)
-	asking   bool // numberVM's call is out
-}
-
-// newLeaseID returns an id no other request of any replica uses.
-func newLeaseID() string {
-	if leaseIDs.prefix == "" {
-		leaseIDs.prefix = idPrefix(time.Now(), 0)
-	}
-	leaseIDs.next++
-	var buf [48]byte // the prefix's 17 bytes and a uint64 in base 36: one allocation, the string's
-	return string(strconv.AppendUint(append(buf[:0], leaseIDs.prefix...), leaseIDs.next, 36))
-}
-
-// idPrefix is the prefix of a VM's ids: 12 bytes of a hash of the host's
-// random bytes, of the time to the nanosecond, and of the VM's number from
-// Redis (0 before it has one). The host's randomness and clock may be weak:
-// a WASM runtime's defaults (wazero's, which the proxy-wasm emulator runs)
-// give every VM the same bytes and the same time, and two replicas with one
-// prefix would take each other's charges for repeats, and their admission
-// markers for cancellations. Gateways give real randomness; the number
-// tells apart the VMs of any host.
-func idPrefix(now time.Time, number int64) string {
-	var seed [28]byte
-	if _, err := rand.Read(seed[:12]); err != nil {
-		log.Warnf("no random id prefix: %v", err)
-	}
-	binary.LittleEndian.PutUint64(seed[12:], uint64(now.UnixNano()))
-	binary.LittleEndian.PutUint64(seed[20:], uint64(number))
-	sum := sha256.Sum256(seed[:])
-	return base64.RawURLEncoding.EncodeToString(sum[:12]) + "."
-}
-
-// numberVM asks Redis, from the tick, for a number no other VM on it has
-// (scripts.Client.NumberVM), once it answers, and mixes it into the prefix
-// of the ids drawn from then on (see idPrefix). Until it answers, ids take
-// the host's randomness alone, which a gateway's is.
-func (s *startState) numberVM() {
-	if leaseIDs.numbered || leaseIDs.asking {
-		return
-	}
-	for _, eb := range s.breakers {
-		if eb.breaker.Open() {
-			continue
-		}
-		err := eb.prober.NumberVM(func(n int64, err error) {
-			leaseIDs.asking = false
-			if err == nil {
-				leaseIDs.prefix, leaseIDs.numbered = idPrefix(time.Now(), n), true
-			}
-		})
-		leaseIDs.asking = err == nil
-		return
-	}
-}
 
 // renewInterval is how often a request renews its leases while it streams.
 func (pc PluginConfig) renewInterval() time.Duration {

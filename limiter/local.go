@@ -40,17 +40,19 @@ const (
 type localState struct {
 	limiter  *locallimit.Limiter
 	client   *scripts.Client
+	ids      *vmIDs // the VM's ids for the client's Redis: a debt's charge id is one
 	caughtUp proxywasm.MetricCounter
 	lost     proxywasm.MetricCounter
 	lostSeen int64 // the limiter's lost tokens already counted
 }
 
 // newLocal makes a configuration's local windows, caught up from the tick.
-func (s *startState) newLocal(rules *config.Config, client *scripts.Client) *locallimit.Limiter {
+func (s *startState) newLocal(rules *config.Config, client *scripts.Client, ids *vmIDs) *locallimit.Limiter {
 	name := "redis." + rules.Redis.ServiceName + ".metric."
 	ls := &localState{
-		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects), newLeaseID, &rules.Calendar),
+		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects), ids.newID, &rules.Calendar),
 		client:   client,
+		ids:      ids,
 		caughtUp: proxywasm.DefineCounterMetric(name + metricCaughtUp),
 		lost:     proxywasm.DefineCounterMetric(name + metricLost),
 	}
@@ -84,7 +86,8 @@ func (r *request) decideLocally() {
 }
 
 // catchUp adds to Redis what the local windows counted, a bounded number
-// of calls per configuration and tick, while Redis's breaker is closed. A
+// of calls per configuration and tick, while Redis's breaker is closed and
+// the VM's ids need not wait for its number (ids.go; the tick asks). A
 // debt goes to the bucket current by Redis's clock, where charge.lua puts
 // what is added: a refund (a negative debt) too (at 0: now's, not the
 // worker's bucket's second), so that it goes where what it gives back went
@@ -95,7 +98,7 @@ func (s *startState) catchUp() {
 	now := time.Now().Unix()
 	for _, ls := range s.locals {
 		ls.countLost()
-		if !ls.limiter.Owes() || ls.client.BreakerOpen() {
+		if !ls.limiter.Owes() || ls.client.BreakerOpen() || ls.ids.waits() {
 			continue
 		}
 		for _, d := range ls.limiter.TakeDebts(catchUpPerTick, now) {

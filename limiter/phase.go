@@ -15,6 +15,7 @@ import (
 //	matching     its model is in its body: it is matched once the body has come (models.go)
 //	reading      its body is read before admission, to estimate what it costs (bodies.go)
 //	dispatching  its admission calls are being sent: admit is on the stack
+//	numbering    its ids wait for the VM's number from Redis, which it asked for (ids.go)
 //	admitting    its admission calls are out, not all answered
 //	queued       over a limit, it waits in a line for room (queue.go)
 //	admitted     it passed every limit (Redis's, or the local windows'): its usage is to be charged
@@ -30,6 +31,7 @@ const (
 	phaseMatching
 	phaseReading
 	phaseDispatching
+	phaseNumbering
 	phaseAdmitting
 	phaseQueued
 	phaseAdmitted
@@ -41,8 +43,8 @@ const (
 	phaseCount
 )
 
-var phaseNames = [phaseCount]string{"new", "matching", "reading", "dispatching", "admitting", "queued", "admitted", "passed",
-	"rejected", "settling", "settled", "gone"}
+var phaseNames = [phaseCount]string{"new", "matching", "reading", "dispatching", "numbering", "admitting", "queued", "admitted",
+	"passed", "rejected", "settling", "settled", "gone"}
 
 func (p phase) String() string {
 	if p < phaseCount {
@@ -66,11 +68,17 @@ var transitions = []transition{
 	{phaseMatching, phaseGone, "stream ended"},
 	{phaseReading, phaseDispatching, "body read: admission sent"},
 	{phaseReading, phaseGone, "stream ended"},
+	{phaseDispatching, phaseNumbering, "the VM has no number yet: asked for it"},
 	{phaseDispatching, phaseAdmitting, "calls out"},
 	{phaseDispatching, phaseQueued, "others wait for its limits"},
 	{phaseDispatching, phaseAdmitted, "decided at once: admitted"},
 	{phaseDispatching, phasePassed, "decided at once: failure_mode allow"},
 	{phaseDispatching, phaseRejected, "decided at once: rejected"},
+	{phaseNumbering, phaseDispatching, "numbered: admission sent"},
+	{phaseNumbering, phaseAdmitted, "the call failed: the local windows admit it"},
+	{phaseNumbering, phasePassed, "the call failed: failure_mode allow"},
+	{phaseNumbering, phaseRejected, "the call failed: failure_mode deny, or local"},
+	{phaseNumbering, phaseGone, "stream ended"},
 	{phaseAdmitting, phaseDispatching, "slots served different fallbacks"},
 	{phaseAdmitting, phaseAdmitted, "every call allowed it"},
 	{phaseAdmitting, phasePassed, "a call failed: failure_mode allow"},
@@ -123,7 +131,7 @@ func (r *request) enter(p phase) {
 // undecided says whether Redis (or a queue) has not decided on the request
 // yet: nothing of it may pass.
 func (r *request) undecided() bool {
-	return r.phase == phaseDispatching || r.phase == phaseAdmitting || r.phase == phaseQueued
+	return r.phase == phaseDispatching || r.phase == phaseNumbering || r.phase == phaseAdmitting || r.phase == phaseQueued
 }
 
 // phaseDiagram is the transitions as a Mermaid state diagram, for

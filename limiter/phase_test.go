@@ -149,6 +149,41 @@ func TestPhaseTable(t *testing.T) {
 		require.True(t, x.Passed())
 		stream(x)
 	})
+	t.Run("before the VM's number: numbered, reset while waiting, Redis failing", func(t *testing.T) {
+		// Started without the first tick, on a VM with no number yet: a
+		// request's ids wait for the one it asks for.
+		unnumbered := func(config string) (*plugintest.Plugin, func()) {
+			restore := limiter.ForgetIDs()
+			host, stop := plugintest.StartEmulator(t, goVM, config)
+			return &plugintest.Plugin{T: t, Host: host, Redis: redis}, func() { stop(); restore() }
+		}
+		redis.Do("FLUSHALL")
+		p, stopPlugin := unnumbered(plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+		gone := p.Send(key) // asks for the number; its stream ends first
+		p.Host.CompleteHttpContext(gone.ID)
+		x := p.Request(key)
+		require.True(t, x.Passed())
+		stream(x)
+		stopPlugin()
+		for _, mode := range []string{"allow", "deny", "local"} {
+			redis.Restart()
+			redis.Do("FLUSHALL")
+			config := fmt.Sprintf(`{"rule_name": "chat", "failure_mode": %q, %s
+				"rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 1000}]}],
+				"redis": {"service_name": "redis.static", "timeout": 1000, "breaker_failures": 1, "breaker_probe_ms": 30000}}`,
+				mode, map[bool]string{true: `"local_share": 1,`}[mode == "local"])
+			p, stopPlugin := unnumbered(config)
+			redis.Stop()
+			x := p.Request(key) // the call for the number fails
+			if x.Passed() {
+				stream(x)
+			} else {
+				x.Done()
+			}
+			stopPlugin()
+		}
+		redis.Restart()
+	})
 
 	moves := stop()
 	seen := map[limiter.Transition]bool{}

@@ -41,6 +41,7 @@ type PluginConfig struct {
 	redis   *scripts.Client
 	metrics *metrics
 	start   *startState         // what the configurations of this start share: the tick, postponed charges
+	ids     *vmIDs              // the VM's ids for its Redis endpoint (ids.go)
 	queues  *waitingRoom        // where over-limit requests wait (nil: they are rejected)
 	local   *locallimit.Limiter // the worker's own windows (failure_mode local; nil otherwise)
 	alerts  *alerter            // where budget alerts go (nil: budget_alerts is off)
@@ -100,9 +101,11 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	pc.metrics = newMetrics(rules)
 	pc.start = thisStart()
 	pc.alerts = newAlerter(rules, pc.redis, pc.start)
-	pc.redis.SetBreaker(pc.start.breakerFor(rules.Redis, pc.redis))
+	endpoint := pc.start.endpointOf(rules.Redis, pc.redis)
+	pc.redis.SetBreaker(endpoint.breaker)
+	pc.ids = endpoint.ids
 	if rules.FailureMode == config.FailLocal {
-		pc.local = pc.start.newLocal(rules, pc.redis)
+		pc.local = pc.start.newLocal(rules, pc.redis, pc.ids)
 	}
 	if rules.OverLimit == config.Queue {
 		pc.queues = pc.start.waitingRoom()

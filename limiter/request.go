@@ -259,7 +259,7 @@ func newRequest(pc PluginConfig, ctx wrapper.HttpContext, coding string) *reques
 var levelReading modelRequest
 
 // limitBy makes the request one that the matched limits apply to: its
-// subjects grouped by slot, its lease id, its model (with model limits).
+// subjects grouped by slot, its level, its model (with model limits).
 func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string, others []string) {
 	pc := r.pc
 	r.groups = groupBySlot(pc.rules, matches, pc.oneCall())
@@ -278,9 +278,6 @@ func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model
 	}
 	if pc.modelLimits {
 		r.model, r.otherModels = model, others
-	}
-	if slices.ContainsFunc(r.groups, func(g group) bool { return g.leases }) {
-		r.leaseID = newLeaseID()
 	}
 	r.enterQueueing(ctx)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
@@ -421,18 +418,29 @@ func describeItem(m config.Match) string {
 // every window (0: check only). It returns what the calling hook returns:
 // pause until every group answers, or go on when it was decided at once.
 func (r *request) admit(cost reservation) types.Action {
+	// Sent from its own hooks, or from the answer to its call for the VM's
+	// number (which comes with its stream), its calls' answers go with its
+	// stream.
+	fromStream := current != nil || r.phase == phaseNumbering
 	r.enter(phaseDispatching)
 	r.reserved = cost
 	if line := r.lineAhead(); line != nil && r.join(line) != nil {
 		r.enter(phaseQueued)
 		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
 	}
+	ids := r.pc.ids
+	if ids.waits() && current != nil && r.awaitNumber() {
+		return types.HeaderStopAllIterationAndWatermark // its ids wait for the VM's number (ids.go)
+	}
+	if r.leaseID == "" && r.takesLeases() {
+		r.leaseID = ids.newID()
+	}
 	r.pending = len(r.groups)
 	r.shadowedBy = nil
 	if r.byKind != nil {
 		*r.byKind = [scripts.KindUSD + 1]kindQuota{}
 	}
-	r.sentFromStream = current != nil
+	r.sentFromStream = fromStream
 	if r.leaseID != "" {
 		r.renewed = time.Now()
 	}
@@ -442,7 +450,7 @@ func (r *request) admit(cost reservation) types.Action {
 		if g.takes(cost) || g.alternatives != nil {
 			// Its answer may be lost with the stream (see cancelAdmission),
 			// or come after the gateway gave up on it (see answer).
-			g.marker = newLeaseID()
+			g.marker = ids.newID()
 		}
 		var err error
 		if g.alternatives != nil {
@@ -464,6 +472,19 @@ func (r *request) admit(cost reservation) types.Action {
 		return types.ActionContinue
 	}
 	return types.ActionPause // answered locally
+}
+
+// takesLeases says whether the request's admission takes a concurrency
+// lease: some subject of it (of any candidate it may be served as) limits
+// concurrency.
+func (r *request) takesLeases() bool {
+	for i := range r.groups {
+		g := &r.groups[i]
+		if g.leases || slices.ContainsFunc(g.alternatives, func(l limits) bool { return l.leases }) {
+			return true
+		}
+	}
+	return false
 }
 
 // answer takes one group's answer; the last one decides.

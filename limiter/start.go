@@ -135,7 +135,7 @@ func (s *startState) waitingRoom() *waitingRoom {
 	return s.room
 }
 
-// onTick reads the gateway's log level every second (logging.go), numbers the VM (lease.go), probes the Redis endpoints whose breakers are open, sends the
+// onTick reads the gateway's log level every second (logging.go), asks Redis for the VM's number (ids.go), probes the Redis endpoints whose breakers are open, sends the
 // postponed charges, catches up what local windows counted, renews the
 // leases that are due, sends the budget alerts, then moves the queues on. It runs in the plugin's context: calls sent from it
 // are always answered.

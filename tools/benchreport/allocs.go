@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
-
-	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 )
 
 // Allocations per request are counted in Go mode, where the profiler sees
@@ -30,7 +28,7 @@ func guestAllocs(t tb, vm types.VMContext, c costCase) float64 {
 	if err := flag.Set("test.benchtime", "1x"); err != nil {
 		t.Fatalf("bench time: %v", err)
 	}
-	host, stop := plugintest.StartEmulator(t, vm, c.config)
+	host, stop := startCanned(t, vm, c.config)
 	defer stop()
 	h := newCannedHost(host, c)
 	var perStep float64

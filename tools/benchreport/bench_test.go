@@ -10,7 +10,6 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 
-	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/noopplugin"
@@ -25,7 +24,7 @@ func wasmHost(b *testing.B, wasm []byte, config string) (host proxytest.HostEmul
 	if err != nil {
 		b.Fatal(err)
 	}
-	host, stopEmulator := plugintest.StartEmulator(b, vm, config)
+	host, stopEmulator := startCanned(b, vm, config)
 	return host, func() {
 		stopEmulator()
 		vm.Close()
@@ -44,7 +43,7 @@ func BenchmarkRequestGo(b *testing.B) {
 		name string
 		vm   types.VMContext
 	}{{"noop", vms.noop}, {"limiter", vms.plugin}} {
-		host, stop := plugintest.StartEmulator(b, p.vm, benchConfig)
+		host, stop := startCanned(b, p.vm, benchConfig)
 		fullRequest(b, host, events) // warm up
 		b.Run(p.name, func(b *testing.B) {
 			for i := 0; i < b.N; i++ {

@@ -16,7 +16,6 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
-	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/noopplugin"
@@ -384,7 +383,7 @@ func timeRun(t tb, vm types.VMContext, c costCase) (nsPerOp float64, traffic red
 	if err := flag.Set("test.benchtime", c.benchTime); err != nil {
 		t.Fatalf("bench time %q: %v", c.benchTime, err)
 	}
-	host, stop := plugintest.StartEmulator(t, vm, c.config)
+	host, stop := startCanned(t, vm, c.config)
 	defer stop()
 	h := newCannedHost(host, c)
 	result := testing.Benchmark(func(b *testing.B) {

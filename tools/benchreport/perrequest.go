@@ -10,7 +10,6 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 
-	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/noopplugin"
 )
@@ -68,7 +67,7 @@ func measureTail(t tb, s reportScale) []tailRow {
 // timeEach plays n requests of a case on a new plugin context and returns
 // each one's time, in µs.
 func timeEach(t tb, vm types.VMContext, c costCase, n int) []float64 {
-	host, stop := plugintest.StartEmulator(t, vm, c.config)
+	host, stop := startCanned(t, vm, c.config)
 	defer stop()
 	h := newCannedHost(host, c)
 	events := streamEvents()
@@ -124,7 +123,7 @@ func measureHeld(t tb, vms goVMs) heldRow {
 
 // heldPerRequest is one try of measureHeld on one plugin.
 func heldPerRequest(t tb, vm types.VMContext, c costCase) float64 {
-	host, stop := plugintest.StartEmulator(t, vm, c.config)
+	host, stop := startCanned(t, vm, c.config)
 	defer stop()
 	h := newCannedHost(host, c)
 	events := streamEvents()

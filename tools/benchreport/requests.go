@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // The requests the report and the benchmarks time: the plugin in the host
@@ -151,6 +153,21 @@ func pieces(body []byte, n int) [][]byte {
 		out = append(out, body[i*len(body)/n:(i+1)*len(body)/n])
 	}
 	return out
+}
+
+// startCanned starts a plugin in the emulator for canned replies, its VM
+// numbered, as a running gateway's is before the requests timed: its first
+// tick asks Redis for the VM's number, answered here (a VM without one
+// makes its first admissions wait for it: limiter/ids.go).
+func startCanned(t redistest.TB, vm types.VMContext, config string) (proxytest.HostEmulator, func()) {
+	host, stop := plugintest.StartEmulator(t, vm, config)
+	host.Tick()
+	for _, call := range slices.Clone(host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID)) {
+		if bytes.Contains(call.Query, []byte(scripts.VMCounterKey)) {
+			host.CallOnRedisCallResponse(call.CalloutID, 0, []byte(":1\r\n"))
+		}
+	}
+	return host, stop
 }
 
 func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
