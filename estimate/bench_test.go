@@ -91,3 +91,46 @@ func unitsOfBench(s string, escapes bool) int64 {
 	}
 	return spansUnits(s, &spans)
 }
+
+// BenchmarkLargeBody estimates bodies of 2 MiB, over MaxBodyBytes: their
+// size less their inline media, which the scan of media.go finds. Shapes:
+// one image in a data URL; a conversation (no media); short messages
+// that each start with an image's signature, and Anthropic base64 sources
+// of a few bytes each (a candidate every few dozen bytes: the scan's cost
+// per candidate).
+func BenchmarkLargeBody(b *testing.B) {
+	const size = 2 << 20
+	image := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"What is it?"},` +
+		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAABAAAAAQACAAAAAB` + strings.Repeat("A", size) + `"}}]}]}`
+	repeat := func(head, item, tail string) string {
+		var s strings.Builder
+		s.WriteString(head)
+		for i := 0; s.Len() < size; i++ {
+			if i > 0 {
+				s.WriteByte(',')
+			}
+			s.WriteString(item)
+		}
+		s.WriteString(tail)
+		return s.String()
+	}
+	signatures := repeat(`{"messages":[`, `{"role":"user","content":"iVBORw0KGgo then prose, /9j/ and more"}`, `]}`)
+	sources := repeat(`{"messages":[{"role":"user","content":[`, `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo"}}`, `]}]}`)
+	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}
+	for _, c := range []struct{ name, body string }{
+		{"image", image}, {"conversation", requestbody.Conversation(size)}, {"signatures", signatures}, {"sources", sources},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			body := []byte(c.body)
+			if e := Request(body, "/v1/chat/completions", o); e.Parsed {
+				b.Fatalf("%+v", e)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				Request(body, "/v1/chat/completions", o)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(body))/1024), "ns/KiB")
+		})
+	}
+}

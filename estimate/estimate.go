@@ -43,12 +43,19 @@
 // priming; Anthropic, for a non-empty "tools", its tool-use system prompt
 // (by model family and tool_choice).
 //
-// Media sent inline (images, audio, video, PDF documents in base64: a data
-// URL, or a "data" member) count as their provider bills them, by their
-// size in pixels, length or pages read from their header (media.go), in a
-// body of which at least half is not text (mayHoldMedia); a body too large
-// to parse counts its media so too, and the rest of its size as text.
-// Images sent by URL or by file id count as an image of unknown size.
+// Media sent inline (images, audio, video, PDF documents in base64) count
+// as their provider bills them, by their size in pixels, length or pages
+// read from their header (media.go), in a body of which at least half is
+// not text (mayHoldMedia); a body too large to parse counts its media so
+// too, and the rest of its size as text. A medium is one only where an API
+// puts media (a data URL in OpenAI's image_url or file_data, the "data" of
+// an Anthropic base64 source, of Gemini's inlineData, of OpenAI's
+// input_audio, the "bytes" of a Bedrock Converse source: place.go), and
+// only when its header is that of the kind its place or its type names;
+// any other string is text, and inline data at those places that is no
+// medium (a plain text document, a data URL whose base64 is not the image
+// it says) counts as text. Images sent by URL or by file id count as an
+// image of unknown size.
 //
 // Tool calls and results in the history count as the model reads them: a
 // message's "tool_calls" or "function_call" (OpenAI chat) and a Responses
@@ -225,8 +232,8 @@ func request(body []byte, path string, o Options) Estimate {
 	}
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
-		// Too large to parse: its size, less its inline images' base64,
-		// which count as images.
+		// Too large to parse: its size, less its inline media's base64
+		// (found where APIs put media: place.go), which count as media.
 		if tokens, bytes := media(s, d); bytes > 0 {
 			e.Prompt = min(ceilDiv(int64(len(body))-bytes, o.sizeBytesPerToken())+tokens, MaxTokens)
 		}
@@ -278,7 +285,7 @@ func request(body []byte, path string, o Options) Estimate {
 	w.models(&e)
 	var images int64
 	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
-		images, _ = media(s, d)
+		images, _ = media(w.s, d) // as the walk read it (as lenient parsers do)
 	}
 	text := ceilDiv(w.units, UnitsPerToken)
 	if !weigh {

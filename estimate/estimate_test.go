@@ -130,12 +130,13 @@ func TestAnthropic(t *testing.T) {
 				{"type":"tool_result","tool_use_id":"t1","content":"Sunny, 25C"},
 				{"content":[{"type":"text","text":"more"},{"type":"image","source":{"type":"url","url":"https://x"}}],"tool_use_id":"t2","type":"tool_result"},
 				{"type":"tool_result","tool_use_id":"t3","content":[{"type":"tool_result","content":"nested, ignored"}]},
-				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"ignored"}}]}]}`,
+				{"type":"document","source":{"type":"text","media_type":"text/plain","data":"counted"}}]}]}`,
 		// And the tool_use's input, the thinking's text (3), and its
 		// signature, opaque: a byte, a token at 5 bytes a token rounded up;
 		// the image by URL in the second tool result, of an unknown size
-		// (765: the path names no API, OpenAI's rule applies).
-		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)) + 3 + 1 + 765, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
+		// (765: the path names no API, OpenAI's rule applies); the plain
+		// text document's data, text (7).
+		want: Estimate{Prompt: 14 + int64(len(anthropicTools)) + 8 + 10 + 4 + int64(len(`{"city":"Paris"}`)) + 3 + 1 + 765 + 7, Completion: 2048, Model: "claude-opus-4-1", Parsed: true},
 	}})
 }
 

@@ -90,6 +90,21 @@ func reference(body []byte, path string, o Options) Estimate {
 			raw(v)
 		}
 	}
+	// Inline data (media.go's inlineString): text unless a medium (mediumAt,
+	// by the place and the header, read in the body as parsed).
+	inlineData := func(v gjson.Result, dataURL bool) {
+		j := v.Index + 1
+		if dataURL {
+			if k := strings.Index(v.Raw[1:min(len(v.Raw), maxDataURLHead+1)], ";base64,"); strings.HasPrefix(v.Raw, `"data:`) && k >= 0 {
+				j += k + len(";base64,")
+			} else {
+				j = -1
+			}
+		}
+		if j < 0 || !mediumAt(string(read), j) {
+			str(v)
+		}
+	}
 	var content func(v gjson.Result, nested bool)
 	content = func(v gjson.Result, nested bool) {
 		if v.Type == gjson.String {
@@ -126,9 +141,15 @@ func reference(body []byte, path string, o Options) Estimate {
 						return url.Type == gjson.String && !strings.HasPrefix(url.Raw, `"data:`)
 					}
 					byURL = byURL || notData(v)
+					if v.Type == gjson.String && !notData(v) {
+						inlineData(v, true)
+					}
 					if v.IsObject() {
 						v.ForEach(func(k, v gjson.Result) bool {
 							byURL = byURL || k.Str == "url" && notData(v)
+							if k.Str == "url" && v.Type == gjson.String && !notData(v) {
+								inlineData(v, true)
+							}
 							if k.Str == "detail" && v.Type == gjson.String && v.Str == "low" {
 								low = 1
 							}
@@ -144,9 +165,33 @@ func reference(body []byte, path string, o Options) Estimate {
 				case "source":
 					v.ForEach(func(k, v gjson.Result) bool {
 						byURL = byURL || k.Str == "type" && v.Type == gjson.String && (v.Str == "url" || v.Str == "file")
+						if k.Str == "data" && v.Type == gjson.String {
+							inlineData(v, false)
+						}
+						return true
+					})
+				case "file", "input_audio", "inlineData", "inline_data", "image", "audio", "video", "document":
+					part := k.Str
+					v.ForEach(func(k, v gjson.Result) bool {
+						switch {
+						case v.Type == gjson.String && part == "file" && k.Str == "file_data":
+							inlineData(v, true)
+						case v.Type == gjson.String && k.Str == "data" && (part == "input_audio" || part == "inlineData" || part == "inline_data"):
+							inlineData(v, false)
+						case v.IsObject() && k.Str == "source" && (part == "image" || part == "audio" || part == "video" || part == "document"):
+							v.ForEach(func(k, v gjson.Result) bool {
+								if k.Str == "bytes" && v.Type == gjson.String {
+									inlineData(v, false)
+								}
+								return true
+							})
+						}
 						return true
 					})
 				case "fileData", "file_data":
+					if k.Str == "file_data" && v.Type == gjson.String {
+						inlineData(v, true) // Responses' input_file
+					}
 					v.ForEach(func(k, v gjson.Result) bool {
 						geminiImage = geminiImage || (k.Str == "mimeType" || k.Str == "mime_type") && v.Type == gjson.String && strings.HasPrefix(v.Str, "image/")
 						return true
@@ -469,6 +514,9 @@ func FuzzRequest(f *testing.F) {
 		`[[[[[]]]]]`,
 		`{"messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJ","detail":"low"}}]}]}`,
 		`{"contents":[{"parts":[{"inlineData":{"data":"/9j/4AAQSkZJRgABAQ\/\/2wBDAP","mimeType":"image/jpeg"}},{"inline_data":{"data":"UklGRiQAAABXRUJQVlA4WA=="}}]}]}`,
+		`{"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","media_type":"text/plain","data":"Read me."}},` +
+			`{"type":"file","file":{"file_data":"data:application/pdf;base64,JVBERi0xLjQK"}},{"image":{"format":"png","source":{"bytes":"iVBORw0KGgo"}}},` +
+			`{"type":"input_file","file_data":"data:text/plain;base64,SGk="},{"input_audio":{"data":"iVBORw0KGgo","format":"wav"}},{"text":",iVBORw0KGgo x"}]}]}`,
 	} {
 		f.Add([]byte(b), "", int64(4), int64(100), int64(1<<20))
 		f.Add([]byte(b), "", int64(0), int64(100), int64(1<<20)) // the calibrated count

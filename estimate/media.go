@@ -7,13 +7,14 @@ import (
 	"strings"
 )
 
-// Media sent inline (base64, in a data URL or in OpenAI's, Anthropic's and
-// Gemini's "data" members) are counted as their provider bills them: an
-// image by its size in pixels, audio and video by their length, a PDF by
-// its pages, each read from the medium's header, never its bytes as text.
-// The walker skips them as it skips every part it does not count; media
-// finds them by their first bytes in base64 (mediaFormats) right after a
-// quote or a data URL's comma, wherever they are in the body.
+// Media sent inline (base64, where each API puts it: place.go) are
+// counted as their provider bills them: an image by its size in pixels,
+// audio and video by their length, a PDF by its pages, each read from the
+// medium's header, never its bytes as text. The walker skips them as it
+// skips every part it does not count; media finds them by their first
+// bytes in base64 (mediaFormats) where a medium may start (after a quote
+// or a data URL's comma), and keeps those whose place (inline) and header
+// (mediumTokens) say they are media.
 
 // mediaFormats are the media whose cost media reads, by the base64 form of
 // their first bytes: the magic ('?' matches any character), looked for from
@@ -58,10 +59,17 @@ const unknownSide = 1024
 // media is what the inline media of a body cost, in tokens, by the rules of
 // the dialect's provider, and how many bytes of base64 they took: the bytes
 // a size estimate of the body counts as text, and should not. It reads the
-// body once per format (strings.Index, fast in WASM too), and each medium's
-// header.
+// body once per format (strings.Index, fast in WASM too), and around each
+// candidate its place (a few hundred bytes) and, where that is a medium's,
+// its header.
 func media(s string, d Dialect) (tokens, bytes int64) {
-	var next [numFormats]int // where each format's next medium starts (-1: none left)
+	return mediaSpans(s, d, nil)
+}
+
+// mediaSpans is media, calling found (when not nil) with where each medium
+// it counts starts and ends, and what it costs.
+func mediaSpans(s string, d Dialect, found func(from, to int, tokens int64)) (tokens, bytes int64) {
+	var next [numFormats]int // where each format's next candidate starts (-1: none left)
 	for m := range next {
 		next[m] = findMagic(s, 0, m)
 	}
@@ -76,34 +84,111 @@ func media(s string, d Dialect) (tokens, bytes int64) {
 			return tokens, bytes
 		}
 		j := next[m]
-		end := strings.IndexByte(s[j:], '"')
-		if end < 0 {
-			end = len(s) - j
+		kind, low, end := inline(s, j)
+		t, ok := int64(0), false
+		if kind != kindNone {
+			t, ok = mediumTokens(s[j:end], m, kind, low, d)
 		}
-		b64 := s[j : j+end]
-		if m <= formatRIFF {
-			if w, h, image := imageSize(b64, m); image {
-				if lowDetail(s, j, j+end) {
-					tokens += openAILowDetail
-				} else {
-					tokens += imageTokens(d, w, h)
-				}
-				bytes += int64(len(b64))
-			} else if seconds, audio := wavSeconds(b64); audio {
-				tokens += audioTokens(d, seconds)
-				bytes += int64(len(b64))
-			}
-		} else {
-			tokens += avTokens(b64, m, d)
-			bytes += int64(len(b64))
+		if !ok { // text: the next candidate of its format
+			next[m] = findMagic(s, j+1, m)
+			continue
 		}
-		tokens = min(tokens, MaxTokens) // each medium's cost is at most 300 MaxTokens
-		for k := range next {           // the media inside this one's base64 are none
-			if next[k] >= 0 && next[k] < j+end {
-				next[k] = findMagic(s, j+end, k)
+		if found != nil {
+			found(j, end, t)
+		}
+		tokens = min(tokens+t, MaxTokens) // each medium's cost is at most 300 MaxTokens
+		bytes += int64(end - j)
+		for k := range next { // the media inside this one's base64 are none
+			if next[k] >= 0 && next[k] < end {
+				next[k] = findMagic(s, end, k)
 			}
 		}
 	}
+}
+
+// mediumTokens is what a medium of a kind, whose base64 is b64 and whose
+// first bytes are a format's, costs; ok is false when the format is not
+// one of that kind (an image that says it is a PDF, a RIFF file that is
+// not a WebP image or not a WAV): that is no medium.
+func mediumTokens(b64 string, format, kind int, low bool, d Dialect) (tokens int64, ok bool) {
+	if !mediumIs(b64, format, kind) {
+		return 0, false
+	}
+	size := decodedLen(b64)
+	switch kind {
+	case kindImage:
+		if low {
+			return openAILowDetail, true
+		}
+		w, h, _ := imageSize(b64, format)
+		return imageTokens(d, w, h), true
+	case kindAudio:
+		switch format {
+		case formatRIFF:
+			seconds, _ := wavSeconds(b64)
+			return audioTokens(d, seconds), true
+		case formatID3:
+			return audioTokens(d, mp3Seconds(b64, size)), true
+		case formatOgg, formatWebM:
+			return audioTokens(d, ceilDiv(size, unknownAudioBytesPerSecond)), true
+		case formatMP4: // M4A, AAC in MP4
+			return audioTokens(d, mp4Seconds(b64, size, unknownAudioBytesPerSecond)), true
+		}
+	case kindVideo:
+		switch format {
+		case formatMP4:
+			return videoPerSecond * mp4Seconds(b64, size, unknownVideoBytesPerSecond), true
+		case formatWebM:
+			return videoPerSecond * ceilDiv(size, unknownVideoBytesPerSecond), true
+		}
+	case kindPDF:
+		if format == formatPDF {
+			if d == DialectGemini {
+				return geminiPerPage * pdfPages(b64, size), true
+			}
+			return perPage * pdfPages(b64, size), true
+		}
+	}
+	return 0, false
+}
+
+// mediumIs says whether a medium whose base64 is b64, and whose first
+// bytes are a format's, is one of a kind: a format of that kind (a RIFF
+// file a WebP image or a WAV, as its header says).
+func mediumIs(b64 string, format, kind int) bool {
+	switch kind {
+	case kindImage:
+		if format == formatRIFF {
+			var small [smallHead / 4 * 3]byte
+			head := decodeSmallHead(b64, &small)
+			return len(head) < 12 || string(head[8:12]) == "WEBP"
+		}
+		return format <= formatRIFF
+	case kindAudio:
+		if format == formatRIFF {
+			_, audio := wavSeconds(b64)
+			return audio
+		}
+		return format == formatID3 || format == formatOgg || format == formatWebM || format == formatMP4
+	case kindVideo:
+		return format == formatMP4 || format == formatWebM
+	case kindPDF:
+		return format == formatPDF
+	}
+	return false
+}
+
+// mediumAt says whether the base64 that starts at s[j] is a medium media
+// counts: its first bytes a format's, in a place that says it is a medium
+// of that format's kind (inline).
+func mediumAt(s string, j int) bool {
+	for m, f := range mediaFormats {
+		if j+len(f.magic) <= len(s) && matches(s[j:j+len(f.magic)], f.magic) {
+			kind, _, end := inline(s, j)
+			return kind != kindNone && mediumIs(s[j:end], m, kind)
+		}
+	}
+	return false
 }
 
 // findMagic returns where the next medium of a format (its base64 first
@@ -143,11 +228,13 @@ func matches(s, pattern string) bool {
 // unknownSide when they cannot be read; image is false for a RIFF file that
 // is not a WebP image (a WAV: audio, not counted here).
 func imageSize(b64 string, format int) (w, h int, image bool) {
-	n := 64 // PNG, GIF and WebP give their size in their first 30 bytes
+	var small [smallHead / 4 * 3]byte
+	var head []byte
 	if format == formatJPEG {
-		n = maxHeaderBase64 // a JPEG's is after its metadata
+		head = decodeHead(b64, maxHeaderBase64) // a JPEG's size is after its metadata
+	} else {
+		head = decodeSmallHead(b64, &small) // PNG, GIF and WebP give theirs in their first 30 bytes
 	}
-	head := decodeHead(b64, n)
 	if format == formatRIFF && len(head) >= 12 && string(head[8:12]) != "WEBP" {
 		return 0, 0, false
 	}
@@ -172,25 +259,6 @@ func imageSize(b64 string, format int) (w, h int, image bool) {
 // whatever its size.
 const openAILowDetail = 85
 
-// lowDetail says whether the image whose base64 is s[from:to] is sent with
-// "detail": "low": the member is in its object, before or after it (a few
-// bytes: "url" and "detail" are its object's members).
-func lowDetail(s string, from, to int) bool {
-	const window = 48
-	before := s[max(from-len(`"url":"data:image/webp;base64,`)-window, 0):from]
-	after := s[to:min(to+window, len(s))]
-	return hasLowDetail(before) || hasLowDetail(after)
-}
-
-func hasLowDetail(s string) bool {
-	i := strings.Index(s, `"detail"`)
-	if i < 0 {
-		return false
-	}
-	rest := strings.TrimLeft(s[i+len(`"detail"`):], " \t\r\n:")
-	return strings.HasPrefix(rest, `"low"`)
-}
-
 // maxSide bounds a side an image's header claims (providers refuse larger
 // images): the tiles of a lying header stay countable.
 const maxSide = 16384
@@ -198,7 +266,23 @@ const maxSide = 16384
 // decodeHead decodes at most n bytes of base64 from the start of b64, up to
 // the first byte that is not base64 (after dropping JSON's backslashes).
 func decodeHead(b64 string, n int) []byte {
-	var clean []byte
+	return headInto(nil, make([]byte, 0, min(n, len(b64))), b64, n)
+}
+
+// smallHead is how much base64 decodeSmallHead reads: the first 48 bytes
+// of a medium, where PNG, GIF, WebP and WAV give their size.
+const smallHead = 64
+
+// decodeSmallHead is decodeHead(b64, smallHead), into out: without
+// allocating.
+func decodeSmallHead(b64 string, out *[smallHead / 4 * 3]byte) []byte {
+	var clean [smallHead]byte
+	return headInto(out[:0], clean[:0], b64, smallHead)
+}
+
+// headInto is decodeHead(b64, n), its base64 collected in clean and
+// decoded into out (each reallocated if too small).
+func headInto(out, clean []byte, b64 string, n int) []byte {
 	for i := 0; i < len(b64) && len(clean) < n; i++ {
 		c := b64[i]
 		switch {
@@ -212,7 +296,11 @@ func decodeHead(b64 string, n int) []byte {
 	}
 	// Whole groups of 4, and the 2 or 3 characters of a last group (its
 	// padding is where the loop stopped).
-	out := make([]byte, base64.RawStdEncoding.DecodedLen(len(clean)))
+	if need := base64.RawStdEncoding.DecodedLen(len(clean)); cap(out) < need {
+		out = make([]byte, need)
+	} else {
+		out = out[:need]
+	}
 	k, _ := base64.RawStdEncoding.Decode(out, clean[:len(clean)/4*4])
 	if rest := clean[len(clean)/4*4:]; len(rest) >= 2 {
 		r, _ := base64.RawStdEncoding.Decode(out[k:], rest)
@@ -281,7 +369,7 @@ func jpegSize(b []byte) (int, int, bool) {
 // documentation:
 //   - OpenAI (and an API not known): fitted within 2048 × 2048, then its
 //     shorter side to at most 768; 85 tokens and 170 per 512-pixel tile
-//     ("detail": "high" or "auto"; a "low" image costs 85: see lowDetail).
+//     ("detail": "high" or "auto"; a "low" image costs 85: see inline).
 //   - Anthropic: fitted within a long side of 1568 pixels, width × height
 //     / 750.
 //   - Gemini: 258 tokens when both sides are at most 384 pixels, else 258
@@ -329,27 +417,30 @@ type imageRef struct {
 func (r *imageRef) read(w *walker, k string) {
 	switch {
 	case k == "image_url" && w.peek() == '"': // Responses: a URL
-		raw, _ := w.str()
-		r.byURL = r.byURL || !strings.HasPrefix(raw, "data:")
+		r.byURL = r.byURL || !w.inlineString(inDataURLOrURL)
 	case k == "image_url" && w.peek() == '{': // chat: an object with one
 		w.members(func(k string) {
 			switch {
 			case k == "url" && w.peek() == '"':
-				raw, _ := w.str()
-				r.byURL = r.byURL || !strings.HasPrefix(raw, "data:")
+				r.byURL = r.byURL || !w.inlineString(inDataURLOrURL)
 			case k == "detail":
 				r.readDetail(w)
 			}
 		})
+	case k == "file_data" && w.peek() == '"': // Responses' input_file: a data URL
+		w.inlineString(inDataURL)
 	case k == "detail":
 		r.readDetail(w)
 	case k == "file_id":
 		r.byURL = r.byURL || w.peek() == '"'
-	case k == "source" && w.peek() == '{': // Anthropic's: base64 (inline, media counts it), url or file
+	case k == "source" && w.peek() == '{': // Anthropic's: base64 (inline, media counts it), text, url or file
 		w.members(func(k string) {
-			if k == "type" && w.peek() == '"' {
+			switch {
+			case k == "type" && w.peek() == '"':
 				t := w.decodedStr()
 				r.byURL = r.byURL || t == "url" || t == "file"
+			case k == "data" && w.peek() == '"':
+				w.inlineString(inBase64)
 			}
 		})
 	case (k == "fileData" || k == "file_data") && w.peek() == '{':
@@ -359,6 +450,72 @@ func (r *imageRef) read(w *walker, k string) {
 			}
 		})
 	}
+}
+
+// readInline reads the object of a part's member k for its inline data
+// (inlineString): OpenAI chat's file (its file_data) and input_audio (its
+// data), Gemini's inlineData or inline_data (its data), Bedrock Converse's
+// image, audio, video and document (their source's bytes). Responses'
+// file_data, chat's image_url and Anthropic's source are imageRef.read's.
+func (w *walker) readInline(k string) {
+	if w.peek() != '{' {
+		return
+	}
+	w.members(func(m string) {
+		switch {
+		case w.peek() == '"' && (k == "file" && m == "file_data"):
+			w.inlineString(inDataURL)
+		case w.peek() == '"' && m == "data" && (k == "input_audio" || k == "inlineData" || k == "inline_data"):
+			w.inlineString(inBase64)
+		case w.peek() == '{' && m == "source" && (k == "image" || k == "audio" || k == "video" || k == "document"):
+			w.members(func(m string) {
+				if m == "bytes" && w.peek() == '"' {
+					w.inlineString(inBase64)
+				}
+			})
+		}
+	})
+}
+
+// Where inlineString reads inline data: base64, a data URL, or a data URL
+// or else a URL (an image sent by reference: imageRef).
+const (
+	inBase64 = iota
+	inDataURL
+	inDataURLOrURL
+)
+
+// inlineString reads the string at w.i, a value where an API puts inline
+// data, and reports whether it is a data URL. A value that is no medium
+// media counts (mediumAt: its header not that of the kind its place or
+// type names, a data URL not in base64) is counted as text: what it is to
+// the model, if it is anything.
+func (w *walker) inlineString(in int) (isDataURL bool) {
+	v := w.i
+	raw, n := w.str()
+	if w.bad {
+		return false
+	}
+	j := v + 1 // where the base64 starts
+	if in != inBase64 {
+		isDataURL = strings.HasPrefix(raw, "data:")
+		if in == inDataURLOrURL && !isDataURL {
+			return false // a URL
+		}
+		if k := strings.Index(raw[:min(len(raw), maxDataURLHead)], ";base64,"); isDataURL && k >= 0 {
+			j += k + len(";base64,")
+		} else {
+			j = -1
+		}
+	}
+	if j >= 0 && mediumAt(w.s, j) {
+		return isDataURL
+	}
+	w.text += n
+	if w.weigh {
+		w.weighText(v+1, v+1+len(raw), n != int64(len(raw)))
+	}
+	return isDataURL
 }
 
 // readDetail reads a "detail" value: "low" or anything else.
@@ -423,38 +580,19 @@ func decodedLen(b64 string) int64 {
 }
 
 // wavSeconds reads a WAV's length from its header: its data over its byte
-// rate, rounded up; audio is false for a RIFF file that is not a WAV.
+// rate (64 kbit/s when the header is cut short), rounded up; audio is false
+// for a RIFF file that is not a WAV.
 func wavSeconds(b64 string) (seconds int64, audio bool) {
-	head := decodeHead(b64, 64)
-	if len(head) < 32 || string(head[8:12]) != "WAVE" {
+	var small [smallHead / 4 * 3]byte
+	head := decodeSmallHead(b64, &small)
+	if len(head) >= 12 && string(head[8:12]) != "WAVE" {
 		return 0, false
 	}
-	rate := int64(binary.LittleEndian.Uint32(head[28:]))
-	if string(head[12:16]) != "fmt " || rate <= 0 {
-		rate = unknownAudioBytesPerSecond
+	rate := int64(unknownAudioBytesPerSecond)
+	if len(head) >= 32 && string(head[12:16]) == "fmt " && binary.LittleEndian.Uint32(head[28:]) > 0 {
+		rate = int64(binary.LittleEndian.Uint32(head[28:]))
 	}
 	return min(ceilDiv(max(decodedLen(b64)-44, 0), rate), MaxTokens), true
-}
-
-// avTokens is what an MP3, MP4, PDF, WebM or Ogg medium costs.
-func avTokens(b64 string, format int, d Dialect) int64 {
-	size := decodedLen(b64)
-	switch format {
-	case formatID3:
-		return audioTokens(d, mp3Seconds(b64, size))
-	case formatOgg:
-		return audioTokens(d, ceilDiv(size, unknownAudioBytesPerSecond))
-	case formatMP4:
-		return videoPerSecond * mp4Seconds(b64, size)
-	case formatWebM:
-		return videoPerSecond * ceilDiv(size, unknownVideoBytesPerSecond)
-	case formatPDF:
-		if d == DialectGemini {
-			return geminiPerPage * pdfPages(b64, size)
-		}
-		return perPage * pdfPages(b64, size)
-	}
-	return 0
 }
 
 // mp3BitRates are MPEG-1 and MPEG-2 (and 2.5) Layer III bitrates, in kbit/s,
@@ -486,8 +624,9 @@ func mp3Seconds(b64 string, size int64) int64 {
 }
 
 // mp4Seconds reads an MP4's length from its movie header, at its start (a
-// file written for streaming) or its end; else its size at a low bitrate.
-func mp4Seconds(b64 string, size int64) int64 {
+// file written for streaming) or its end; else its size at bytesPerSecond
+// (a low bitrate).
+func mp4Seconds(b64 string, size, bytesPerSecond int64) int64 {
 	if seconds, ok := mvhdSeconds(decodeHead(b64, maxHeaderBase64)); ok {
 		return seconds
 	}
@@ -498,7 +637,7 @@ func mp4Seconds(b64 string, size int64) int64 {
 			return seconds
 		}
 	}
-	return ceilDiv(size, unknownVideoBytesPerSecond)
+	return ceilDiv(size, bytesPerSecond)
 }
 
 // mvhdSeconds reads the duration of a movie header box in b: its version,

@@ -84,6 +84,19 @@ const (
 	wordSour = 0x72756f73 // "sour"
 	wordUrce = 0x65637275 // "urce", the end of "source"
 	wordCapD = 0x61746144 // "Data", the end of "fileData"
+
+	// The keys of inline data, which the walker counts as text when it is
+	// no medium (media.go's inlineString), at a part: "file",
+	// "input_audio", "inlineData", "inline_data", "image", "audio",
+	// "video", "document".
+	wordInli = 0x696c6e69 // "inli"
+	wordMage = 0x6567616d // "mage", the end of "image"
+	wordAudi = 0x69647561 // "audi"
+	wordUdio = 0x6f696475 // "udio", the end of "audio", "input_audio"
+	wordVide = 0x65646976 // "vide"
+	wordIdeo = 0x6f656469 // "ideo", the end of "video"
+	wordDocu = 0x75636f64 // "docu"
+	wordMent = 0x746e656d // "ment", the end of "document"
 )
 
 // Where plainObject is: at a member of an object (at its start, where '}'

@@ -76,7 +76,8 @@ func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int,
 				case "content", // counts only in a tool_result: the walker's
 					"input", "functionCall", "functionResponse", // a tool call or result: the walker's
 					"thinking", "signature", "data", "thoughtSignature", "thought_signature", // reasoning: the walker's
-					"image_url", "file_id", "source", "fileData", "file_data": // an image by reference: the walker's
+					"image_url", "file_id", "source", "fileData", "file_data", // an image by reference: the walker's
+					"file", "input_audio", "inlineData", "inline_data", "image", "audio", "video", "document": // inline data: the walker's
 					return 0, 0, false
 				}
 				counted = k == "text"

@@ -41,6 +41,15 @@ func TestPlainTurns(t *testing.T) {
 		{"keys that only look like them", `{"role":"user","tool_callz":1,"outputs":2,"content":[{"inputs":3,"text":"ab"}]}`, true, 79, 1, 2},
 		{"content that is neither a string nor an array", `{"content":{"text":"x"},"parts":7}`, true, 34, 1, 0},
 		{"an image part: the walker's (an image by URL counts)", `{"content":[{"type":"image_url","image_url":{"url":"x"}},{"text":"ab"}]}`, true, 0, 0, 0},
+		{"inline data: the walker's (text when it is no medium)", `{"content":[{"type":"file","file":{"file_data":"x"}}]}`, true, 0, 0, 0},
+		{"OpenAI's input_audio: the walker's", `{"content":[{"input_audio":{"data":"x"}}]}`, true, 0, 0, 0},
+		{"Gemini's inlineData: the walker's", `{"parts":[{"inlineData":{"data":"x"}}]}`, true, 0, 0, 0},
+		{"Gemini's inline_data: the walker's", `{"parts":[{"inline_data":{"data":"x"}}]}`, true, 0, 0, 0},
+		{"Bedrock's image: the walker's", `{"content":[{"image":{"source":{"bytes":"x"}}}]}`, true, 0, 0, 0},
+		{"Bedrock's audio: the walker's", `{"content":[{"audio":{"source":{"bytes":"x"}}}]}`, true, 0, 0, 0},
+		{"Bedrock's video: the walker's", `{"content":[{"video":{"source":{"bytes":"x"}}}]}`, true, 0, 0, 0},
+		{"Bedrock's document: the walker's", `{"content":[{"document":{"source":{"bytes":"x"}}}]}`, true, 0, 0, 0},
+		{"keys like those of inline data", `{"content":[{"files":1,"imagex":2,"inlineDat":3,"documents":4,"text":"ab"}]}`, true, 76, 1, 2},
 		{"parts that are not objects", `{"content":["x",1,[{"text":"y"}],{"text":"ab"}]}`, true, 48, 1, 2},
 		{"a member nested too deep for the assembly", `{"o":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`, true, 0, 0, 0},
 		{"an invalid member", `{"content":"a","n":01}`, true, 0, 0, 0},
@@ -100,7 +109,8 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 	part := func() string {
 		var members []string
 		for n := r.IntN(4); n > 0; n-- {
-			members = append(members, space()+`"`+pick("type", "text", "content", "image_url", "te\\u0078t", "input", "functionCall", "functionResponse", "inputs")+`"`+space()+":"+space()+value(2))
+			members = append(members, space()+`"`+pick("type", "text", "content", "image_url", "te\\u0078t", "input", "functionCall", "functionResponse", "inputs",
+				"source", "inlineData", "input_audio", "image", "document", "file")+`"`+space()+":"+space()+value(2))
 		}
 		return "{" + strings.Join(members, ",") + space() + "}"
 	}
@@ -116,8 +126,11 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 			return "[" + strings.Join(parts, ",") + "]"
 		case k == 13:
 			return pick("1", "-0.5e3", "true", "null", "01", "tru")
-		default:
+		case k == 14:
 			return `{"url":` + str() + `}`
+		default: // inline data, which may be a medium's
+			return `{"` + pick("data", "bytes", "file_data", "source") + `":` + pick(str(), `"iVBORw0KGgo"`, `"data:image/png;base64,iVBORw0KGgo"`, `{"bytes":"/9j/"}`) +
+				pick("", `,"type":"base64"`, `,"mimeType":"image/png"`, `,"media_type":"image/jpeg"`) + `}`
 		}
 	}
 	message := func() string {

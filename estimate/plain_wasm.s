@@ -170,7 +170,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 					Get R5
 					I64Or
 					Set R15
-				Else // a member of a part: "text"; "content", tool calls, reasoning and images by reference are the walker's
+				Else // a member of a part: "text"; "content", tool calls, reasoning, images by reference and inline data are the walker's
 					EXIT_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
 					EXIT_IF_KEY($12, $const_wordFunc, $8, $const_wordCapC)
 					EXIT_IF_KEY($16, $const_wordFunc, $12, $const_wordOnse)
@@ -184,6 +184,14 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 					EXIT_IF_KEY($6, $const_wordSour, $2, $const_wordUrce)
 					EXIT_IF_KEY($8, $const_wordFile, $4, $const_wordCapD)
 					EXIT_IF_KEY($9, $const_wordFile, $5, $const_wordData)
+					EXIT_IF_KEY($4, $const_wordFile, $0, $const_wordFile)
+					EXIT_IF_KEY($11, $const_wordInpu, $7, $const_wordUdio)
+					EXIT_IF_KEY($10, $const_wordInli, $6, $const_wordCapD)
+					EXIT_IF_KEY($11, $const_wordInli, $7, $const_wordData)
+					EXIT_IF_KEY($5, $const_wordImag, $1, $const_wordMage)
+					EXIT_IF_KEY($5, $const_wordAudi, $1, $const_wordUdio)
+					EXIT_IF_KEY($5, $const_wordVide, $1, $const_wordIdeo)
+					EXIT_IF_KEY($8, $const_wordDocu, $4, $const_wordMent)
 					KEY_IS($4, $const_wordText, $0, $const_wordText)
 					Get R5
 					Set R15

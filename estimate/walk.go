@@ -302,7 +302,9 @@ func (w *walker) part(nested bool) {
 				}
 			}
 		case "image_url", "detail", "file_id", "source", "fileData", "file_data":
-			ref.read(w, k) // an image sent by URL or by file
+			ref.read(w, k) // an image sent by URL or by file, inline data
+		case "file", "input_audio", "inlineData", "inline_data", "image", "audio", "video", "document":
+			w.readInline(k) // inline data
 		case "input", "functionCall", "functionResponse":
 			w.toolCall() // Anthropic's tool_use, Gemini's function calls and responses
 		case "thinking": // Anthropic's thinking block: its text
