@@ -112,10 +112,7 @@ func TestPhaseTable(t *testing.T) {
 		for _, mode := range []string{"allow", "deny", "local"} {
 			redis.Restart()
 			redis.Do("FLUSHALL")
-			config := fmt.Sprintf(`{"rule_name": "chat", "failure_mode": %q, %s
-				"rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 1000}]}],
-				"redis": {"service_name": "redis.static", "timeout": 1000, "breaker_failures": 1, "breaker_probe_ms": 30000}}`,
-				mode, map[bool]string{true: `"local_share": 1,`}[mode == "local"])
+			config := failureModeConfig(mode)
 			p := plugintest.Start(t, redis, config)
 			redis.Stop()
 			x := p.Request(key) // the call fails: decided when it does
@@ -168,10 +165,7 @@ func TestPhaseTable(t *testing.T) {
 		for _, mode := range []string{"allow", "deny", "local"} {
 			redis.Restart()
 			redis.Do("FLUSHALL")
-			config := fmt.Sprintf(`{"rule_name": "chat", "failure_mode": %q, %s
-				"rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 1000}]}],
-				"redis": {"service_name": "redis.static", "timeout": 1000, "breaker_failures": 1, "breaker_probe_ms": 30000}}`,
-				mode, map[bool]string{true: `"local_share": 1,`}[mode == "local"])
+			config := failureModeConfig(mode)
 			p, stopPlugin := unnumbered(config)
 			redis.Stop()
 			x := p.Request(key) // the call for the number fails
@@ -208,4 +202,14 @@ func TestPhaseDiagramIsDocumented(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, strings.Contains(string(doc), "```mermaid\n"+limiter.PhaseDiagram()+"```"),
 		"docs/how-it-works.md must hold the diagram limiter.PhaseDiagram draws:\n```mermaid\n%s```", limiter.PhaseDiagram())
+}
+
+// failureModeConfig limits sk-1 to 1,000 tokens a minute under a
+// failure_mode, with a breaker that opens at the first failure and probes
+// only after 30 s.
+func failureModeConfig(mode string) string {
+	return fmt.Sprintf(`{"rule_name": "chat", "failure_mode": %q, %s
+		"rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 1000}]}],
+		"redis": {"service_name": "redis.static", "timeout": 1000, "breaker_failures": 1, "breaker_probe_ms": 30000}}`,
+		mode, map[bool]string{true: `"local_share": 1,`}[mode == "local"])
 }
