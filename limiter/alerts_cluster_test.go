@@ -56,25 +56,27 @@ func clusterAlertIndexFailing(t *testing.T, cluster *redistest.Cluster) {
 	resetCluster(cluster)
 	p := plugintest.Start(t, cluster, clusterAlertsConfig(t, "50"))
 	spendTokens(t, p, 600)
-	recover := cluster.Fail(alertIndexKey)
+	back := cluster.Fail(alertIndexKey)
+	defer back() // should the test stop before
 	assert.Equal(t, -1.0, tickUntilAlert(t, p, 600), "nothing sent while the index fails")
 	assert.Len(t, cluster.Keys("atrl:*:!o*"), 1, "the alert waits in its outbox")
-	recover()
+	back()
 	require.Greater(t, tickUntilAlert(t, p, 50), 0.0, "sent once the index is back")
 	bodies := tickAlerts(t, p, 200)
 	require.Len(t, bodies, 1)
+	assert.Contains(t, bodies[0], `"subject":{"rule_item":0,`, "the body its replica attached")
 	assert.Contains(t, bodies[0], `"used":600,`)
 	assert.Contains(t, bodies[0], `"threshold":50,`)
 	assert.Equal(t, -1.0, tickUntilAlert(t, p, 700), "sent once")
 	assert.Equal(t, uint64(1), counter(p, alertsSent))
 	assert.Empty(t, cluster.Keys("atrl:*:!o*"))
-	assert.NotContains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "will be delivered")
+	assert.NotContains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "budget alert", "nothing given up, nothing to warn of")
 }
 
 // Calls that Redis runs but whose replies never come back (the gateway
 // gave up on them after redis.timeout: a node that hung, then resumed):
-// the calls the tick makes for a new alert (its body, the listing, a
-// scan) twice over, then the taking out of the alert the webhook took.
+// the calls the tick makes for a new alert (its body's attach twice, a
+// scan, the listing), then the taking out of the alert the webhook took.
 // The alert is POSTed once. When the taking out never runs, the alert is
 // POSTed again, under the same id: the receiver drops the repeat.
 func clusterAlertRepliesLost(t *testing.T, cluster *redistest.Cluster) {
@@ -82,13 +84,24 @@ func clusterAlertRepliesLost(t *testing.T, cluster *redistest.Cluster) {
 	p := plugintest.Start(t, cluster, clusterAlertsConfig(t, "50, 100"))
 	cluster.Do("SCRIPT", "LOAD", scripts.Alerts.Source) // on every node, as earlier alerts would have: what runs late runs
 	spendTokens(t, p, 600)
-	for range 2 {
+	tick := func() {
 		cluster.SetClock(cluster.Clock() + 0.1)
 		p.Host.Tick()
+	}
+	lost := func(what string) { // the plugin's calls pending: run, their answers lost
 		late := redistest.GiveUp(t, p.Host, cluster, proxytest.PluginContextID)
-		require.Positive(t, late.Len())
+		require.Positive(t, late.Len(), what)
 		late.Run()
 	}
+	tick()
+	lost("the body's attach, a scan")
+	tick()
+	lost("the attach again (the alert has its body already)")
+	tick()
+	pending := p.Host.GetRedisCalloutAttributesFromContext(proxytest.PluginContextID)
+	require.Len(t, pending, 1, "the attach, once more")
+	p.Host.CallOnRedisCallResponse(pending[0].CalloutID, 0, cluster.Forward(pending[0].Query)) // answered: "gone", it has its body
+	lost("the outbox's listing")
 	require.Greater(t, tickUntilAlert(t, p, 150), 0.0)
 	bodies, ids := answerAlertsTo(t, p, webhook, "/hooks/budget", 200)
 	require.Len(t, bodies, 1)

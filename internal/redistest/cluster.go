@@ -160,7 +160,7 @@ func (c *Cluster) up(query []byte) bool {
 // being failed over, cut off): with a failed status, and Redis runs none of
 // them. The returned function makes them go through again. The test's own
 // commands (Do, Keys...) still reach the node.
-func (c *Cluster) Fail(key string) (recover func()) {
+func (c *Cluster) Fail(key string) (back func()) {
 	c.tb.Helper()
 	addr := c.Owner(key)
 	var slots []int
