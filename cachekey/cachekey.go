@@ -67,16 +67,38 @@ func AppendSubject(dst []byte, rule, limitType, source, value string) []byte {
 	return append(dst, '}')
 }
 
-// AlertIndex is the key of a rule's alert index: the outboxes of its
-// subjects that hold budget alerts (see scripts/alertbox.lua). Its hash
-// tag is the rule's part of the subjects' keys, as alerts.lua reads it.
-func AlertIndex(rule string) []byte {
+// AlertRegistry is the key of a rule's alert registry (a hash, see
+// scripts/alertbox.lua): the owners (config.AlertOwner) of its budget
+// alerts, and when each last looked for them. Its hash tag is the rule's
+// part of the subjects' keys, as alerts.lua reads it; beside it, in its
+// slot, each owner's alert index (AlertIndex).
+func AlertRegistry(rule string) []byte { return append(alertBase(rule), ":c"...) }
+
+// AlertIndex is the key of the alert index of one owner of a rule's budget
+// alerts: the outboxes of its subjects that hold that owner's alerts.
+func AlertIndex(rule, owner string) []byte {
+	return append(append(alertBase(rule), ':'), owner...)
+}
+
+// alertBase is what the keys of a rule's alert registry and indexes start
+// with: "atrl:alerts:{<rule>}".
+func alertBase(rule string) []byte {
 	return append(appendPart([]byte(Prefix+"alerts:{"), rule), '}')
 }
 
-// OutboxSuffix follows a subject's key in the key of its outbox, where
-// its budget alerts wait to be delivered.
-const OutboxSuffix = ":!o"
+// OutboxSuffix, then the alerts' owner (config.AlertOwner), follows a
+// subject's key in the key of an outbox, where the budget alerts of that
+// subject and owner wait to be delivered.
+const OutboxSuffix = ":!o:"
+
+// Unlisted is the key, in a slot, of the outboxes of a rule's subjects in
+// that slot that got an alert the call could not list in its index (on a
+// Redis Cluster the index is in another slot): a sorted set, by when, that
+// the rule's sweep goes through slot by slot (see scripts/alertbox.lua).
+func Unlisted(slot uint16, rule string) []byte {
+	k := AppendSlotTag([]byte(Prefix+"unlisted:{"), slot)
+	return appendPart(append(k, "}:"...), rule)
+}
 
 // Parts reads back the four parts of a key AppendSubject wrote (a
 // subject's key, or one of its keys: tail is what follows the braces, such

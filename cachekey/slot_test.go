@@ -28,3 +28,20 @@ func TestEveryCounterOfASubjectSharesItsSlot(t *testing.T) {
 		assert.Equal(t, slot, Slot(append(append([]byte{}, subject...), suffix...)))
 	}
 }
+
+// Every slot has a tag of four characters from '@' to 'O' that hashes to
+// it, found without a search.
+func TestSlotTagOfEverySlot(t *testing.T) {
+	for slot := range uint16(Slots) {
+		tag := AppendSlotTag(nil, slot)
+		if len(tag) != 4 || Slot([]byte("{"+string(tag)+"}")) != slot {
+			t.Fatalf("slot %d: tag %q hashes to %d", slot, tag, Slot([]byte("{"+string(tag)+"}")))
+		}
+		for _, c := range tag {
+			if c < '@' || c > 'O' {
+				t.Fatalf("slot %d: tag %q", slot, tag)
+			}
+		}
+	}
+	assert.Equal(t, "atrl:unlisted:{"+string(AppendSlotTag(nil, 107))+"}:chat", string(Unlisted(107, "chat")))
+}

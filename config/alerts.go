@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"strings"
@@ -94,4 +96,27 @@ func readWebhookPath(w *Webhook, path string, v gjson.Result) error {
 	}
 	w.Path = s
 	return err
+}
+
+// AlertOwner names the configuration's budget alerts in Redis (their
+// outboxes and index, see cachekey.AlertIndex): 8 hex digits of a hash of
+// what decides where an alert goes and how its body names a subject: the
+// webhook's service, port and path, and secret_headers and secret_params
+// (which values are credentials, see ReadsSecret). Configurations that
+// share a rule_name and these deliver each other's alerts; others never do.
+// "" without budget_alerts.
+func (c *Config) AlertOwner() string {
+	if c.Alerts == nil {
+		return ""
+	}
+	h := sha256.New()
+	w := c.Alerts.Webhook
+	h.Write([]byte(w.ServiceName + "\x00" + strconv.Itoa(w.ServicePort) + "\x00" + w.Path))
+	for _, list := range [][]string{c.SecretHeaders, c.SecretParams} {
+		h.Write([]byte{1})
+		for _, s := range slices.Sorted(slices.Values(list)) {
+			h.Write([]byte("\x00" + s))
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:4])
 }

@@ -80,3 +80,36 @@ func TestSoftLimits(t *testing.T) {
 		assert.EqualError(t, err, want, json)
 	}
 }
+
+// Issue 51, point 2: an alert's owner is where it goes and how its body
+// names a credential: the webhook's service, port and path, secret_headers
+// and secret_params. Thresholds, max_age_seconds, the timeout, the limits
+// and the order of the secret lists do not change it.
+func TestAlertOwner(t *testing.T) {
+	owner := func(alerts, extra string) string {
+		return mustParse(t, withGlobal(`,`+extra+`"budget_alerts":{"thresholds":[50],`+alerts+`}`)).AlertOwner()
+	}
+	base := owner(webhookOK, "")
+	assert.Regexp(t, `^[0-9a-f]{8}$`, base)
+	assert.Equal(t, base, owner(`"max_age_seconds":60,"webhook":{"service_name":"alerts.static","path":"/hooks/budget","service_port":80,"timeout":5000}`, ""))
+	assert.Equal(t, owner(webhookOK, `"secret_headers":["x-a","x-b"],`), owner(webhookOK, `"secret_headers":["x-b","x-a"],`))
+	for _, other := range []string{
+		owner(`"webhook":{"service_name":"alerts-b.static","path":"/hooks/budget"}`, ""),
+		owner(`"webhook":{"service_name":"alerts.static","path":"/hooks/b"}`, ""),
+		owner(`"webhook":{"service_name":"alerts.static","path":"/hooks/budget","service_port":8080}`, ""),
+		owner(webhookOK, `"secret_headers":["x-team"],`),
+		owner(webhookOK, `"secret_params":["x-team"],`),
+	} {
+		assert.NotEqual(t, base, other)
+	}
+	assert.Empty(t, mustParse(t, withGlobal("")).AlertOwner())
+
+	// Whether a key's source is a credential is the configuration's
+	// reading, whatever its rule items.
+	c := mustParse(t, withGlobal(`,"secret_headers":["x-team"]`))
+	assert.True(t, c.ReadsSecret("limit_by_per_header", "x-team"))
+	assert.True(t, c.ReadsSecret("limit_by_header", "authorization"))
+	assert.True(t, c.ReadsSecret("limit_by_per_cookie", "sid"))
+	assert.False(t, c.ReadsSecret("limit_by_per_header", "x-app"))
+	assert.False(t, c.ReadsSecret("global_threshold", ""))
+}

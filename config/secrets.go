@@ -49,26 +49,37 @@ func readSecretParams(c *Config, path string, v gjson.Result) (err error) {
 func (c *Config) markSecretItems() {
 	for i := range c.Items {
 		it := &c.Items[i]
-		switch it.Type {
-		case ByHeader, ByPerHeader:
-			it.Secret = slices.Contains(credentialHeaders, it.Name) || slices.Contains(c.SecretHeaders, it.Name)
-		case ByConsumer, ByPerConsumer: // a consumer's name, which the auth plugin sets
-			it.Secret = slices.Contains(c.SecretHeaders, it.Name)
-		case ByParam, ByPerParam:
-			it.Secret = slices.Contains(credentialParams, strings.ToLower(it.Name)) || slices.Contains(c.SecretParams, it.Name)
-		case ByCookie, ByPerCookie, ByAPIKey, ByPerAPIKey: // a cookie is a session's, or a token
-			it.Secret = true
-		}
+		it.Secret = c.secretSource(it.Type, it.Name)
 	}
+}
+
+// secretSource reports whether the values a rule item of a type reads from
+// source (a header, parameter or cookie name) are credentials: decided by
+// the type, the source and secret_headers and secret_params alone.
+func (c *Config) secretSource(t LimitType, source string) bool {
+	switch t {
+	case ByHeader, ByPerHeader:
+		return slices.Contains(credentialHeaders, source) || slices.Contains(c.SecretHeaders, source)
+	case ByConsumer, ByPerConsumer: // a consumer's name, which the auth plugin sets
+		return slices.Contains(c.SecretHeaders, source)
+	case ByParam, ByPerParam:
+		return slices.Contains(credentialParams, strings.ToLower(source)) || slices.Contains(c.SecretParams, source)
+	case ByCookie, ByPerCookie, ByAPIKey, ByPerAPIKey: // a cookie is a session's, or a token
+		return true
+	}
+	return false
 }
 
 // ReadsSecret reports whether the subjects of a rule item type (its name,
 // "limit_by_header") reading source are named by a credential, as the
-// parts of their keys say (see cachekey.Parts).
+// parts of their keys say (see cachekey.Parts). It does not depend on the
+// configuration's rule items, only on secret_headers and secret_params
+// (see AlertOwner): a subject of another configuration's item is read as
+// that configuration reads it.
 func (c *Config) ReadsSecret(limitType, source string) bool {
-	for i := range c.Items {
-		if it := &c.Items[i]; it.Secret && it.Type.String() == limitType && it.Name == source {
-			return true
+	for t := range limitTypes {
+		if limitTypes[t].field == limitType {
+			return c.secretSource(LimitType(t), source)
 		}
 	}
 	return false

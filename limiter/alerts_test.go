@@ -72,12 +72,26 @@ func tickAlerts(t *testing.T, p *plugintest.Plugin, status int) []string {
 // tickAlertIDs is tickAlerts, returning the alerts' ids too.
 func tickAlertIDs(t *testing.T, p *plugintest.Plugin, status int) (bodies, ids []string) {
 	t.Helper()
+	return tickAlertsTo(t, p, webhook, "/hooks/budget", status)
+}
+
+// tickAlertsTo is tickAlertIDs for a webhook of another cluster (upstream)
+// and path: every call must go there.
+func tickAlertsTo(t *testing.T, p *plugintest.Plugin, upstream, path string, status int) (bodies, ids []string) {
+	t.Helper()
 	p.SendPostponed()
+	return answerAlertsTo(t, p, upstream, path, status)
+}
+
+// answerAlertsTo answers the webhook calls the plugin has sent with status,
+// as tickAlertsTo does after its tick.
+func answerAlertsTo(t *testing.T, p *plugintest.Plugin, upstream, path string, status int) (bodies, ids []string) {
+	t.Helper()
 	calls := slices.Clone(p.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID))
 	for _, c := range calls {
-		assert.Equal(t, webhook, c.Upstream)
+		assert.Equal(t, upstream, c.Upstream)
 		assert.Equal(t, "POST", plugintest.Header(c.Headers, ":method"))
-		assert.Equal(t, "/hooks/budget", plugintest.Header(c.Headers, ":path"))
+		assert.Equal(t, path, plugintest.Header(c.Headers, ":path"))
 		assert.Equal(t, "application/json", plugintest.Header(c.Headers, "content-type"))
 		m := alertID.FindStringSubmatch(string(c.Body))
 		require.NotNil(t, m, "an alert without an id: %s", c.Body)
@@ -174,7 +188,7 @@ func TestAlertSurvivesAFailingWebhook(t *testing.T) {
 		assert.Equal(t, uint64(1), counter(p, alertsSent))
 		assert.Equal(t, uint64(0), counter(p, alertsLost))
 		p.SendPostponed()
-		assert.Empty(t, redis.Keys("atrl:*:!o"), "taken out of Redis once sent")
+		assert.Empty(t, redis.Keys("atrl:*:!o:*"), "taken out of Redis once sent")
 		assert.Equal(t, -1.0, tickUntilAlert(t, p, 200), "sent once")
 
 		// At most 3 s of tries: at once, a second or two later; the next
@@ -191,7 +205,7 @@ func TestAlertSurvivesAFailingWebhook(t *testing.T) {
 		assert.Equal(t, -1.0, tickUntilAlert(t, p, 40))
 		assert.Equal(t, uint64(1), counter(p, alertsLost), "given up")
 		assert.Contains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "not delivered in 3 s, given up: {\"id\":")
-		assert.Empty(t, redis.Keys("atrl:*:!o"))
+		assert.Empty(t, redis.Keys("atrl:*:!o:*"))
 	})
 }
 
@@ -226,8 +240,9 @@ func TestAlertDeliveredByAnotherReplica(t *testing.T) {
 			"named from its key: the credential fingerprinted, no rule item")
 		assert.Equal(t, uint64(2), counter(b, alertsSent))
 		assert.Equal(t, -1.0, tickUntilAlert(t, b, 150))
-		assert.Empty(t, redis.Keys("atrl:*:!o"))
-		assert.Empty(t, redis.Keys("atrl:alerts:*"), "nothing left listed once the last try's wait is over")
+		assert.Empty(t, redis.Keys("atrl:*:!o:*"))
+		assert.Equal(t, []string{"atrl:alerts:{chat}:c"}, redis.Keys("atrl:alerts:*"), "nothing left listed once the last try's wait is over: the rule's registry")
+		assert.Empty(t, redis.Keys("atrl:unlisted:*"), "nor noted for the sweep")
 		b.Stop()
 
 		// With redis.cluster: false, the call that crosses lists the
@@ -383,5 +398,77 @@ func TestAlertOfAChargeWhoseAnswerWasDropped(t *testing.T) {
 		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":600,"reset_seconds":82800,"threshold":50,` + alertsTime + `}`}, tickAlerts(t, p, 200), "its body as configured")
 		assert.Equal(t, int64(600), tokensAt(redis, plugintest.APIKeySubject, 86400), "charged once")
+	})
+}
+
+// Issue 51, point 2: two routes (or WasmPlugins) that share a rule_name
+// share its budget, each with its own webhook. Route B's alert, refused
+// once (503), is B's: route A's replica, ticking before B's retry, never
+// POSTs it to A's webhook; B delivers it, with its id, to its own.
+func TestAlertsGoOnlyToTheWebhookOfTheirConfiguration(t *testing.T) {
+	redis := redistest.Start(t)
+	const (
+		webhookB = "outbound|80||alerts-b.static"
+		sentB    = "webhook.alerts-b.static.metric.token_ratelimit_alert_sent_count"
+	)
+	routeA := alertsConfig("50", "", `"token_per_day": 1000`)
+	routeB := strings.Replace(routeA, `"service_name": "alerts.static", "path": "/hooks/budget"`, `"service_name": "alerts-b.static", "path": "/hooks/b"`, 1)
+	require.NotEqual(t, routeA, routeB)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		b := plugintest.Start(t, redis, routeB)
+		spendTokens(t, b, 600)
+		first, ids := tickAlertsTo(t, b, webhookB, "/hooks/b", 503)
+		require.Len(t, first, 1)
+		b.Stop()
+
+		a := plugintest.Start(t, redis, routeA) // another replica, serving route A
+		assert.Equal(t, -1.0, tickUntilAlert(t, a, 50), "A sends nothing of B's in 5 s")
+		assert.Equal(t, uint64(0), counter(a, alertsSent))
+		a.Stop()
+
+		b = plugintest.Start(t, redis, routeB)
+		require.Greater(t, tickUntilAlert(t, b, 50), 0.0)
+		again, sameIDs := tickAlertsTo(t, b, webhookB, "/hooks/b", 200)
+		assert.Equal(t, first, again, "B's alert, to B's webhook")
+		assert.Equal(t, ids, sameIDs)
+		assert.Equal(t, uint64(1), counter(b, sentB))
+	})
+}
+
+// Issue 51, point 2: route B's configuration changes its webhook (or goes
+// away) while its alert waits for a webhook that refuses it. The alert
+// stays B's: nobody POSTs it elsewhere, and once no replica of B's
+// configuration has looked for its alerts for an hour, while route A's
+// replicas went on, A's replica gives it up: logged at warn, naming B's
+// webhook, and counted in A's token_ratelimit_alert_failed_count.
+func TestAlertsOfAConfigurationGoneAreGivenUp(t *testing.T) {
+	redis := redistest.Start(t)
+	routeA := alertsConfig("50", "", `"token_per_day": 1000`)
+	routeB := strings.Replace(routeA, `"service_name": "alerts.static", "path": "/hooks/budget"`, `"service_name": "alerts-b.static", "path": "/hooks/b"`, 1)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, alertsClock)
+		b := plugintest.Start(t, redis, routeB)
+		spendTokens(t, b, 600)
+		bodies, _ := tickAlertsTo(t, b, "outbound|80||alerts-b.static", "/hooks/b", 503)
+		require.Len(t, bodies, 1)
+		b.Stop()
+
+		a := plugintest.Start(t, redis, routeA)
+		minute := func() { // 59 s on, then a second of A's ticks: a scan
+			redis.SetClock(redis.Clock() + 59)
+			tickQuietly(t, a, 10)
+		}
+		for range 61 { // 3,599 s
+			minute()
+		}
+		assert.Equal(t, uint64(0), counter(a, alertsLost))
+		require.Len(t, redis.Keys("atrl:*:!o:*"), 1, "B's alert waits")
+		minute() // 3,658 s
+		require.Empty(t, a.Host.GetCalloutAttributesFromContext(proxytest.PluginContextID))
+		assert.Equal(t, uint64(1), counter(a, alertsLost), "given up")
+		assert.Contains(t, strings.Join(a.Host.GetWarnLogs(), "\n"),
+			`budget alert to alerts-b.static given up: no replica of the configuration that made it (that webhook) has run for 3600 s: {"id":`)
+		assert.Empty(t, redis.Keys("atrl:*:!o:*"))
 	})
 }

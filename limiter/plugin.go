@@ -81,6 +81,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	options := quota.Options(rules)
 	if rules.Alerts != nil {
 		options.Thresholds = rules.Alerts.Thresholds // admissions and charges report crossings
+		options.AlertOwner = rules.AlertOwner()      // and write them to this owner's outboxes
 	}
 	options.OneServer = !rules.Redis.Cluster // an alert's outbox listed in the call that records it
 	options.ByKind = rules.QuotaHeaders&(config.QuotaHeadersOpenAI|config.QuotaHeadersIETF) != 0

@@ -34,7 +34,8 @@ type startState struct {
 const finishTicks = 30 * 1000 / tickMs
 
 // idle reports whether the start has nothing left to send: no charge
-// postponed or in flight, no local debt, no alert without its body.
+// postponed or in flight, no local debt, no alert without its body or its
+// listing.
 func (s *startState) idle() bool {
 	if len(s.outbox) > 0 || s.charging > 0 {
 		return false
@@ -45,7 +46,7 @@ func (s *startState) idle() bool {
 		}
 	}
 	for _, a := range s.alerters {
-		if len(a.attaching) > 0 {
+		if len(a.attaching) > 0 || len(a.unlisted) > 0 {
 			return false
 		}
 	}
@@ -54,9 +55,10 @@ func (s *startState) idle() bool {
 
 // pending says what the start still has to send.
 func (s *startState) pending() string {
-	attaching := 0
+	attaching, unlisted := 0, 0
 	for _, a := range s.alerters {
 		attaching += len(a.attaching)
+		unlisted += len(a.unlisted)
 	}
 	owes := 0
 	for _, ls := range s.locals {
@@ -64,7 +66,8 @@ func (s *startState) pending() string {
 			owes++
 		}
 	}
-	return fmt.Sprintf("%d charges, %d budget alerts' bodies, the debts of %d local windows", len(s.outbox)+s.charging, attaching, owes)
+	return fmt.Sprintf("%d charges, %d budget alerts' bodies, %d outboxes to list, the debts of %d local windows",
+		len(s.outbox)+s.charging, attaching, unlisted, owes)
 }
 
 // finish tells the gateway the plugin is done once nothing is left to send,
@@ -77,7 +80,8 @@ func (s *startState) finish() {
 	if s.idle() {
 		log.Infof("plugin done: everything sent")
 	} else {
-		log.Warnf("plugin done: %s not sent in %d s, lost", s.pending(), finishTicks*tickMs/1000)
+		log.Warnf("plugin done: %s not sent in %d s: charges and debts lost, budget alerts left in Redis to other replicas",
+			s.pending(), finishTicks*tickMs/1000)
 	}
 	s.finishing = false
 	proxywasm.PluginDone()

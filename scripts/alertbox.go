@@ -15,19 +15,43 @@ import (
 
 // The budget alerts' outboxes (alerts.lua writes them, alertbox.lua hands
 // them out). A call that takes a bucket past a threshold writes the alert
-// to its subject's outbox in Redis, in the same call; the replica that made
+// to its subject's outbox of the configuration's owner (config.AlertOwner)
+// in Redis, in the same call (and, on a Redis Cluster, notes the outbox in
+// its slot's unlisted outboxes for the rule's sweep); the replica that made
 // the call attaches the alert's body (AttachAlert) and lists the outbox in
-// its rule's index (ListOutbox); every replica scans the index now and
-// then (ScanAlerts), claims what is due in the outboxes it leased
-// (ClaimAlerts), POSTs it, removes what the webhook took (RemoveAlert), and
-// settles the outbox in the index (SettleOutbox). So an alert is delivered
-// at least once, whichever replica made it or is still running, and with
-// the same id every time.
+// its owner's index (ListOutboxes), trying until it lands; every replica
+// scans its owner's index now and then (ScanAlerts), claims what is due in
+// the outboxes it leased (ClaimAlerts), POSTs it, removes what the webhook
+// took (RemoveAlert), and settles the outbox in the index (SettleOutbox);
+// scans hand out, once a second for the rule, slots whose unlisted
+// outboxes the replica lists (UnlistedOutboxes). So an alert is delivered
+// at least once, whichever replica made it or is still running, to its
+// owner's webhook only, and with the same id every time.
 
-// Outbox is where the budget alerts of a subject (its key) wait.
-func Outbox(subject []byte) []byte {
-	return append(append(make([]byte, 0, len(subject)+len(cachekey.OutboxSuffix)), subject...), cachekey.OutboxSuffix...)
+// Outbox is where the budget alerts of an owner about a subject (its key)
+// wait.
+func Outbox(subject []byte, owner string) []byte {
+	out := make([]byte, 0, len(subject)+len(cachekey.OutboxSuffix)+len(owner))
+	return append(append(append(out, subject...), cachekey.OutboxSuffix...), owner...)
 }
+
+// OutboxOwner returns the owner an outbox's key ends with.
+func OutboxOwner(outbox string) (string, bool) {
+	i := strings.LastIndex(outbox, cachekey.OutboxSuffix)
+	if i < 0 || len(outbox)-i-len(cachekey.OutboxSuffix) != ownerLen {
+		return "", false
+	}
+	owner := outbox[i+len(cachekey.OutboxSuffix):]
+	for _, c := range owner {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return "", false
+		}
+	}
+	return owner, true
+}
+
+// ownerLen is the length of an owner (config.AlertOwner).
+const ownerLen = 8
 
 // Alert is an alert in an outbox, as alerts.lua writes it
 // ('t86400:20454:!80|850|1000|82800|1767229200'), with its body once
@@ -113,39 +137,86 @@ func alertCall(keys [][]byte, op string, args ...string) Call {
 	}
 }
 
-// leasesOf is the key of an alert index's leases, in its slot.
-func leasesOf(index []byte) []byte { return append(append([]byte(nil), index...), ":l"...) }
-
-// ListOutbox lists an outbox in the alert index, due now.
-func (c *Client) ListOutbox(index, outbox []byte, done func(error)) error {
-	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "list", string(outbox), ""), func(v resp.Value, err error) {
+// ListOutboxes lists outboxes in their owners' indexes among the rule's
+// (its registry, cachekey.AlertRegistry), due now.
+func (c *Client) ListOutboxes(registry []byte, outboxes []string, done func(error)) error {
+	return c.dispatch(alertCall([][]byte{registry}, "list", append([]string{""}, outboxes...)...), func(v resp.Value, err error) {
 		done(checkOne(v, err, "list"))
 	})
 }
 
-// ScanAlerts leases at most n outboxes of the index that have an alert due,
-// for leaseSeconds; done gets the lease's token and the outboxes.
-func (c *Client) ScanAlerts(index []byte, n int, leaseSeconds int64, done func(token string, outboxes []string, err error)) error {
-	args := []string{strconv.Itoa(n), strconv.FormatInt(leaseSeconds, 10)}
-	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "scan", args...), func(v resp.Value, err error) {
-		var out []string
+// Scanned is what ScanAlerts handed out.
+type Scanned struct {
+	Token string   // the leases'
+	Sweep int      // the first of the slots to sweep (-1: none)
+	Own   []string // the owner's outboxes with an alert due, leased
+	// Silent are the outboxes with an alert due of an owner no replica
+	// has scanned for an hour (its configuration is gone), leased, to be
+	// given up; SilentWebhook is its webhook's name, when known.
+	Silent        []string
+	SilentWebhook string
+}
+
+// ScanAlerts notes a scan of the owner (whose webhook it names) and leases
+// at most n outboxes of its index that have an alert due, for
+// leaseSeconds; once a second for the rule it hands out slots to sweep
+// (sweep: the owner's calls note their outboxes there) and the outboxes
+// of a silent owner (see Scanned).
+func (c *Client) ScanAlerts(registry []byte, owner string, n int, leaseSeconds int64, webhook string, sweep bool, done func(Scanned, error)) error {
+	flag := "0"
+	if sweep {
+		flag = "1"
+	}
+	args := []string{owner, strconv.Itoa(n), strconv.FormatInt(leaseSeconds, 10), webhook, flag}
+	return c.dispatch(alertCall([][]byte{registry}, "scan", args...), func(v resp.Value, err error) {
+		var sc Scanned
 		if err == nil {
-			out, err = bulkStrings(v, "scan", 1)
+			sc, err = parseScanned(v)
 		}
-		if err != nil {
-			done("", nil, err)
-			return
-		}
-		done(out[0], out[1:], nil)
+		done(sc, err)
 	})
 }
 
+// parseScanned reads scan's reply: the token, the first slot to sweep or
+// "", the silent owner's webhook, the number of the owner's outboxes, them,
+// then the silent owner's.
+func parseScanned(v resp.Value) (Scanned, error) {
+	out, err := bulkStrings(v, "scan", 4)
+	if err != nil {
+		return Scanned{}, err
+	}
+	own, err := strconv.Atoi(out[3])
+	sc := Scanned{Token: out[0], Sweep: -1, SilentWebhook: out[2]}
+	if out[1] != "" {
+		sc.Sweep, err = strconv.Atoi(out[1])
+	}
+	if err != nil || own < 0 || 4+own > len(out) || sc.Sweep >= cachekey.Slots {
+		return Scanned{}, fmt.Errorf("%w: scan returned %s", ErrMalformed, describe(v))
+	}
+	sc.Own, sc.Silent = out[4:4+own], out[4+own:]
+	return sc, nil
+}
+
 // SettleOutbox lists an outbox a scan leased by when its next alert is due
-// (next, as ClaimAlerts gave it), or takes it off the index when it has
-// none and nothing was listed since the scan.
-func (c *Client) SettleOutbox(index []byte, outbox, token, next string, done func(error)) error {
-	return c.dispatch(alertCall([][]byte{index, leasesOf(index)}, "settle", outbox, token, next), func(v resp.Value, err error) {
+// (next, as ClaimAlerts gave it), or takes it off its owner's index when
+// it has none and nothing was listed since the scan.
+func (c *Client) SettleOutbox(registry []byte, outbox, token, next string, done func(error)) error {
+	return c.dispatch(alertCall([][]byte{registry}, "settle", outbox, token, next), func(v resp.Value, err error) {
 		done(checkOne(v, err, "settle"))
+	})
+}
+
+// UnlistedOutboxes returns at most n outboxes of a slot's unlisted ones of
+// a rule (cachekey.Unlisted) noted at least age seconds ago: none of their
+// listings has reached their index since.
+func (c *Client) UnlistedOutboxes(unlisted []byte, age int64, n int, done func([]string, error)) error {
+	args := []string{strconv.FormatInt(age, 10), strconv.Itoa(n)}
+	return c.dispatch(alertCall([][]byte{unlisted}, "unlisted", args...), func(v resp.Value, err error) {
+		var out []string
+		if err == nil {
+			out, err = bulkStrings(v, "unlisted", 0)
+		}
+		done(out, err)
 	})
 }
 
@@ -157,11 +228,12 @@ type Claimed struct {
 }
 
 // ClaimAlerts takes at most n alerts due from an outbox: those older than
-// maxAge seconds are dropped, the others put off (least seconds at least)
-// and handed to done.
-func (c *Client) ClaimAlerts(outbox string, maxAge, least int64, n int, done func(Claimed, error)) error {
+// maxAge seconds (-1: all) are dropped, the others put off (least seconds
+// at least) and handed to done. The outbox leaves its slot's unlisted ones
+// (unlisted, cachekey.Unlisted): it was scanned, so it is listed.
+func (c *Client) ClaimAlerts(outbox string, unlisted []byte, maxAge, least int64, n int, done func(Claimed, error)) error {
 	args := []string{strconv.FormatInt(maxAge, 10), strconv.FormatInt(least, 10), strconv.Itoa(n)}
-	return c.dispatch(alertCall([][]byte{[]byte(outbox)}, "claim", args...), func(v resp.Value, err error) {
+	return c.dispatch(alertCall([][]byte{[]byte(outbox), unlisted}, "claim", args...), func(v resp.Value, err error) {
 		var cl Claimed
 		if err == nil {
 			cl, err = parseClaimed(v)

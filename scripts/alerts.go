@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/tidwall/resp"
+
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 )
 
 // Budget alerts (config.Alerts, alerts.lua). With thresholds in Options,
@@ -62,10 +64,12 @@ func ignoreCrossings(done func(error)) func([]Crossing, error) {
 
 // appendThresholds appends the alerts' suffix of an options argument when
 // alerting and thresholds are configured: '#', 'o' when a charge is to read
-// overrides, 'i' when the call may list an outbox in its rule's alert index
-// (Options.OneServer, and no Redis Cluster refused a call), the thresholds
-// ("#oi50,80,100").
-func (c *Client) appendThresholds(arg []byte, alerting, overrides bool) []byte {
+// overrides, 'i' when the call may list an outbox in its owner's alert
+// index (Options.OneServer, and no Redis Cluster refused a call), the
+// alerts' owner (Options.AlertOwner), without 'i' the hash tag of the slot
+// of key (the call's first key, in the slot of all), the thresholds
+// ("#oi1a2b3c4d50,80,100", "#1a2b3c4dAKOB50,80,100").
+func (c *Client) appendThresholds(arg []byte, alerting, overrides bool, key []byte) []byte {
 	if !alerting || len(c.options.Thresholds) == 0 {
 		return arg
 	}
@@ -73,8 +77,13 @@ func (c *Client) appendThresholds(arg []byte, alerting, overrides bool) []byte {
 	if overrides {
 		arg = append(arg, 'o')
 	}
-	if c.options.OneServer && !c.crossSlot {
+	oneCall := c.options.OneServer && !c.crossSlot
+	if oneCall {
 		arg = append(arg, 'i')
+	}
+	arg = append(arg, c.options.AlertOwner...)
+	if !oneCall {
+		arg = cachekey.AppendSlotTag(arg, cachekey.Slot(key))
 	}
 	for i, t := range c.options.Thresholds {
 		if i > 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -46,13 +47,20 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 	// With thresholds, an admission adds them to its options, a soft
 	// window an 's' to its limit; a charge that may alert adds them (and
 	// 'o' for overrides) and each window's limit. A cancel alerts nothing.
-	c.options.Thresholds = []int64{50, 80, 100}
+	// The suffix names the alerts' owner and, on a Redis Cluster, the
+	// slot's tag: "#1a2b3c4dDBNE50,80,100".
+	c.options.Thresholds, c.options.AlertOwner = []int64{50, 80, 100}, "1a2b3c4d"
+	tag := string(cachekey.AppendSlotTag(nil, cachekey.Slot([]byte(subject))))
 	subjects[0].SoftWindows = AllSoft
-	admitAlerting := strings.NewReplacer("$24\r\nfo60:lease.1!35/marker.2", "$34\r\nfo60:lease.1!35/marker.2#50,80,100",
+	admitAlerting := strings.NewReplacer("$24\r\nfo60:lease.1!35/marker.2", "$46\r\nfo60:lease.1!35/marker.2#1a2b3c4d"+tag+"50,80,100",
 		"$4\r\n1000\r\n", "$5\r\n1000s\r\n", "$3\r\n100\r\n", "$4\r\n100s\r\n").Replace(admit)
 	assert.Equal(t, admitAlerting, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
-	assert.Equal(t, len(admit)+10+2, len(admitAlerting), "10 bytes of thresholds, 1 per soft window")
-	chargeAlerting := strings.NewReplacer("*15\r\n", "*18\r\n", "$21\r\nf:lease.1/60/charge.3", "$32\r\nf:lease.1/60/charge.3#o50,80,100",
+	assert.Equal(t, len(admit)+22+2, len(admitAlerting), "22 bytes of thresholds, owner and slot, 1 per soft window")
+	c.options.OneServer = true
+	assert.Equal(t, strings.Replace(admitAlerting, "$46\r\nfo60:lease.1!35/marker.2#1a2b3c4d"+tag, "$43\r\nfo60:lease.1!35/marker.2#i1a2b3c4d", 1),
+		string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)), "one server: 'i', no slot")
+	c.options.OneServer = false
+	chargeAlerting := strings.NewReplacer("*15\r\n", "*18\r\n", "$21\r\nf:lease.1/60/charge.3", "$44\r\nf:lease.1/60/charge.3#o1a2b3c4d"+tag+"50,80,100",
 		"$3\r\nt60\r\n", "$3\r\nt60\r\n$4\r\n1000\r\n", "$5\r\nq3600\r\n", "$5\r\nq3600\r\n$3\r\n100\r\n",
 		"$6\r\nu86400\r\n", "$6\r\nu86400\r\n$11\r\n20000000000\r\n").Replace(charge)
 	assert.Equal(t, chargeAlerting, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)))
@@ -77,7 +85,7 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	r := redistest.Start(t)
 	r.SetClock(1767229210) // 10 s into an hour
 	subjects := alertSubjects()
-	c := &Client{options: Options{LeaseSeconds: 60, Overrides: true, Thresholds: []int64{50, 100}}}
+	c := &Client{options: Options{LeaseSeconds: 60, Overrides: true, Thresholds: []int64{50, 100}, AlertOwner: "1a2b3c4d"}}
 	admit := func() Verdict {
 		v, err := c.parseAdmit(runReply(t, r, c.encodeAdmit(subjects, Amounts{}, "lease.1", "", true)), subjects)
 		require.NoError(t, err)
@@ -114,10 +122,14 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	assert.Equal(t, 4, len(r.Keys(subject+"*:![0-9]*")), "one marker per bucket and threshold")
 	assert.Equal(t, []string{
 		"q3600:490897:!50|2|4|3590|1767229210", "t60:29453820:!100|1500|1000|50|1767229210", "t60:29453820:!50|1500|1000|50|1767229210",
-	}, r.Strings("ZRANGE", subject+":!o", "0", "-1"), "each alert in its subject's outbox")
-	assert.Equal(t, []string{"u86400:20454:!50|12000000000|20000000000|82790|1767229210"}, r.Strings("ZRANGE", subject+":m:gpt-4o:!o", "0", "-1"))
-	assert.Equal(t, int64(1767229220), r.Int("ZSCORE", subject+":!o", "q3600:490897:!50|2|4|3590|1767229210"), "due after 10 s")
+	}, r.Strings("ZRANGE", subject+":!o:1a2b3c4d", "0", "-1"), "each alert in its subject's outbox of its owner")
+	assert.Equal(t, []string{"u86400:20454:!50|12000000000|20000000000|82790|1767229210"}, r.Strings("ZRANGE", subject+":m:gpt-4o:!o:1a2b3c4d", "0", "-1"))
+	assert.Equal(t, int64(1767229220), r.Int("ZSCORE", subject+":!o:1a2b3c4d", "q3600:490897:!50|2|4|3590|1767229210"), "due after 10 s")
 	assert.Equal(t, 0, len(r.Keys("atrl:alerts:*")), "listed by the caller, on a Redis Cluster")
+	unlisted := string(cachekey.Unlisted(cachekey.Slot([]byte(subject)), "chat"))
+	assert.Equal(t, []string{unlisted}, r.Keys("atrl:unlisted:*"), "noted in the subjects' slot, for the sweep")
+	assert.Equal(t, []string{subject + ":!o:1a2b3c4d", subject + ":m:gpt-4o:!o:1a2b3c4d"}, r.Strings("ZRANGE", unlisted, "0", "-1"))
+	assert.Equal(t, int64(1767229210), r.Int("ZSCORE", unlisted, subject+":!o:1a2b3c4d"), "by when it was first noted")
 
 	// Soft: over its limit, an admission still goes, and counts.
 	subjects[0].SoftWindows = AllSoft

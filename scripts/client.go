@@ -260,6 +260,9 @@ type Options struct {
 	// (redis.cluster: false): a call that records a budget alert lists its
 	// outbox in the alert index too (see alerts.lua).
 	OneServer bool
+	// AlertOwner is the configuration's config.AlertOwner, with
+	// Thresholds: whose outboxes its calls write alerts to.
+	AlertOwner string
 }
 
 // defaultCalendar is the calendar of Options without one.
@@ -339,7 +342,7 @@ func (c *Client) encodeAdmit(subjects []Subject, cost Amounts, leaseID, markerID
 	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)+20), bySource, opAdmit, subjects, true, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
-	q = c.appendOptions(q, true, leaseID, true, markerID, true)
+	q = c.appendOptions(q, true, leaseID, true, markerID, true, firstKey(subjects))
 	var now int64
 	return c.appendAdmitSubjects(q, subjects, &now)
 }
@@ -427,7 +430,7 @@ func (c *Client) encodeChargeCall(subjects []Subject, a Amounts, spent *Amounts,
 	} else {
 		q = appendBulkString(q, "") // the buckets of now
 	}
-	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID, spent, alerting)
+	q = c.appendChargeOptions(q, leaseID, chargeID, cancelID, spent, alerting, firstKey(subjects))
 	q = appendAmounts(q, a.Tokens, a.USD)
 	q = appendBulkInt(q, tokenAmount(a.Requests))
 	var now int64
@@ -477,7 +480,7 @@ func (c *Client) Renew(subjects []Subject, leaseID string, done func(error)) err
 	encode := func(bySource bool) []byte {
 		q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 0)+len(leaseID)), bySource, opRenew, subjects, false, 2)
 		q = appendBulkString(q, "") // now, by Redis's clock
-		return c.appendOptions(q, false, leaseID, true, "", false)
+		return c.appendOptions(q, false, leaseID, true, "", false, nil)
 	}
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err == nil && v.Type() != resp.Integer {
@@ -509,8 +512,8 @@ func (o Options) appendWindowType(arg []byte, admission bool) []byte {
 // then, with a lease, "<lease seconds>:<id>" to take or renew it
 // (withSeconds) or ":<id>" to release it, then, with an admission marker,
 // "!<seconds>/<marker id>", then, when alerting, the thresholds (see
-// appendThresholds).
-func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool, markerID string, alerting bool) []byte {
+// appendThresholds: key is the call's first).
+func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, withSeconds bool, markerID string, alerting bool, key []byte) []byte {
 	var buf [96]byte
 	arg := buf[:0]
 	if withWindowType {
@@ -525,7 +528,7 @@ func (c *Client) appendOptions(dst []byte, withWindowType bool, leaseID string, 
 		}
 		arg = append(append(arg, ':'), leaseID...)
 	}
-	return appendBulk(dst, c.appendThresholds(c.appendMarker(arg, markerID), alerting, false))
+	return appendBulk(dst, c.appendThresholds(c.appendMarker(arg, markerID), alerting, false, key))
 }
 
 // appendMarker appends "!<seconds>/<marker id>" for an admission marker ("":
@@ -544,8 +547,8 @@ func (c *Client) appendMarker(arg []byte, markerID string) []byte {
 // "/<seconds>/<charge id>" to mark the charge applied, or "!<seconds>/<marker
 // id>" to cancel an admission, then, when alerting, "=<tokens>:<nanodollars>"
 // for the usage of a reservation's charge (spent) and the thresholds (see
-// appendThresholds), without allocating.
-func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string, spent *Amounts, alerting bool) []byte {
+// appendThresholds: key is the call's first), without allocating.
+func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID string, spent *Amounts, alerting bool, key []byte) []byte {
 	var buf [128]byte
 	arg := c.options.appendWindowType(buf[:0], false)
 	if leaseID != "" {
@@ -560,7 +563,7 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID str
 		arg = strconv.AppendInt(append(arg, '='), max(tokenAmount(spent.Tokens), 0), 10)
 		arg = strconv.AppendInt(append(arg, ':'), min(max(spent.USD, 0), config.MaxLimit), 10)
 	}
-	return appendBulk(dst, c.appendThresholds(arg, alerting, c.options.Overrides))
+	return appendBulk(dst, c.appendThresholds(arg, alerting, c.options.Overrides, key))
 }
 
 // MayHaveRun says whether a call that failed with err may have run in
@@ -668,6 +671,14 @@ func windowArgs(subjects []Subject, perWindow int) int {
 		n += 1 + perWindow*len(s.Windows)
 	}
 	return n
+}
+
+// firstKey is the key of a call's first subject (nil: none).
+func firstKey(subjects []Subject) []byte {
+	if len(subjects) == 0 {
+		return nil
+	}
+	return subjects[0].Key
 }
 
 // callSize guesses an encoded call's size so it is built in one allocation.

@@ -63,7 +63,7 @@ func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID stri
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	first := candidates[0].Cost
 	q = appendAmounts(q, max(first.Tokens, 0), max(first.USD, 0))
-	q = c.appendOptions(q, true, leaseID, true, markerID, true)
+	q = c.appendOptions(q, true, leaseID, true, markerID, true, firstKey(candidates[0].Subjects))
 	var now int64
 	for i, cand := range candidates {
 		if i > 0 { // '|' and what it reserves

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/resp"
+
+	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 )
 
 // FuzzReply: whatever bytes come back from Redis, reading them as a verdict
@@ -124,6 +126,7 @@ func FuzzOutbox(f *testing.F) {
 	f.Add([]byte("*3\r\n$10\r\n1767229211\r\n:0\r\n$41\r\nt60:29453820:!50|600|1000|50|1767229210|{}\r\n"), "t60", int64(29453820), int64(50), int64(600))
 	f.Add([]byte("*4\r\n$0\r\n\r\n:1\r\n$5\r\n:!|||\r\n$9\r\nq1:1:!1|0\r\n"), "u86400", int64(0), int64(100), int64(0))
 	f.Add([]byte("*2\r\n$0\r\n\r\n:-1\r\n"), "x1", int64(1), int64(0), int64(-1))
+	f.Add([]byte("*5\r\n$3\r\n1.5\r\n$5\r\n16368\r\n$0\r\n\r\n$1\r\n1\r\n$3\r\na:b\r\n"), "t60", int64(1), int64(50), int64(1))
 	f.Fuzz(func(t *testing.T, raw []byte, window string, bucket, threshold, used int64) {
 		if v, err := ParseReply(raw, nil); err == nil {
 			cl, err := parseClaimed(v)
@@ -134,6 +137,13 @@ func FuzzOutbox(f *testing.F) {
 				if a.Head == "" || a.Seconds <= 0 || a.Threshold <= 0 || a.Threshold > 100 || a.Limit <= 0 || a.Used < 0 || a.Reset < 0 {
 					t.Fatalf("took an alert the limiter cannot describe: %+v", a)
 				}
+			}
+			sc, err := parseScanned(v) // a scan's reply, as read from the same bytes
+			if err != nil && !errors.Is(err, ErrMalformed) {
+				t.Fatalf("%q gave %v, not ErrMalformed", raw, err)
+			}
+			if err == nil && (sc.Sweep < -1 || sc.Sweep >= cachekey.Slots) {
+				t.Fatalf("%q: sweep slot %d", raw, sc.Sweep)
 			}
 		}
 		unit, seconds, ok := ParseWindowName(window)

@@ -42,6 +42,8 @@ type Cluster struct {
 	owner   [cachekey.Slots]*node
 	calls   []Call
 	stopped bool
+	// failing are the slots of the nodes whose calls fail (Fail).
+	failing [cachekey.Slots]bool
 }
 
 // Call is one query the plugin made, as Forward passed it on.
@@ -136,7 +138,48 @@ func (c *Cluster) Stop() {
 // Forward. It returns how many calls it answered.
 func (c *Cluster) Answer(host proxytest.HostEmulator, contextID uint32) int {
 	c.tb.Helper()
-	return answer(c.tb, host, contextID, func() bool { return !c.stopped }, c.Forward)
+	return answer(c.tb, host, contextID, c.up, c.Forward)
+}
+
+// up says whether the node that serves a query's slot answers it: the
+// cluster runs, and the node is not failing (Fail).
+func (c *Cluster) up(query []byte) bool {
+	if c.stopped {
+		return false
+	}
+	args, ok := parseQuery(query)
+	if !ok || len(args) == 0 {
+		return true // Forward fails the test
+	}
+	keys, _ := c.keysOf(args)
+	return len(keys) == 0 || !c.failing[cachekey.Slot([]byte(keys[0]))]
+}
+
+// Fail makes the calls Answer passes on to the node serving a key's slot
+// fail, as the gateway answers them when that node is unreachable (down,
+// being failed over, cut off): with a failed status, and Redis runs none of
+// them. The returned function makes them go through again. The test's own
+// commands (Do, Keys...) still reach the node.
+func (c *Cluster) Fail(key string) (back func()) {
+	c.tb.Helper()
+	addr := c.Owner(key)
+	var slots []int
+	for _, r := range c.anyNode().do("CLUSTER", "SLOTS").Array() {
+		a := r.Array()
+		if m := a[2].Array(); fmt.Sprintf("%s:%d", m[0].String(), m[1].Integer()) == addr {
+			for s := a[0].Integer(); s <= a[1].Integer(); s++ {
+				slots = append(slots, s)
+			}
+		}
+	}
+	for _, s := range slots {
+		c.failing[s] = true
+	}
+	return func() {
+		for _, s := range slots {
+			c.failing[s] = false
+		}
+	}
 }
 
 // Forward sends one query the plugin made to the node serving the slot of

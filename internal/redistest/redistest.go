@@ -413,12 +413,13 @@ func marshal(tb TB, v resp.Value) []byte {
 // stopped, calls are answered with a failed status, as the gateway does.
 func (s *Server) Answer(host proxytest.HostEmulator, contextID uint32) int {
 	s.n.tb.Helper()
-	return answer(s.n.tb, host, contextID, func() bool { return s.n.conn != nil }, s.Forward)
+	return answer(s.n.tb, host, contextID, func([]byte) bool { return s.n.conn != nil }, s.Forward)
 }
 
 // answer answers the pending calls of a context one by one with forward, or
-// with a failed status when up says the backend is down, until none is left.
-func answer(tb TB, host proxytest.HostEmulator, contextID uint32, up func() bool, forward func([]byte) []byte) int {
+// with a failed status when up says the backend that would answer the query
+// is down, until none is left.
+func answer(tb TB, host proxytest.HostEmulator, contextID uint32, up func(query []byte) bool, forward func([]byte) []byte) int {
 	tb.Helper()
 	n := 0
 	for ; n < 100; n++ {
@@ -427,7 +428,7 @@ func answer(tb TB, host proxytest.HostEmulator, contextID uint32, up func() bool
 			return n
 		}
 		call := pending[0]
-		if !up() {
+		if !up(call.Query) {
 			host.CallOnRedisCallResponse(call.CalloutID, 1, nil)
 			continue
 		}
