@@ -755,3 +755,18 @@ func TestUnescapeAgreesWithGjson(t *testing.T) {
 		assert.Equal(t, want[:min(len(want), len(buf))], got, "%d: %s", i, raw)
 	}
 }
+
+// A tool's property name counts by its decoded text, whole, however long
+// it is and whatever its escapes (the walker decodes other keys only as far
+// as it compares them).
+func TestLongEscapedPropertyNames(t *testing.T) {
+	name := strings.Repeat("a_long_property_name_", 8)
+	escaped := strings.ReplaceAll(name, "_", `\u005f`)
+	tools := func(n string) []byte {
+		return []byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"` +
+			n + `":{"type":"string"}}}}}],"messages":[{"role":"user","content":"hi"}]}`)
+	}
+	plain, withEscapes := Request(tools(name), "/v1/chat/completions", calibrated), Request(tools(escaped), "/v1/chat/completions", calibrated)
+	assert.Equal(t, plain.Prompt, withEscapes.Prompt)
+	assert.Equal(t, reference(tools(escaped), "/v1/chat/completions", calibrated), readings(withEscapes))
+}

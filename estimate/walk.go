@@ -59,8 +59,11 @@ type walker struct {
 	// OpenAI's "detail": "low" ([1]) or not ([0]).
 	images [2]int64
 	// scratch holds a string decodedStr decodes (allocated for the first:
-	// a walk allocates it once, whatever the strings with escapes it reads).
+	// a walk allocates it once, whatever the strings with escapes it reads);
+	// with whole, one longer than it is decoded whole, allocating (a key
+	// whose text counts: tools.go).
 	scratch *[64]byte
+	whole   bool
 	// steps counts the walk's reads in Go and its calls of assembly, and
 	// mediaWork what its media were read for (see work).
 	steps     int64
@@ -841,6 +844,9 @@ func (w *walker) decodedStr() string {
 // decodedStr does.
 func (w *walker) decodeEscaped(raw string) string {
 	w.steps += 4 // decoding, and the look-up of the word
+	if w.whole && len(raw) > len(w.scratch) {
+		return gjson.Parse(`"` + raw + `"`).Str // decoded whole (it may not fit the scratch)
+	}
 	if w.scratch == nil {
 		w.scratch = new([64]byte)
 	}
