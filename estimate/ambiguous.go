@@ -183,74 +183,89 @@ func looksLikeObject(s string) bool {
 
 // relaxed returns the body rewritten as strict JSON the way lenient
 // parsers read it: comments (// to the end of the line, /* to */) and
-// commas before a closing '}' or ']' dropped, NaN, Infinity and -Infinity
-// written 0. ok is false when the body has none of these, or an
-// unterminated comment or string: no lenient reading differs from the
-// strict one. One pass, linear in the body.
+// commas before a closing '}' or ']' blanked, NaN, Infinity and -Infinity
+// written 0 (and blanks), in place of a copy: every byte stays where it
+// was. ok is false when the body has none of these, or an unterminated
+// comment or string: no lenient reading differs from the strict one. One
+// pass, linear in the body: strings are crossed by scanString (assembly in
+// WASM), the rest a byte at a time where it is not copied.
 func relaxed(s string) (out []byte, ok bool) {
-	out = make([]byte, 0, len(s))
-	comma := -1 // where in out the last ',' is, while only whitespace followed it
+	return relaxedSteps(s, nil)
+}
+
+// relaxedSteps is relaxed, counting in work (when not nil) a step for each
+// string and each other byte it reads.
+func relaxedSteps(s string, work *work) (out []byte, ok bool) {
+	steps := int64(0)
+	defer func() {
+		if work != nil {
+			work.steps += steps / 2 // a byte read in a tight loop: half a step
+		}
+	}()
+	out = []byte(s)
+	blank := func(from, to int) {
+		for k := from; k < to; k++ {
+			out[k] = ' '
+		}
+	}
+	comma := -1 // where the last ',' is, while only whitespace and comments followed it
 	changed := false
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
+	for i := 0; i < len(s); steps++ {
+		switch c := s[i]; {
 		case c == '"':
 			j := i + 1
-			for j < len(s) && s[j] != '"' {
-				if s[j] == '\\' {
-					j++
+			for {
+				j, _ = scanString(s, j, &simpleEscape)
+				if j >= len(s) {
+					return nil, false
 				}
-				j++
+				if s[j] == '"' {
+					break
+				}
+				if s[j] == '\\' {
+					j++ // another escape: the walk says whether it is one
+				}
+				j++ // or a control character
 			}
-			if j >= len(s) {
-				return nil, false
-			}
-			out = append(out, s[i:j+1]...)
 			i, comma = j+1, -1
-			continue
 		case c == '/' && i+1 < len(s) && s[i+1] == '/':
 			j := strings.IndexByte(s[i:], '\n')
 			if j < 0 {
 				j = len(s) - i
 			}
+			blank(i, i+j)
 			i += j
 			changed = true
-			continue
 		case c == '/' && i+1 < len(s) && s[i+1] == '*':
 			j := strings.Index(s[i+2:], "*/")
 			if j < 0 {
 				return nil, false
 			}
+			blank(i, i+j+4)
 			i += j + 4
-			out = append(out, ' ')
 			changed = true
-			continue
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			out = append(out, c)
 			i++
-			continue
 		case c == ',':
-			comma = len(out)
-			out = append(out, c)
+			comma = i
 			i++
-			continue
 		case (c == '}' || c == ']') && comma >= 0:
 			out[comma] = ' '
-			changed = true
-		case strings.HasPrefix(s[i:], "NaN"):
-			out = append(out, '0')
-			i += len("NaN")
-			comma, changed = -1, true
-			continue
-		case strings.HasPrefix(s[i:], "Infinity"), strings.HasPrefix(s[i:], "-Infinity"):
-			out = append(out, '0')
-			i += strings.Index(s[i:], "y") + 1
-			comma, changed = -1, true
-			continue
+			i, comma, changed = i+1, -1, true
+		case c == 'N' && strings.HasPrefix(s[i:], "NaN"),
+			c == 'I' && strings.HasPrefix(s[i:], "Infinity"),
+			c == '-' && strings.HasPrefix(s[i:], "-Infinity"):
+			n := len("NaN")
+			if c != 'N' {
+				n = strings.IndexByte(s[i:], 'y') + 1
+			}
+			out[i] = '0'
+			blank(i+1, i+n)
+			i, comma, changed = i+n, -1, true
+		default:
+			i++
+			comma = -1
 		}
-		out = append(out, c)
-		i++
-		comma = -1
 	}
 	return out, changed
 }

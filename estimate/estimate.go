@@ -47,7 +47,10 @@
 // as their provider bills them, by their size in pixels, length or pages
 // read from their header (media.go), in a body of which at least half is
 // not text (mayHoldMedia); a body too large to parse counts its media so
-// too, and the rest of its size as text. A medium is one only where an API
+// too, and the rest of its size as text. At most maxMedia media count, and
+// the place and header of at most mediaChecks values are read (a body too
+// large to parse: of as many of its candidates); past them, inline data is
+// text, the more expensive reading of any medium of a few kilobytes. A medium is one only where an API
 // puts media (a data URL in OpenAI's image_url or file_data, the "data" of
 // an Anthropic base64 source, of Gemini's inlineData, of OpenAI's
 // input_audio, the "bytes" of a Bedrock Converse source: place.go), and
@@ -114,12 +117,16 @@
 // (RFC 8259 JSON, strings not checked for valid UTF-8); the check is made by
 // the same single pass that extracts the text, which never recurses more
 // than a few levels, so hostile bodies cost time linear in their size and a
-// fixed amount of memory.
+// fixed amount of memory: at most a step a byte (a JSON token read in Go,
+// or a call of the assembly that crosses the rest), and of media a bounded
+// number of bytes read around each candidate and of their headers decoded
+// (see work; FuzzWork holds every body to that bound).
 //
-// Parsing allocates nothing but the copy of the model name (and the decoded
-// form of a key, a part type or a model name that contains escapes). The
-// tests hold it to a straightforward gjson implementation (ValidBytes, then
-// ForEach), which is about ten times slower and allocates per string.
+// Parsing allocates nothing but the copy of the model name (and once a
+// small buffer to decode the keys and values with escapes it compares, and
+// the decoded form of a model name with escapes). The tests hold it to a
+// straightforward gjson implementation (ValidBytes, then ForEach), which is
+// about ten times slower and allocates per string.
 //
 // Compiled to WASM, Go spends about 100 ns on each JSON token, so the loops
 // that read most of a body are written in WASM assembly as well as in Go:
@@ -140,8 +147,12 @@ import (
 )
 
 // MaxDepth is the deepest nesting of objects and arrays, the top-level object
-// counting as 1, of a body that is parsed. Deeper bodies are estimated by size.
-const MaxDepth = 1000
+// counting as 1, of a body that is parsed. Deeper bodies are estimated by
+// size. It is what skipValue (in WASM, assembly that keeps the kind of each
+// open container in a 64-bit register) crosses in one call: a value nested
+// deeper would be read by the walker's Go, about 100 ns a byte in WASM, 25
+// times a real body (no real request nests its JSON over a dozen deep).
+const MaxDepth = 64
 
 // MaxTokens is the largest Prompt or Completion an estimate holds, and the
 // largest token amount the limiter charges or reserves (see Bounds).
@@ -152,7 +163,7 @@ type Estimate struct {
 	Prompt     int64  // estimated input tokens (see What counts as prompt text), at most MaxTokens
 	Completion int64  // the output cap the request names, else the default; at most MaxTokens
 	Model      string // the model the request names ("" when none)
-	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep): Prompt is then its size at BytesPerToken (else SizeBytesPerToken), rounded up
+	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep, or read for its model only: Options.ModelOnly): Prompt is then its size at BytesPerToken (else SizeBytesPerToken), rounded up
 
 	// Ambiguous says what makes JSON parsers read the body otherwise than
 	// Request did ("" when they read it alike): see ambiguous.go. The
@@ -185,6 +196,14 @@ type Options struct {
 	// all the same (its last top-level "model", as when the body is parsed;
 	// one scan that skips the values), for a cost that depends on the model.
 	ModelOfLargeBodies bool
+	// ModelOnly reads a body of any size for its model alone (and its
+	// output cap, and what makes parsers read those differently: see Odd
+	// bodies), as the walk reads them, skipping every other value: its
+	// prompt is its size (Size), its text and media not read, and it is
+	// not Parsed. For a caller that reserves no estimate, and needs the
+	// prompt's only for a response that reports no usage, where its size
+	// is enough.
+	ModelOnly bool
 }
 
 // SizeBytesPerToken is the bytes per token of a body, or a text, counted by
@@ -208,19 +227,44 @@ func (o Options) sizeBytesPerToken() int64 {
 // string "model" member. Request does not retain body, which must not change
 // while Request runs.
 func Request(body []byte, path string, o Options) Estimate {
+	return requestWork(body, path, o, nil)
+}
+
+// requestWork is Request, counting what it does in work (when not nil).
+func requestWork(body []byte, path string, o Options, work *work) Estimate {
 	bom := len(body) >= len(byteOrderMark) && string(body[:len(byteOrderMark)]) == byteOrderMark
 	if bom {
 		body = body[len(byteOrderMark):] // read as the parsers that accept it read it (see ambiguous.go)
 	}
-	e := request(body, path, o)
+	e := request(body, path, o, work)
 	if bom && e.Ambiguous == "" {
 		e.Ambiguous = AmbiguousBOM
 	}
 	return e
 }
 
-// request is Request on a body without a byte order mark.
-func request(body []byte, path string, o Options) Estimate {
+// work is what an estimate did, for the tests, which hold it to a bound per
+// byte of the body (FuzzWork): the walker's steps, each a JSON token read in
+// Go or a call of assembly (about 100 ns in WASM, whatever the token), and
+// what the media were read for (scanWork).
+type work struct {
+	steps int64
+	media scanWork
+}
+
+// add counts a walk's work (nothing when work is nil).
+func (work *work) add(w *walker) {
+	if work != nil {
+		work.steps += w.steps
+		work.media.candidates += w.mediaWork.candidates
+		work.media.around += w.mediaWork.around
+		work.media.decoded += w.mediaWork.decoded
+	}
+}
+
+// request is Request on a body without a byte order mark; work (when not
+// nil) counts what it did.
+func request(body []byte, path string, o Options, work *work) Estimate {
 	// Unparsed (empty, too large, not JSON), a body is estimated by its size.
 	e := Size(int64(len(body)), path, o)
 	if len(body) == 0 {
@@ -231,43 +275,54 @@ func request(body []byte, path string, o Options) Estimate {
 		d = DialectOf(path)
 	}
 	s := unsafe.String(unsafe.SliceData(body), len(body))
-	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+	if !o.ModelOnly && o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		// Too large to parse: its size, less its inline media's base64
 		// (found where APIs put media: place.go), which count as media.
-		if tokens, bytes := media(s, d); bytes > 0 {
+		var scan *scanWork
+		if work != nil {
+			scan = &work.media
+		}
+		if tokens, bytes := mediaSpans(s, d, nil, scan); bytes > 0 {
 			e.Prompt = min(ceilDiv(int64(len(body))-bytes, o.sizeBytesPerToken())+tokens, MaxTokens)
 		}
 		if o.ModelOfLargeBodies && e.Model == "" {
 			w := walker{s: s}
-			if w.lastModel() {
+			ok := w.lastModel()
+			work.add(&w)
+			if ok {
 				w.models(&e)
 			} else if looksLikeObject(s) {
 				// Not strict JSON: read as lenient parsers read it, if they do.
-				relaxedBody, ok := relaxed(s)
+				relaxedBody, ok := relaxedSteps(s, work)
 				if w = (walker{s: string(relaxedBody)}); ok && w.lastModel() {
 					w.ambiguous = AmbiguousLenient
 					w.models(&e)
 				} else {
 					e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
 				}
+				work.add(&w)
 			}
 		}
 		return e
 	}
-	weigh := o.BytesPerToken <= 0
+	weigh := o.BytesPerToken <= 0 && !o.ModelOnly
 	openAI := d == DialectOpenAIChat || d == DialectOpenAIResponses
-	w := walker{s: s, weigh: weigh, openAI: openAI}
-	if !w.walk() {
+	w := walker{s: s, weigh: weigh, openAI: openAI, dialect: d, modelOnly: o.ModelOnly}
+	ok := w.walk()
+	work.add(&w)
+	if !ok {
 		// Not strict JSON: read as lenient parsers read it, if they do.
-		relaxedBody, ok := relaxed(s)
+		relaxedBody, ok := relaxedSteps(s, work)
 		if !ok {
 			if looksLikeObject(s) && e.Model == "" {
 				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
 			}
 			return e
 		}
-		w = walker{s: string(relaxedBody), weigh: weigh, openAI: openAI}
-		if !w.walk() {
+		w = walker{s: string(relaxedBody), weigh: weigh, openAI: openAI, dialect: d, modelOnly: o.ModelOnly}
+		ok = w.walk()
+		work.add(&w)
+		if !ok {
 			if looksLikeObject(s) && e.Model == "" {
 				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
 			}
@@ -275,7 +330,6 @@ func request(body []byte, path string, o Options) Estimate {
 		}
 		w.ambiguous = AmbiguousLenient
 	}
-	e.Parsed = true
 	for _, c := range w.caps {
 		if c > 0 {
 			e.Completion = c
@@ -283,9 +337,13 @@ func request(body []byte, path string, o Options) Estimate {
 		}
 	}
 	w.models(&e)
+	if o.ModelOnly {
+		return e // the prompt by its size
+	}
+	e.Parsed = true
 	var images int64
 	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
-		images, _ = media(w.s, d) // as the walk read it (as lenient parsers do)
+		images = w.mediaTokens // the inline media the walk read (as lenient parsers do)
 	}
 	text := ceilDiv(w.units, UnitsPerToken)
 	if !weigh {
@@ -296,12 +354,12 @@ func request(body []byte, path string, o Options) Estimate {
 	return e
 }
 
-// mayHoldMedia says whether a parsed body of size bytes, text of them prompt
-// text, in messages (of "messages" or "input"), is worth looking into for
-// inline images (media): when at least half of it is not text, and that is
-// at least 512 bytes a message. An image is base64, uncounted and long; a
-// body of prose, or of short messages all structure, costs the scan
-// nothing, and an image small beside its text is a small part of its cost.
+// mayHoldMedia says whether the inline media the walk read (inlineString)
+// count in a parsed body of size bytes, text of them prompt text, in
+// messages (of "messages" or "input"): when at least half of it is not
+// text, and that is at least 512 bytes a message. An image is base64,
+// uncounted and long; an image small beside its text is a small part of
+// its cost.
 func mayHoldMedia(size, text, messages int64) bool {
 	nonText := size - text
 	return 2*nonText >= size && nonText >= 512*max(messages, 1)
@@ -453,7 +511,7 @@ func isHex(c byte) bool {
 // (noteModel; keys decoded, case variants included): the model of a body
 // too large to be walked. It reports false when the body is not a JSON
 // object (valid and nested at most MaxDepth deep), as the walk does. It
-// allocates only to decode a key written with escapes.
+// allocates only the walker's scratch, for a key written with escapes.
 func (w *walker) lastModel() bool {
 	w.ws()
 	if w.peek() != '{' || !w.enter() {
@@ -464,13 +522,12 @@ func (w *walker) lastModel() bool {
 			w.bad = true
 			break
 		}
-		k := w.i
 		raw, n := w.str()
 		isModel := raw == "model"
 		if !isModel && n <= 3*int64(len("model")) && !w.bad {
 			key := raw
 			if n != int64(len(raw)) {
-				key = decodeString(w.s[k:w.i])
+				key = w.decodeEscaped(raw)
 			}
 			isModel = w.topKey(key) == "model"
 		}

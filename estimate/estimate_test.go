@@ -1,13 +1,21 @@
 package estimate
 
 import (
-	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math"
+	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+
+	"github.com/tokenlimit/ai-token-ratelimit/internal/requestbody"
 )
 
 // opts counts one token per byte of prompt text, so that expected Prompt
@@ -624,7 +632,8 @@ func TestValidity(t *testing.T) {
 		`""`, `"x"`, `"\u00e9\ud83d\ude00\uD83D\uDE00"`, `"\b\f\n\r\t\/\\\""`, `"\u0000"`, "\"\x7f\xff\xc3\xa9\"",
 		`{}`, `[]`, `{ }`, `[ ]`, `{"a":[1,{"b":null}],"c":"d"}`, `[ 1 , "2" , [ ] , { } ]`,
 		`[{"type":"text","text":"t"}]`, `[{"type":"tool_result","content":[{"text":"x"}]}]`,
-		alternating(200, 0),
+		alternating(MaxDepth-8, 0),
+		alternating(200, 0), // valid, too deep
 		// Invalid.
 		``, `01`, `-`, `-a`, `1.`, `.5`, `1.e5`, `1e`, `1e+`, `+1`, `0x1`, `tru`, `truex`, `nul`, `nulll`, `NaN`, `True`,
 		`"\x"`, `"\u12"`, `"\u12g4"`, `"\ud800\u12"`, `"\ud800\uzzzz"`, "\"a\x01b\"", "\"tab\there\"", "\"\x1f\"", `"unterminated`, `'x'`,
@@ -632,6 +641,7 @@ func TestValidity(t *testing.T) {
 		`[}`, `{]`, `{"a":[}]}`, `[{]}`, `[[]`, `[]]`, `{{}}`, `{"a":{"b":1]}`,
 		`[{"type":"text","text":01}]`, `[{"text":"x",}]`, `[{"type":"tool_result","content":[{"text":"x"]}]`,
 		alternating(200, 1), alternating(200, 64), alternating(200, 65), alternating(200, 128), alternating(200, 200),
+		alternating(MaxDepth-8, 1), alternating(MaxDepth-8, MaxDepth-8),
 	}
 	templates := []string{
 		`{"x":%s}`, `{"x":[%s]}`, `{"x":[0,%s,0]}`, `{"tools":%s}`, `{"max_tokens":%s}`, `{"model":%s}`,
@@ -647,6 +657,7 @@ func TestValidity(t *testing.T) {
 			if r, ok := relaxed(string(body)); !valid && ok {
 				valid = gjson.ValidBytes(r) // as lenient parsers read it
 			}
+			valid = valid && nestingDepth(body) <= MaxDepth
 			assert.Equal(t, valid, got.Parsed, "%s", body)
 			assert.Equal(t, reference(body, "", opts), readings(got), "%s", body)
 		}
@@ -687,4 +698,75 @@ func TestPromptOfSizeIsSizesPrompt(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestKnownWords holds knownWords to the walker's source: every word a
+// case or a comparison of walk.go, media.go and tools.go names is one, so
+// that a key or a value with escapes that decodes to it is that constant,
+// not a string decodedStr's next read overwrites.
+func TestKnownWords(t *testing.T) {
+	notCompared := map[string]bool{"IHDR": true, "WAVE": true, "WEBP": true, "VP8": true, "VP8L": true, "VP8X": true, "NaN": true, "Infinity": true}
+	word := regexp.MustCompile(`^[A-Za-z_]+$`)
+	fset := token.NewFileSet()
+	for _, name := range []string{"walk.go", "media.go", "tools.go"} {
+		file, err := parser.ParseFile(fset, name, nil, 0)
+		require.NoError(t, err)
+		check := func(e ast.Expr) {
+			if lit, ok := e.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				s, err := strconv.Unquote(lit.Value)
+				require.NoError(t, err)
+				if word.MatchString(s) && !notCompared[s] {
+					assert.Contains(t, knownWords, s, "%s: %s", fset.Position(lit.Pos()), s)
+				}
+			}
+		}
+		ast.Inspect(file, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CaseClause:
+				for _, e := range n.List {
+					check(e)
+				}
+			case *ast.BinaryExpr:
+				if n.Op == token.EQL || n.Op == token.NEQ {
+					check(n.X)
+					check(n.Y)
+				}
+			}
+			return true
+		})
+	}
+}
+
+// unescape decodes a JSON string's content as gjson does, to the bytes it
+// has room for.
+func TestUnescapeAgreesWithGjson(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	pieces := []string{"a", "é", `\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\u0041`, `\u00e9`, `\u20ac`,
+		`\ud83d\ude00`, `\ud83d`, `\ude00`, `\ud83d\u0041`, `\uD83D\uDE00`, "😀"}
+	for i := range 20000 {
+		var b strings.Builder
+		for n := r.IntN(40); n > 0; n-- {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		raw := b.String()
+		want := gjson.Parse(`"` + raw + `"`).Str
+		var buf [64]byte
+		got := string(unescape(buf[:0], raw))
+		assert.Equal(t, want[:min(len(want), len(buf))], got, "%d: %s", i, raw)
+	}
+}
+
+// A tool's property name counts by its decoded text, whole, however long
+// it is and whatever its escapes (the walker decodes other keys only as far
+// as it compares them).
+func TestLongEscapedPropertyNames(t *testing.T) {
+	name := strings.Repeat("a_long_property_name_", 8)
+	escaped := strings.ReplaceAll(name, "_", `\u005f`)
+	tools := func(n string) []byte {
+		return []byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"` +
+			n + `":{"type":"string"}}}}}],"messages":[{"role":"user","content":"hi"}]}`)
+	}
+	plain, withEscapes := Request(tools(name), "/v1/chat/completions", calibrated), Request(tools(escaped), "/v1/chat/completions", calibrated)
+	assert.Equal(t, plain.Prompt, withEscapes.Prompt)
+	assert.Equal(t, reference(tools(escaped), "/v1/chat/completions", calibrated), readings(withEscapes))
 }

@@ -26,9 +26,9 @@ func reference(body []byte, path string, o Options) Estimate {
 		bySize++
 	}
 	bySize = min(bySize, MaxTokens)
-	if o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
+	if !o.ModelOnly && o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		e.Prompt = bySize
-		if tokens, bytes := media(string(body), DialectOf(path)); bytes > 0 {
+		if tokens, bytes := mediaSpans(string(body), DialectOf(path), nil, nil); bytes > 0 {
 			e.Prompt = min((int64(len(body))-bytes+bpt-1)/bpt+tokens, MaxTokens)
 		}
 		// The last top-level string "model" of a valid object, as when parsed.
@@ -58,6 +58,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		return e
 	}
 	root := gjson.ParseBytes(read)
+	read_ := read
 	if !root.IsObject() {
 		e.Prompt = bySize
 		return e
@@ -90,9 +91,13 @@ func reference(body []byte, path string, o Options) Estimate {
 			raw(v)
 		}
 	}
-	// Inline data (media.go's inlineString): text unless a medium (mediumAt,
-	// by the place and the header, read in the body as parsed).
-	inlineData := func(v gjson.Result, dataURL bool) {
+	// Inline data (media.go's inlineString): text unless a medium (medium,
+	// by the place and the header, read in the body as parsed), the first
+	// inline data of its object, one of the first maxMedia media and of the
+	// first mediaChecks values read as media.
+	var media, checks int
+	var mediaTokens int64
+	inlineData := func(v gjson.Result, dataURL bool, read *bool) {
 		j := v.Index + 1
 		if dataURL {
 			if k := strings.Index(v.Raw[1:min(len(v.Raw), maxDataURLHead+1)], ";base64,"); strings.HasPrefix(v.Raw, `"data:`) && k >= 0 {
@@ -101,9 +106,16 @@ func reference(body []byte, path string, o Options) Estimate {
 				j = -1
 			}
 		}
-		if j < 0 || !mediumAt(string(read), j) {
-			str(v)
+		if j >= 0 && !*read && media < maxMedia && checks < mediaChecks(len(read_)) {
+			*read = true
+			checks++
+			if t, ok := medium(string(read_), j, DialectOf(path), nil); ok {
+				media++
+				mediaTokens = min(mediaTokens+t, MaxTokens)
+				return
+			}
 		}
+		str(v)
 	}
 	var content func(v gjson.Result, nested bool)
 	content = func(v gjson.Result, nested bool) {
@@ -121,6 +133,7 @@ func reference(body []byte, path string, o Options) Estimate {
 			var inner, innerUnits int64
 			var innerImages [2]int64
 			toolResult, image, byURL, geminiImage, low := false, false, false, false, 0
+			var partInline bool // the part's own inline data was read (a Responses image_url, file_data)
 			part.ForEach(func(k, v gjson.Result) bool {
 				switch k.Str {
 				case "text":
@@ -142,13 +155,14 @@ func reference(body []byte, path string, o Options) Estimate {
 					}
 					byURL = byURL || notData(v)
 					if v.Type == gjson.String && !notData(v) {
-						inlineData(v, true)
+						inlineData(v, true, &partInline)
 					}
 					if v.IsObject() {
+						var read bool
 						v.ForEach(func(k, v gjson.Result) bool {
 							byURL = byURL || k.Str == "url" && notData(v)
 							if k.Str == "url" && v.Type == gjson.String && !notData(v) {
-								inlineData(v, true)
+								inlineData(v, true, &read)
 							}
 							if k.Str == "detail" && v.Type == gjson.String && v.Str == "low" {
 								low = 1
@@ -163,25 +177,28 @@ func reference(body []byte, path string, o Options) Estimate {
 				case "file_id":
 					byURL = byURL || v.Type == gjson.String
 				case "source":
+					var read bool
 					v.ForEach(func(k, v gjson.Result) bool {
 						byURL = byURL || k.Str == "type" && v.Type == gjson.String && (v.Str == "url" || v.Str == "file")
 						if k.Str == "data" && v.Type == gjson.String {
-							inlineData(v, false)
+							inlineData(v, false, &read)
 						}
 						return true
 					})
 				case "file", "input_audio", "inlineData", "inline_data", "image", "audio", "video", "document":
 					part := k.Str
+					var read bool
 					v.ForEach(func(k, v gjson.Result) bool {
 						switch {
 						case v.Type == gjson.String && part == "file" && k.Str == "file_data":
-							inlineData(v, true)
+							inlineData(v, true, &read)
 						case v.Type == gjson.String && k.Str == "data" && (part == "input_audio" || part == "inlineData" || part == "inline_data"):
-							inlineData(v, false)
+							inlineData(v, false, &read)
 						case v.IsObject() && k.Str == "source" && (part == "image" || part == "audio" || part == "video" || part == "document"):
+							var read bool
 							v.ForEach(func(k, v gjson.Result) bool {
 								if k.Str == "bytes" && v.Type == gjson.String {
-									inlineData(v, false)
+									inlineData(v, false, &read)
 								}
 								return true
 							})
@@ -190,7 +207,7 @@ func reference(body []byte, path string, o Options) Estimate {
 					})
 				case "fileData", "file_data":
 					if k.Str == "file_data" && v.Type == gjson.String {
-						inlineData(v, true) // Responses' input_file
+						inlineData(v, true, &partInline) // Responses' input_file
 					}
 					v.ForEach(func(k, v gjson.Result) bool {
 						geminiImage = geminiImage || (k.Str == "mimeType" || k.Str == "mime_type") && v.Type == gjson.String && strings.HasPrefix(v.Str, "image/")
@@ -342,10 +359,12 @@ func reference(body []byte, path string, o Options) Estimate {
 	}
 	e.Prompt += imageRefTokens(DialectOf(path), imageRefs[0], imageRefs[1])
 	if mayHoldMedia(int64(len(body)), text, messages) {
-		images, _ := media(string(read), DialectOf(path)) // the inline images (media.go, not the walker's)
-		e.Prompt += images
+		e.Prompt += mediaTokens
 	}
 	e.Prompt = min(e.Prompt, MaxTokens)
+	if o.ModelOnly { // its model and output cap, its prompt by its size
+		e.Prompt, e.Parsed = bySize, false
+	}
 	return e
 }
 
@@ -500,6 +519,17 @@ func nestingDepth(body []byte) int {
 	return deepest
 }
 
+// everyMedium is what every medium of s costs, wherever it starts (each
+// once): more than the walker or the scan counts.
+func everyMedium(s string, d Dialect) (tokens int64) {
+	for j := range len(s) {
+		if t, ok := medium(s, j, d, nil); ok {
+			tokens = min(tokens+t, MaxTokens)
+		}
+	}
+	return tokens
+}
+
 // FuzzRequest checks that Request never panics, stays within its bounds, and
 // agrees with the gjson-based reference implementation. The seeds are the
 // files in testdata/fuzz/FuzzRequest and the bodies of the table tests.
@@ -528,9 +558,11 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"gpt-4o","tools":[{"type":"function","name":"get","parameters":{"properties":{}}}],"input":"Hi"}`), "/v1/responses", int64(0), int64(0), int64(1<<20))
 	f.Add([]byte(`{"model":"a","messages":[],"\u006dodel":"b","x":{"model":"c"}}`), "/v1beta/models%2Fg%3Ax", int64(1), int64(0), int64(3))
 	f.Fuzz(func(t *testing.T, body []byte, path string, bytesPerToken, defaultCompletion, maxBody int64) {
-		// An odd maxBody also looks for the model of a body over it.
+		// An odd maxBody also looks for the model of a body over it; its
+		// bits 1 and 2 read the path for its API only, the body for its
+		// model only.
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
-			ModelOfLargeBodies: maxBody&1 == 1, PathAPIOnly: maxBody&2 == 2}
+			ModelOfLargeBodies: maxBody&1 == 1, PathAPIOnly: maxBody&2 == 2, ModelOnly: maxBody&4 == 4}
 		got := Request(body, path, o)
 		// At most the body's size, at the most a byte weighs (count.go),
 		// and what the dialect adds: 4 tokens per message and 3 (a message
@@ -539,7 +571,10 @@ func FuzzRequest(f *testing.F) {
 		if bytesPerToken > 0 {
 			text = ceilDiv(int64(len(body)), bytesPerToken)
 		}
-		images, _ := media(string(body), DialectOf(path))
+		images := everyMedium(string(body), DialectOf(path))
+		if relaxedBody, ok := relaxed(string(body)); ok {
+			images = max(images, everyMedium(string(relaxedBody), DialectOf(path)))
+		}
 		if most := text + max(3*int64(len(body))+3, 530) + images; got.Prompt < 0 || got.Prompt > most {
 			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, most)
 		}

@@ -4,35 +4,45 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"math/bits"
 	"strings"
 )
 
 // Media sent inline (base64, where each API puts it: place.go) are
 // counted as their provider bills them: an image by its size in pixels,
 // audio and video by their length, a PDF by its pages, each read from the
-// medium's header, never its bytes as text. The walker skips them as it
-// skips every part it does not count; media finds them by their first
-// bytes in base64 (mediaFormats) where a medium may start (after a quote
-// or a data URL's comma), and keeps those whose place (inline) and header
-// (mediumTokens) say they are media.
+// medium's header, never its bytes as text. The walker reads the values
+// where an API puts inline data (inlineString) and counts those whose
+// place (inline) and header (mediumTokens) say they are media; in a body
+// too large to parse, mediaSpans finds them by their first bytes in base64
+// (mediaFormats) where a medium may start (after a quote or a data URL's
+// comma), and keeps them so.
 
-// mediaFormats are the media whose cost media reads, by the base64 form of
-// their first bytes: the magic ('?' matches any character), looked for from
-// anchorAt (a character rare in prose).
+// mediaFormats are the media whose cost is read, by the base64 form of
+// their first bytes, the magic ('?' matches any character). No two start
+// with the same character.
 var mediaFormats = [...]struct {
-	magic    string
-	anchorAt int
+	magic string
 }{
-	formatPNG:  {"iVBORw0KGgo", 1},
-	formatJPEG: {"/9j/", 0},
-	formatGIF:  {"R0lGOD", 0},
-	formatRIFF: {"UklGR", 0},      // WebP images and WAV audio
-	formatID3:  {"SUQz", 0},       // MP3 audio with an ID3 tag
-	formatMP4:  {"AAAA?GZ0eX", 5}, // MP4 and QuickTime video: a box's size, then "ftyp"
-	formatPDF:  {"JVBERi0", 0},    // "%PDF-"
-	formatWebM: {"GkXfo", 0},      // Matroska and WebM video
-	formatOgg:  {"T2dnUw", 0},     // Ogg audio ("OggS")
+	formatPNG:  {"iVBORw0KGgo"},
+	formatJPEG: {"/9j/"},
+	formatGIF:  {"R0lGOD"},
+	formatRIFF: {"UklGR"},      // WebP images and WAV audio
+	formatID3:  {"SUQz"},       // MP3 audio with an ID3 tag
+	formatMP4:  {"AAAA?GZ0eX"}, // MP4 and QuickTime video: a box's size, then "ftyp"
+	formatPDF:  {"JVBERi0"},    // "%PDF-"
+	formatWebM: {"GkXfo"},      // Matroska and WebM video
+	formatOgg:  {"T2dnUw"},     // Ogg audio ("OggS")
 }
+
+// magicFirst is, by byte, 1 + the format whose magic starts with it (0:
+// none).
+var magicFirst = func() (t [256]uint8) {
+	for m, f := range mediaFormats {
+		t[f.magic[0]] = uint8(m + 1)
+	}
+	return t
+}()
 
 const (
 	formatPNG = iota
@@ -56,63 +66,186 @@ const maxHeaderBase64 = 256 << 10
 // a header that cannot be read) are counted as 1024 × 1024 pixels.
 const unknownSide = 1024
 
-// media is what the inline media of a body cost, in tokens, by the rules of
-// the dialect's provider, and how many bytes of base64 they took: the bytes
-// a size estimate of the body counts as text, and should not. It reads the
-// body once per format (strings.Index, fast in WASM too), and around each
-// candidate its place (a few hundred bytes) and, where that is a medium's,
-// its header.
-func media(s string, d Dialect) (tokens, bytes int64) {
-	return mediaSpans(s, d, nil)
+// maxMedia bounds the media a body counts: the walker's, and the scan's
+// of a body too large to parse. Past it, inline data counts as text, the
+// more expensive reading (providers take far fewer: OpenAI 500 images a
+// request, Anthropic 100, Bedrock 20; Gemini 3,600 files, of at most 20 MB
+// in all inline).
+const maxMedia = 1000
+
+// The scan of a body too large to parse looks at a bounded number of
+// candidates, what reading around each of them costs being fixed: at most
+// scanCandidates, and one every scanBytesPerCandidate bytes of the body
+// beyond; and reads the place of at most mediaChecks of them (those that
+// follow a "data" or "bytes" key or a data URL's head). Past them, the rest
+// of the body is text.
+const (
+	scanCandidates        = 64
+	scanBytesPerCandidate = 64
+)
+
+// scanWork counts what a scan of media did, for the tests: the candidates
+// it looked at, the bytes it could read around them (the bounds inline
+// is given) and the bytes of headers it decoded (mediumTokens).
+type scanWork struct {
+	candidates, around, decoded int64
 }
 
-// mediaSpans is media, calling found (when not nil) with where each medium
-// it counts starts and ends, and what it costs.
-func mediaSpans(s string, d Dialect, found func(from, to int, tokens int64)) (tokens, bytes int64) {
-	var next [numFormats]int // where each format's next candidate starts (-1: none left)
-	for m := range next {
-		next[m] = findMagic(s, 0, m)
-	}
-	for {
-		m := -1
-		for k, j := range next {
-			if j >= 0 && (m < 0 || j < next[m]) {
-				m = k
-			}
+// mediaSpans is what the inline media of a body too large to parse cost,
+// in tokens, by the rules of the dialect's provider, and how many bytes of
+// base64 they took: the bytes a size estimate of the body counts as text,
+// and should not. It reads the body once for candidates (a format's magic
+// after a quote or a comma: nextCandidate), and around each candidate its
+// place (a few hundred bytes, no further than the candidates before and
+// after it) and, where that is a medium's, its header: what it reads adds
+// up to a few times the body, and the candidates, the places read and the
+// media are bounded (scanCandidates, mediaChecks, maxMedia). It calls
+// found (when not nil) with where each medium it counts starts and ends,
+// and what it costs; work (when not nil) counts what it did.
+func mediaSpans(s string, d Dialect, found func(from, to int, tokens int64), work *scanWork) (tokens, bytes int64) {
+	budget, checks := scanCandidates+len(s)/scanBytesPerCandidate, mediaChecks(len(s))
+	lo, counted := 0, 0 // how far back a candidate's place is read; the media counted
+	for j, m := nextCandidate(s, 0); j >= 0 && budget > 0 && checks > 0 && counted < maxMedia; {
+		budget--
+		next, nextFormat := nextCandidate(s, j)
+		hi := len(s) // the next candidate, which bounds what is read after this one
+		if next >= 0 {
+			hi = next
 		}
-		if m < 0 {
-			return tokens, bytes
+		if work != nil {
+			work.candidates++
+			work.around += int64(hi - lo)
 		}
-		j := next[m]
-		kind, low, end := inline(s, j)
+		kind, low, end := kindNone, false, 0
+		if mayBeInline(s, j, lo) {
+			checks--
+			kind, low, end = inline(s, j, lo, hi)
+		}
 		t, ok := int64(0), false
 		if kind != kindNone {
-			t, ok = mediumTokens(s[j:end], m, kind, low, d)
+			t, ok = mediumTokens(s[j:end], m, kind, low, d, work)
 		}
-		if !ok { // text: the next candidate of its format
-			next[m] = findMagic(s, j+1, m)
-			continue
+		if ok {
+			if found != nil {
+				found(j, end, t)
+			}
+			counted++
+			tokens = min(tokens+t, MaxTokens) // each medium's cost is at most 300 MaxTokens
+			bytes += int64(end - j)
+			lo = end // < hi: the next candidate is past its string
+		} else { // text
+			lo = j
 		}
-		if found != nil {
-			found(j, end, t)
-		}
-		tokens = min(tokens+t, MaxTokens) // each medium's cost is at most 300 MaxTokens
-		bytes += int64(end - j)
-		for k := range next { // the media inside this one's base64 are none
-			if next[k] >= 0 && next[k] < end {
-				next[k] = findMagic(s, end, k)
+		j, m = next, nextFormat
+	}
+	return tokens, bytes
+}
+
+// nextCandidate returns where the next candidate medium starts, at or
+// after s[i+1], and its format: a format's magic right after a quote or a
+// comma (after a data URL's ";base64,"); -1 when there is none. It reads
+// 8 bytes at a time for quotes and commas, and stops at each only to look
+// at the byte after it: its cost is the body's length, whatever the body
+// holds.
+func nextCandidate(s string, i int) (j, format int) {
+	for ; i+8 <= len(s); i += 8 {
+		x := load8(s, i)
+		quote, comma := x^('"'*lowBits), x^(','*lowBits)
+		// Every quote and comma is flagged, and some bytes above one.
+		for m := ((quote-lowBits)&^quote | (comma-lowBits)&^comma) & highBits; m != 0; m &= m - 1 {
+			p := i + bits.TrailingZeros64(m)/8
+			if c := s[p]; (c == '"' || c == ',') && p+1 < len(s) && magicFirst[s[p+1]] != 0 {
+				if f := magicAt(s, p+1); f >= 0 {
+					return p + 1, f
+				}
 			}
 		}
 	}
+	for p := i; p+1 < len(s); p++ {
+		if c := s[p]; (c == '"' || c == ',') && magicFirst[s[p+1]] != 0 {
+			if f := magicAt(s, p+1); f >= 0 {
+				return p + 1, f
+			}
+		}
+	}
+	return -1, -1
+}
+
+// magicAt returns the format whose magic starts at s[j], or -1.
+func magicAt(s string, j int) int {
+	f := int(magicFirst[s[j]]) - 1
+	if f < 0 {
+		return -1
+	}
+	if magic := mediaFormats[f].magic; j+len(magic) > len(s) || !matches(s[j:j+len(magic)], magic) {
+		return -1
+	}
+	return f
+}
+
+// mayBeInline says, from the few bytes before it, whether the candidate at
+// s[j] may be where inline puts media: the value of a "data" or "bytes"
+// key, or right after a data URL's ";base64,". Most candidates that are
+// none cost no more.
+func mayBeInline(s string, j, lo int) bool {
+	switch s[j-1] {
+	case ',':
+		return j-lo >= len(";base64,") && s[j-len(";base64,"):j] == ";base64,"
+	case '"':
+		i := backSpace(s, j-1, lo)
+		if i <= lo || s[i-1] != ':' {
+			return false
+		}
+		i = backSpace(s, i-1, lo)
+		return i-lo >= len(`"data"`) && s[i-len(`data"`):i] == `data"` && s[i-len(`"data"`)] == '"' ||
+			i-lo >= len(`"bytes"`) && s[i-len(`bytes"`):i] == `bytes"` && s[i-len(`"bytes"`)] == '"'
+	}
+	return false
+}
+
+// medium is what the base64 that starts at s[j], where the walker read
+// inline data, costs as a medium (mediumTokens), and whether it is one:
+// its first bytes a format's, in a place that says it is a medium of that
+// format's kind (inline).
+//
+// What it reads around s[j] is the value's object (and its parent's, for
+// Bedrock), no more than placeWindow each way: work (when not nil) counts
+// a candidate, and the headers decoded.
+func medium(s string, j int, d Dialect, work *scanWork) (tokens int64, ok bool) {
+	if j >= len(s) {
+		return 0, false
+	}
+	m := magicAt(s, j)
+	if m < 0 {
+		return 0, false
+	}
+	if work != nil {
+		work.candidates++
+	}
+	kind, low, end := inline(s, j, 0, len(s))
+	if kind == kindNone {
+		return 0, false
+	}
+	return mediumTokens(s[j:end], m, kind, low, d, work)
 }
 
 // mediumTokens is what a medium of a kind, whose base64 is b64 and whose
 // first bytes are a format's, costs; ok is false when the format is not
 // one of that kind (an image that says it is a PDF, a RIFF file that is
 // not a WebP image or not a WAV): that is no medium.
-func mediumTokens(b64 string, format, kind int, low bool, d Dialect) (tokens int64, ok bool) {
+//
+// It decodes at most a few times the medium's base64 (and a few dozen
+// bytes of a small one), which work (when not nil) counts; it allocates
+// only for a header longer than headBuffer.
+func mediumTokens(b64 string, format, kind int, low bool, d Dialect, work *scanWork) (tokens int64, ok bool) {
+	if work != nil {
+		work.decoded += int64(min(len(b64), smallHead))
+	}
 	if !mediumIs(b64, format, kind) {
 		return 0, false
+	}
+	if work != nil {
+		work.decoded += headCost(b64, format, kind)
 	}
 	size := decodedLen(b64)
 	switch kind {
@@ -178,41 +311,6 @@ func mediumIs(b64 string, format, kind int) bool {
 	return false
 }
 
-// mediumAt says whether the base64 that starts at s[j] is a medium media
-// counts: its first bytes a format's, in a place that says it is a medium
-// of that format's kind (inline).
-func mediumAt(s string, j int) bool {
-	for m, f := range mediaFormats {
-		if j+len(f.magic) <= len(s) && matches(s[j:j+len(f.magic)], f.magic) {
-			kind, _, end := inline(s, j)
-			return kind != kindNone && mediumIs(s[j:end], m, kind)
-		}
-	}
-	return false
-}
-
-// findMagic returns where the next medium of a format (its base64 first
-// bytes) starts at or after s[i], after a quote or a data URL's comma, or -1.
-// It looks for the magic from its anchor, a character rare in prose:
-// strings.Index finds candidates by their first byte (IndexByte, assembly
-// in WASM too), and one that is frequent ('i', 'A') makes it slow.
-func findMagic(s string, i int, format int) int {
-	magic, skip := mediaFormats[format].magic, mediaFormats[format].anchorAt
-	anchor := magic[skip:]
-	for i+skip < len(s) {
-		k := strings.Index(s[i+skip:], anchor)
-		if k < 0 {
-			return -1
-		}
-		j := i + k // where the magic would start
-		if j > 0 && (s[j-1] == '"' || s[j-1] == ',') && matches(s[j:j+skip], magic[:skip]) {
-			return j
-		}
-		i = j + 1
-	}
-	return -1
-}
-
 // matches says whether s is pattern, in which '?' matches any byte.
 func matches(s, pattern string) bool {
 	for k := range len(pattern) {
@@ -231,7 +329,8 @@ func imageSize(b64 string, format int) (w, h int, image bool) {
 	var small [smallHead / 4 * 3]byte
 	var head []byte
 	if format == formatJPEG {
-		head = decodeHead(b64, maxHeaderBase64) // a JPEG's size is after its metadata
+		var buf headBuffer
+		head = decodeHead(b64, maxHeaderBase64, &buf) // a JPEG's size is after its metadata
 	} else {
 		head = decodeSmallHead(b64, &small) // PNG, GIF and WebP give theirs in their first 30 bytes
 	}
@@ -264,9 +363,37 @@ const openAILowDetail = 85
 const maxSide = 16384
 
 // decodeHead decodes at most n bytes of base64 from the start of b64, up to
-// the first byte that is not base64 (after dropping JSON's backslashes).
-func decodeHead(b64 string, n int) []byte {
-	return headInto(nil, make([]byte, 0, min(n, len(b64))), b64, n)
+// the first byte that is not base64 (after dropping JSON's backslashes),
+// into buf when they fit: a small medium's header costs no allocation.
+func decodeHead(b64 string, n int, buf *headBuffer) []byte {
+	if m := min(n, len(b64)); m > len(buf.clean) {
+		return headInto(nil, make([]byte, 0, m), b64, n)
+	}
+	return headInto(buf.out[:0], buf.clean[:0], b64, n)
+}
+
+// headBuffer holds the header decodeHead decodes, when it is short (a
+// medium of a few hundred bytes; a larger buffer would be cleared for
+// nothing on every medium).
+type headBuffer struct {
+	clean [256]byte
+	out   [256 / 4 * 3]byte
+}
+
+// headCost is how many bytes of base64 mediumTokens may decode of a medium
+// of a kind (besides the smallHead of mediumIs), whose base64 is b64 and
+// whose first bytes are a format's.
+func headCost(b64 string, format, kind int) int64 {
+	n := int64(len(b64))
+	switch {
+	case format == formatJPEG && kind == kindImage, format == formatID3:
+		return min(n, maxHeaderBase64)
+	case format == formatMP4:
+		return 2 * min(n, maxHeaderBase64)
+	case format == formatPDF:
+		return 3 * min(n, maxPDFBase64) // decoded, then read for two spellings of a page
+	}
+	return smallHead
 }
 
 // smallHead is how much base64 decodeSmallHead reads: the first 48 bytes
@@ -410,6 +537,7 @@ type imageRef struct {
 	byURL       bool // an image_url or input_image URL (not a data URL), a file_id, an Anthropic url or file source
 	geminiImage bool // Gemini's fileData of an image type
 	low         int  // 1 with "detail": "low"
+	inline      bool // the part's own inline data (a Responses image_url or file_data) was read
 }
 
 // read reads the part's member k, whose value is at w.i, with the walker
@@ -417,30 +545,32 @@ type imageRef struct {
 func (r *imageRef) read(w *walker, k string) {
 	switch {
 	case k == "image_url" && w.peek() == '"': // Responses: a URL
-		r.byURL = r.byURL || !w.inlineString(inDataURLOrURL)
+		r.byURL = r.byURL || !w.inlineString(inDataURLOrURL, &r.inline)
 	case k == "image_url" && w.peek() == '{': // chat: an object with one
+		var inline bool
 		w.members(func(k string) {
 			switch {
 			case k == "url" && w.peek() == '"':
-				r.byURL = r.byURL || !w.inlineString(inDataURLOrURL)
+				r.byURL = r.byURL || !w.inlineString(inDataURLOrURL, &inline)
 			case k == "detail":
 				r.readDetail(w)
 			}
 		})
 	case k == "file_data" && w.peek() == '"': // Responses' input_file: a data URL
-		w.inlineString(inDataURL)
+		w.inlineString(inDataURL, &r.inline)
 	case k == "detail":
 		r.readDetail(w)
 	case k == "file_id":
 		r.byURL = r.byURL || w.peek() == '"'
-	case k == "source" && w.peek() == '{': // Anthropic's: base64 (inline, media counts it), text, url or file
+	case k == "source" && w.peek() == '{': // Anthropic's: base64 (inline: inlineString), text, url or file
+		var inline bool
 		w.members(func(k string) {
 			switch {
 			case k == "type" && w.peek() == '"':
 				t := w.decodedStr()
 				r.byURL = r.byURL || t == "url" || t == "file"
 			case k == "data" && w.peek() == '"':
-				w.inlineString(inBase64)
+				w.inlineString(inBase64, &inline)
 			}
 		})
 	case (k == "fileData" || k == "file_data") && w.peek() == '{':
@@ -461,21 +591,41 @@ func (w *walker) readInline(k string) {
 	if w.peek() != '{' {
 		return
 	}
+	var inline bool
 	w.members(func(m string) {
 		switch {
 		case w.peek() == '"' && (k == "file" && m == "file_data"):
-			w.inlineString(inDataURL)
+			w.inlineString(inDataURL, &inline)
 		case w.peek() == '"' && m == "data" && (k == "input_audio" || k == "inlineData" || k == "inline_data"):
-			w.inlineString(inBase64)
+			w.inlineString(inBase64, &inline)
 		case w.peek() == '{' && m == "source" && (k == "image" || k == "audio" || k == "video" || k == "document"):
+			var inline bool
 			w.members(func(m string) {
 				if m == "bytes" && w.peek() == '"' {
-					w.inlineString(inBase64)
+					w.inlineString(inBase64, &inline)
 				}
 			})
 		}
 	})
 }
+
+// checkSteps is what a medium's place and header cost the walker in steps
+// (see work): in WASM, about 3 µs, the reading of 30 JSON tokens.
+const checkSteps = 30
+
+// mediaChecks is how many values where media may be (the walker's, the
+// scan's candidates after a "data" or "bytes" key or a data URL's head) an
+// estimate of a body of size bytes reads as media, their places and their
+// headers (the rest are text): scanCandidates, and one every
+// scanBytesPerCheck bytes beyond. A check costs checkSteps, and inline
+// objects can be a few dozen bytes each.
+func mediaChecks(size int) int {
+	return scanCandidates + size/scanBytesPerCheck
+}
+
+// scanBytesPerCheck: see mediaChecks. Real media are larger: a 1 × 1 GIF
+// is 130 bytes in its part, an icon of 32 × 32 pixels a kilobyte or two.
+const scanBytesPerCheck = 256
 
 // Where inlineString reads inline data: base64, a data URL, or a data URL
 // or else a URL (an image sent by reference: imageRef).
@@ -487,10 +637,13 @@ const (
 
 // inlineString reads the string at w.i, a value where an API puts inline
 // data, and reports whether it is a data URL. A value that is no medium
-// media counts (mediumAt: its header not that of the kind its place or
-// type names, a data URL not in base64) is counted as text: what it is to
-// the model, if it is anything.
-func (w *walker) inlineString(in int) (isDataURL bool) {
+// (medium: its header not that of the kind its place or type names, a
+// data URL not in base64) is counted as text: what it is to the model, if
+// it is anything. So is the inline data of an object that has had some
+// (*read, which it sets: a member given twice, whose place would be read
+// again for each), and any past the body's maxMedia media or its
+// mediaChecks values read as media.
+func (w *walker) inlineString(in int, read *bool) (isDataURL bool) {
 	v := w.i
 	raw, n := w.str()
 	if w.bad {
@@ -508,8 +661,15 @@ func (w *walker) inlineString(in int) (isDataURL bool) {
 			j = -1
 		}
 	}
-	if j >= 0 && mediumAt(w.s, j) {
-		return isDataURL
+	if j >= 0 && !*read && w.media < maxMedia && w.checks < mediaChecks(len(w.s)) {
+		*read = true
+		w.checks++
+		w.steps += checkSteps
+		if t, ok := medium(w.s, j, w.dialect, &w.mediaWork); ok {
+			w.media++
+			w.mediaTokens = min(w.mediaTokens+t, MaxTokens)
+			return isDataURL
+		}
 	}
 	w.text += n
 	if w.weigh {
@@ -605,7 +765,8 @@ var mp3BitRates = [2][16]int64{
 // mp3Seconds reads an MP3's length from the bitrate of its first frame,
 // after its ID3 tag (whose size says where the frame is).
 func mp3Seconds(b64 string, size int64) int64 {
-	head := decodeHead(b64, maxHeaderBase64)
+	var buf headBuffer
+	head := decodeHead(b64, maxHeaderBase64, &buf)
 	rate := int64(unknownAudioBytesPerSecond)
 	if len(head) >= 10 {
 		tag := int64(head[6]&0x7f)<<21 | int64(head[7]&0x7f)<<14 | int64(head[8]&0x7f)<<7 | int64(head[9]&0x7f) + 10
@@ -627,13 +788,14 @@ func mp3Seconds(b64 string, size int64) int64 {
 // file written for streaming) or its end; else its size at bytesPerSecond
 // (a low bitrate).
 func mp4Seconds(b64 string, size, bytesPerSecond int64) int64 {
-	if seconds, ok := mvhdSeconds(decodeHead(b64, maxHeaderBase64)); ok {
+	var buf headBuffer
+	if seconds, ok := mvhdSeconds(decodeHead(b64, maxHeaderBase64, &buf)); ok {
 		return seconds
 	}
 	// The tail is read where its base64 is aligned: in a text without
 	// escaped slashes.
 	if tail := len(b64) - maxHeaderBase64; tail > 0 && !strings.Contains(b64, `\`) {
-		if seconds, ok := mvhdSeconds(decodeHead(b64[tail/4*4:], maxHeaderBase64)); ok {
+		if seconds, ok := mvhdSeconds(decodeHead(b64[tail/4*4:], maxHeaderBase64, &buf)); ok {
 			return seconds
 		}
 	}
@@ -669,7 +831,8 @@ const maxPDFBase64 = 4 << 20
 // whose pages cannot be seen (compressed object streams) counts a page every
 // unknownBytesPerPage.
 func pdfPages(b64 string, size int64) int64 {
-	read := decodeHead(b64, maxPDFBase64)
+	var buf headBuffer
+	read := decodeHead(b64, maxPDFBase64, &buf)
 	var pages int64
 	for _, object := range [...]string{"/Type/Page", "/Type /Page"} {
 		for rest := read; ; {

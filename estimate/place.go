@@ -22,11 +22,14 @@ import "strings"
 // The scan does not parse the body: it reads a few hundred bytes around a
 // candidate (placeWindow) for its key, its object's other members and the
 // key of that object (and of its parent, for Bedrock), backward as well as
-// forward. Keys are read as written (an escaped key is not recognised);
-// an object not read whole within the window (a member before the value
-// that is an object or an array, which is not read backward), a member
-// given twice with two values, a quote that may be escaped: not a medium,
-// the value is counted as text (the more expensive reading).
+// forward, and no further back than the candidate before it nor further on
+// than the one after it (media.go's scan: what it reads around candidates
+// adds up to a few times the body, however close they are). Keys are read
+// as written (an escaped key is not recognised); an object not read whole
+// within those bounds (a member before the value that is an object or an
+// array, which is not read backward), a member given twice with two
+// values, a quote that may be escaped: not a medium, the value is counted
+// as text (the more expensive reading).
 
 // Kinds of media, as a place or a type names them.
 const (
@@ -49,37 +52,40 @@ const maxDataURLHead = 256
 // inline says what kind of medium (kindNone: none) the base64 that starts
 // at s[j] is by its place, and whether it is an image sent with OpenAI's
 // "detail": "low"; end is where its string ends (its closing quote, or
-// len(s)).
-func inline(s string, j int) (kind int, low bool, end int) {
-	if j == 0 {
+// len(s)). It reads no further back than s[lo] and no further on than
+// s[hi-1] (the scan's neighbouring candidates; 0 and len(s) for the
+// walker, which reads one value so per object): a string that does not
+// end before hi (or the body's end) is no medium.
+func inline(s string, j, lo, hi int) (kind int, low bool, end int) {
+	if j <= lo {
 		return kindNone, false, 0
 	}
 	var key, claim string
 	var at int // the key's opening quote
 	switch s[j-1] {
 	case '"': // a "data" or "bytes" member
-		if !opensString(s, j-1) {
+		if !opensString(s, j-1, lo) {
 			return kindNone, false, 0
 		}
-		key, at = backKey(s, j-1, max(j-1-placeWindow, 0))
+		key, at = backKey(s, j-1, max(j-1-placeWindow, lo))
 		if key != "data" && key != "bytes" {
 			return kindNone, false, 0
 		}
 	case ',': // a data URL
-		if !strings.HasSuffix(s[:j], ";base64,") {
+		if !strings.HasSuffix(s[lo:j], ";base64,") {
 			return kindNone, false, 0
 		}
-		lo := max(j-maxDataURLHead, 0)
-		q := strings.LastIndexByte(s[lo:j], '"')
+		from := max(j-maxDataURLHead, lo)
+		q := strings.LastIndexByte(s[from:j], '"')
 		if q < 0 {
 			return kindNone, false, 0
 		}
-		q += lo
-		if !strings.HasPrefix(s[q+1:], "data:") || strings.Index(s[q:j], ";base64,") != j-q-len(";base64,") || !opensString(s, q) {
+		q += from
+		if !strings.HasPrefix(s[q+1:j], "data:") || strings.Index(s[q:j], ";base64,") != j-q-len(";base64,") || !opensString(s, q, lo) {
 			return kindNone, false, 0 // not a data URL, or not where its first ";base64," ends
 		}
 		claim, _, _ = strings.Cut(s[q+1+len("data:"):j], ";")
-		key, at = backKey(s, q, max(q-placeWindow, 0))
+		key, at = backKey(s, q, max(q-placeWindow, lo))
 		if key != "url" && key != "image_url" && key != "file_data" {
 			return kindNone, false, 0
 		}
@@ -89,19 +95,22 @@ func inline(s string, j int) (kind int, low bool, end int) {
 	if at < 0 {
 		return kindNone, false, 0
 	}
-	end = strings.IndexByte(s[j:], '"')
-	if end < 0 {
-		end = len(s)
-	} else {
+	end = strings.IndexByte(s[j:hi], '"')
+	switch {
+	case end >= 0:
 		end += j
+	case hi == len(s):
+		end = len(s)
+	default: // its end is past the next candidate: no base64 holds one
+		return kindNone, false, hi
 	}
 	if end < len(s) && s[end-1] == '\\' { // an escaped quote: no base64
 		return kindNone, false, end
 	}
 	o := object{start: -1, end: -1, keyAt: -1}
-	o.before(s, at, max(at-placeWindow, 0))
+	o.before(s, at, max(at-placeWindow, lo))
 	if end < len(s) {
-		o.after(s, end+1, min(end+1+placeWindow, len(s)))
+		o.after(s, end+1, min(end+1+placeWindow, hi))
 	}
 	if o.start < 0 || o.end < 0 || o.twice { // the object not read whole, a member that says two things
 		return kindNone, false, end
@@ -129,7 +138,7 @@ func inline(s string, j int) (kind int, low bool, end int) {
 	case "bytes": // Bedrock Converse: {"image": {"format": "png", "source": {"bytes": …}}}
 		if o.key == "source" && o.keyAt >= 0 {
 			block := object{start: -1, end: -1, keyAt: -1}
-			block.before(s, o.keyAt, max(o.keyAt-placeWindow, 0))
+			block.before(s, o.keyAt, max(o.keyAt-placeWindow, lo))
 			switch block.key {
 			case "image":
 				return kindImage, false, end
@@ -255,39 +264,44 @@ func (o *object) before(s string, at, lo int) {
 }
 
 // after reads the members of the object after a member whose value ends
-// before s[i], to the object's '}', no further than s[hi].
+// before s[i], to the object's '}', no further than s[hi]: each value in
+// one call of skipValue (a walker would be a kilobyte to clear for each
+// candidate).
 func (o *object) after(s string, i, hi int) {
-	w := walker{s: s[:hi], i: i}
+	s = s[:hi]
 	for {
-		w.ws()
-		switch w.peek() {
+		i = skipSpace(s, i)
+		if i >= len(s) {
+			return
+		}
+		switch s[i] {
 		case '}':
-			o.end = w.i + 1
+			o.end = i + 1
 			return
 		case ',':
-			w.i++
+			i++
 		default:
 			return
 		}
-		w.ws()
-		if w.peek() != '"' {
+		i = skipSpace(s, i)
+		if i >= len(s) || s[i] != '"' {
 			return
 		}
-		k, _ := w.str()
-		w.ws()
-		if w.bad || w.peek() != ':' {
+		e, ok := skipValue(s, i, 1, &simpleEscape)
+		if !ok {
 			return
 		}
-		w.i++
-		w.ws()
-		if w.peek() == '"' {
-			v, _ := w.str()
-			if w.bad {
-				return
-			}
-			o.note(k, v)
-		} else if w.skip(); w.bad {
+		k := s[i+1 : e-1]
+		if i = skipSpace(s, e); i >= len(s) || s[i] != ':' {
 			return
+		}
+		i = skipSpace(s, i+1)
+		v := i
+		if i, ok = skipValue(s, i, 63, &simpleEscape); !ok {
+			return
+		}
+		if s[v] == '"' {
+			o.note(k, s[v+1:i-1])
 		}
 	}
 }
@@ -336,14 +350,18 @@ func backString(s string, i, lo int) int {
 }
 
 // opensString says whether the quote at s[q] is one no backslash escapes
-// (read within placeWindow): in JSON, one followed by a string's content
-// opens it.
-func opensString(s string, q int) bool {
+// (read within placeWindow, no further back than s[lo]): in JSON, one
+// followed by a string's content opens it. When that cannot be told, it is
+// not.
+func opensString(s string, q, lo int) bool {
 	n := 0
-	for q-n-1 >= 0 && s[q-n-1] == '\\' {
+	for q-n-1 >= lo && s[q-n-1] == '\\' {
 		if n++; n > placeWindow {
 			return false
 		}
+	}
+	if q-n-1 < lo && lo > 0 {
+		return false // what is before s[lo] is not read
 	}
 	return n%2 == 0
 }

@@ -131,7 +131,7 @@ func FuzzMediaPlaces(f *testing.F) {
 		var spans [][3]int64
 		tokens, bytes := mediaSpans(s, DialectOpenAIChat, func(from, to int, tokens int64) {
 			spans = append(spans, [3]int64{int64(from), int64(to), tokens})
-		})
+		}, nil)
 		if tokens < 0 || tokens > MaxTokens || bytes < 0 || bytes > int64(len(s)) {
 			t.Fatalf("media = %d tokens, %d bytes of %d", tokens, bytes, len(s))
 		}
@@ -214,7 +214,7 @@ func referencePlaces(s string) map[int][2]int64 {
 				}
 				for format, f := range mediaFormats {
 					if j+len(f.magic) <= end && matches(s[j:j+len(f.magic)], f.magic) {
-						if tokens, ok := mediumTokens(s[j:end], format, kind, low, DialectOpenAIChat); ok {
+						if tokens, ok := mediumTokens(s[j:end], format, kind, low, DialectOpenAIChat, nil); ok {
 							places[j] = [2]int64{int64(end), tokens}
 						}
 					}

@@ -124,3 +124,70 @@ func TestSkipValueAgreesWithReference(t *testing.T) {
 		t.Fatalf("only %d valid values of 5000", valid)
 	}
 }
+
+// skipNested skips the object or array at w.i, a token at a time with the
+// walker's own reading: what skipValue is held to (the walker's skip once
+// was this, and read what skipValue did not accept again with it).
+func (w *walker) skipNested() {
+	var objects [MaxDepth/64 + 1]uint64 // bit d set: the container opened at depth d is an object
+	outer := w.depth
+	atValue := true // w.i is at a value, else right after one
+	for !w.bad {
+		if atValue {
+			switch c := w.peek(); c {
+			case '{', '[':
+				if !w.enter() {
+					return
+				}
+				word, bit := w.depth/64, uint(w.depth%64)
+				objects[word] = objects[word]&^(1<<bit) | uint64(c>>5&1)<<bit // '{' is 0x7b, '[' 0x5b
+				w.ws()
+				if w.peek() == c+2 { // '}' or ']'
+					w.i++
+					w.depth--
+					atValue = false
+				} else if c == '{' {
+					w.memberKey(false)
+				}
+				continue
+			case '"':
+				w.str()
+			default:
+				w.scalar()
+			}
+			atValue = false
+			continue
+		}
+		if w.depth == outer {
+			return
+		}
+		inObject := objects[w.depth/64]>>uint(w.depth%64)&1 == 1
+		w.ws()
+		switch w.peek() {
+		case ',':
+			w.i++
+			w.ws()
+			if inObject {
+				w.memberKey(false)
+			}
+			atValue = true
+		case '}':
+			w.close(inObject)
+		case ']':
+			w.close(!inObject)
+		default:
+			w.bad = true
+		}
+	}
+}
+
+// close consumes the closing byte of the container skipNested is in, if it
+// matches the container.
+func (w *walker) close(matches bool) {
+	if !matches {
+		w.bad = true
+		return
+	}
+	w.i++
+	w.depth--
+}

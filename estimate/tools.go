@@ -152,7 +152,9 @@ func (w *walker) openAIParameters() {
 		case k == "properties" && w.peek() == '{':
 			w.enter()
 			for first := true; ; first = false {
+				w.whole = true // its text counts
 				name, ok := w.key(first)
+				w.whole = false
 				if !ok {
 					break
 				}

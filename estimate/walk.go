@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -28,9 +29,10 @@ const (
 // rest, in one call (plainTurns); both are WASM assembly in the plugin.
 //
 // It descends only into the fields that matter, a fixed number of levels, so
-// its recursion is bounded; everything else is validated and skipped by an
-// iterative loop that keeps the kind of each open container in a bit set.
-// Nesting deeper than MaxDepth stops the walk.
+// its recursion is bounded; everything else is validated and skipped in one
+// call of skipValue, an iterative loop that keeps the kind of each open
+// container in a bit set (assembly in WASM). Nesting deeper than MaxDepth
+// stops the walk.
 type walker struct {
 	s     string
 	i     int   // read position in s
@@ -56,6 +58,26 @@ type walker struct {
 	// images counts the images sent by URL or by file (media.go), of
 	// OpenAI's "detail": "low" ([1]) or not ([0]).
 	images [2]int64
+	// scratch holds a string decodedStr decodes (allocated for the first:
+	// a walk allocates it once, whatever the strings with escapes it reads);
+	// with whole, one longer than it is decoded whole, allocating (a key
+	// whose text counts: tools.go).
+	scratch *[64]byte
+	whole   bool
+	// steps counts the walk's reads in Go and its calls of assembly, and
+	// mediaWork what its media were read for (see work).
+	steps     int64
+	mediaWork scanWork
+	// modelOnly reads the model, the output caps and the ambiguities of
+	// the top-level members only (Options.ModelOnly), skipping the rest.
+	modelOnly bool
+	// dialect is the request's API, by whose rules media count; media
+	// counts the inline media read (media.go's inlineString, at most
+	// maxMedia), mediaTokens what they cost.
+	dialect     Dialect
+	media       int
+	mediaTokens int64
+	checks      int // the values read as media (mediaChecks)
 	// opaque counts the bytes of opaque reasoning carried in the history
 	// (reasoning.go).
 	opaque int64
@@ -72,9 +94,6 @@ type walker struct {
 	// ambiguous names what makes parsers read the body otherwise than the
 	// walk does ("": nothing found).
 	ambiguous string
-	// objects has bit d set when the container skipNested opened at depth d
-	// is an object.
-	objects [MaxDepth/64 + 1]uint64
 }
 
 // walk reads the body. It reports false if the body is not a valid JSON
@@ -99,7 +118,11 @@ func (w *walker) top() {
 			return
 		}
 		v := w.i
-		switch k = w.topKey(k); k {
+		if k = w.topKey(k); w.modelOnly && !modelOnlyKey(k) {
+			w.done(v)
+			continue
+		}
+		switch k {
 		case "model":
 			if w.peek() == '"' {
 				w.str()
@@ -152,6 +175,43 @@ func (w *walker) top() {
 	}
 }
 
+// knownWords are the keys and values the walker compares decoded strings
+// to: a string with escapes that decodes to one is that constant (see
+// decodedStr). TestKnownWords holds it to the walker's source.
+var knownWords = func() map[string]string {
+	words := map[string]string{}
+	for _, w := range [...]string{
+		// Top-level keys (topKeys), and those of generationConfig.
+		"model", "messages", "contents", "input", "instructions", "prompt", "system",
+		"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
+		"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
+		"response_format", "text", "output_format", "outputConfig", "toolConfig",
+		"maxOutputTokens", "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema",
+		// A message's and a part's keys, and the values of "type".
+		"content", "parts", "tool_calls", "function_call", "arguments", "output", "summary", "encrypted_content",
+		"type", "tool_result", "image_url", "input_image", "image", "detail", "low", "file_id", "source",
+		"fileData", "file_data", "file", "input_audio", "inlineData", "inline_data", "audio", "video", "document",
+		"functionCall", "functionResponse", "thinking", "signature", "data", "thoughtSignature", "thought_signature",
+		"url", "bytes", "mimeType", "mime_type",
+		// Tools (tools.go).
+		"function", "name", "description", "parameters", "strict", "properties", "required", "additionalProperties",
+		"enum", "any", "tool",
+	} {
+		words[w] = w
+	}
+	return words
+}()
+
+// modelOnlyKey says whether a top-level key is read with Options.ModelOnly:
+// the model's, an output cap's.
+func modelOnlyKey(k string) bool {
+	switch k {
+	case "model", "max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config":
+		return true
+	}
+	return false
+}
+
 // turns reads a string, or an array of strings and messages; with counted,
 // the array's elements are counted in w.messages; with ids, its numbers
 // and arrays of numbers are token ids ("prompt" and "input": completions'
@@ -168,16 +228,26 @@ func (w *walker) turns(counted, ids bool) {
 			return
 		}
 		for first := true; ; first = false {
-			// Runs of plain messages are read in one call.
+			// Runs of token ids and of strings, and of plain messages, are
+			// read in one call each.
+			if n := w.scalarRun(first, ids); n > 0 {
+				first = false
+				if counted {
+					w.messages += int64(n)
+				}
+			}
 			var spans *textSpans
 			if w.weigh {
 				spans = &w.spans
 				spans.n = 0
 			}
-			if end, n, text := plainTurns(w.s, w.i, first, &simpleEscape, spans); n > 0 {
+			end, n, text := plainTurns(w.s, w.i, first, &simpleEscape, spans)
+			w.steps += 1 + int64(n)
+			if n > 0 {
 				w.i, w.text, first = end, w.text+text, false
 				if spans != nil {
 					w.units += spansUnits(w.s, spans)
+					w.steps++
 				}
 				if counted {
 					w.messages += int64(n)
@@ -202,6 +272,116 @@ func (w *walker) turns(counted, ids bool) {
 			}
 			w.done(v)
 		}
+	}
+}
+
+// scalarRun reads, from w.i, the run of elements of a turns array that are
+// not objects (strings, numbers, true, false, null, and without ids
+// arrays), each with the ',' before it unless first, as the loop of turns
+// reads them one by one (counting the text of strings, and with ids a
+// token a number), and returns how many it read. It calls nothing for a
+// number, and only str for a string, whose calibrated counts are weighed
+// maxTextSpans at a time: a body of short ones costs a few times less than
+// an element at a time. (With ids, an array is a list of token ids: the
+// loop of turns reads it.)
+func (w *walker) scalarRun(first, ids bool) (n int) {
+	s := w.s
+	w.spans.n, w.spans.escaped = 0, 0
+	for !w.bad {
+		j := w.i
+		for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') {
+			j++
+		}
+		if !first {
+			if j >= len(s) || s[j] != ',' {
+				break
+			}
+			for j++; j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r'); j++ {
+			}
+		}
+		if j >= len(s) {
+			break
+		}
+		if c := s[j]; c == '"' {
+			w.i = j
+			raw, decoded := w.str()
+			if w.bad {
+				break
+			}
+			w.text += decoded
+			if w.weigh {
+				k := w.spans.n
+				w.spans.at[k] = [2]int64{int64(j + 1), int64(j + 1 + len(raw))}
+				if decoded != int64(len(raw)) {
+					w.spans.escaped |= 1 << k
+				}
+				if w.spans.n++; w.spans.n == maxTextSpans {
+					w.units += spansUnits(s, &w.spans)
+					w.spans.n, w.spans.escaped = 0, 0
+					w.steps++
+				}
+			}
+		} else if c == '-' || c >= '0' && c <= '9' {
+			end, k := numberRun(s, j)
+			if k == 0 {
+				break // not a number: the walker says what it is
+			}
+			if ids {
+				w.tokenIDs += int64(k)
+			}
+			w.i, w.steps, n = end, w.steps+int64(k), n+k-1
+		} else if c == '[' && !ids || c == 't' || c == 'f' || c == 'n' {
+			w.i = j
+			w.skip() // counts nothing
+		} else {
+			break
+		}
+		n, first = n+1, false
+	}
+	if w.weigh && w.spans.n > 0 {
+		w.units += spansUnits(s, &w.spans)
+		w.steps++
+	}
+	w.spans.n = 0
+	w.steps++
+	return n
+}
+
+// numberRun reads the run of numbers of an array from the one at s[i], the
+// others each after a ',' (blank space aside), and returns the index right
+// after the last one read, and how many it read.
+func numberRun(s string, i int) (end, n int) {
+	for end = i; ; {
+		j := end
+		if n > 0 {
+			for j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r') {
+				j++
+			}
+			if j >= len(s) || s[j] != ',' {
+				return end, n
+			}
+			for j++; j < len(s) && (s[j] == ' ' || s[j] == '\t' || s[j] == '\n' || s[j] == '\r'); j++ {
+			}
+		}
+		k := j
+		if k < len(s) && s[k] == '-' {
+			k++
+		}
+		switch {
+		case k < len(s) && s[k] == '0':
+			k++
+		case k < len(s) && s[k] >= '1' && s[k] <= '9':
+			for k++; k < len(s) && s[k] >= '0' && s[k] <= '9'; k++ {
+			}
+		default:
+			return end, n
+		}
+		if k < len(s) && (s[k] == '.' || s[k] == 'e' || s[k] == 'E') {
+			if k = skipNumber(s, j); k < 0 { // a fraction or an exponent: rare
+				return end, n
+			}
+		}
+		end, n = k, n+1
 	}
 }
 
@@ -380,7 +560,12 @@ func (w *walker) tokenIDList() {
 	for first := true; w.elem(first); first = false {
 		v := w.i
 		if c := w.peek(); c == '-' || c >= '0' && c <= '9' {
-			w.tokenIDs++
+			end, n := numberRun(w.s, w.i) // the run of ids from here, in one call
+			if n == 0 {
+				w.bad = true
+				return
+			}
+			w.i, w.tokenIDs, w.steps = end, w.tokenIDs+int64(n), w.steps+int64(n)
 		}
 		w.done(v)
 	}
@@ -426,6 +611,7 @@ func (w *walker) addRaw(v int) {
 // weighText adds the calibrated count of s[i:j] (count.go), which has no
 // backslash unless escapes says it may.
 func (w *walker) weighText(i, j int, escapes bool) {
+	w.steps++
 	w.spans.n, w.spans.at[0], w.spans.escaped = 1, [2]int64{int64(i), int64(j)}, 0
 	if escapes {
 		w.spans.escaped = 1
@@ -436,6 +622,7 @@ func (w *walker) weighText(i, j int, escapes bool) {
 // weighString adds the calibrated count of s (text of the body, or of a
 // JSON value in it), which has no backslash unless escapes says it may.
 func (w *walker) weighString(s string, escapes bool) {
+	w.steps++
 	w.spans.n, w.spans.at[0], w.spans.escaped = 1, [2]int64{0, int64(len(s))}, 0
 	if escapes {
 		w.spans.escaped = 1
@@ -463,6 +650,7 @@ func (w *walker) members(read func(k string)) {
 
 // enter consumes the '{' or '[' at w.i.
 func (w *walker) enter() bool {
+	w.steps++
 	w.depth++
 	if w.depth > MaxDepth {
 		w.bad = true
@@ -519,6 +707,7 @@ func (w *walker) next(first bool, closing byte) bool {
 	if w.bad {
 		return false
 	}
+	w.steps++
 	w.ws()
 	switch w.peek() {
 	case closing:
@@ -554,84 +743,25 @@ func (w *walker) skip() {
 	case '"':
 		w.str()
 	case '{', '[':
-		// Valid values, nearly all of them, in one call; the walker finds
-		// what is wrong with the others.
-		if end, ok := skipValue(w.s, w.i, MaxDepth-w.depth, &simpleEscape); ok {
+		// Valid values in one call. Its verdict on the others is the
+		// walker's (the same grammar, the same depth: MaxDepth is at most
+		// what it crosses), which would read the value again in Go to come
+		// to it.
+		end, ok := skipValue(w.s, w.i, MaxDepth-w.depth, &simpleEscape)
+		w.steps++
+		if ok {
 			w.i = end
-			return
+		} else {
+			w.bad = true
 		}
-		w.skipNested()
 	default:
 		w.scalar()
 	}
 }
 
-// skipNested skips the object or array at w.i.
-func (w *walker) skipNested() {
-	outer := w.depth
-	atValue := true // w.i is at a value, else right after one
-	for !w.bad {
-		if atValue {
-			switch c := w.peek(); c {
-			case '{', '[':
-				if !w.enter() {
-					return
-				}
-				word, bit := w.depth/64, uint(w.depth%64)
-				w.objects[word] = w.objects[word]&^(1<<bit) | uint64(c>>5&1)<<bit // '{' is 0x7b, '[' 0x5b
-				w.ws()
-				if w.peek() == c+2 { // '}' or ']'
-					w.i++
-					w.depth--
-					atValue = false
-				} else if c == '{' {
-					w.memberKey(false)
-				}
-				continue
-			case '"':
-				w.str()
-			default:
-				w.scalar()
-			}
-			atValue = false
-			continue
-		}
-		if w.depth == outer {
-			return
-		}
-		inObject := w.objects[w.depth/64]>>uint(w.depth%64)&1 == 1
-		w.ws()
-		switch w.peek() {
-		case ',':
-			w.i++
-			w.ws()
-			if inObject {
-				w.memberKey(false)
-			}
-			atValue = true
-		case '}':
-			w.close(inObject)
-		case ']':
-			w.close(!inObject)
-		default:
-			w.bad = true
-		}
-	}
-}
-
-// close consumes the closing byte of the container skipNested is in, if it
-// matches the container.
-func (w *walker) close(matches bool) {
-	if !matches {
-		w.bad = true
-		return
-	}
-	w.i++
-	w.depth--
-}
-
 // scalar reads a number, true, false or null.
 func (w *walker) scalar() {
+	w.steps++
 	switch w.peek() {
 	case 't':
 		w.literal("true")
@@ -696,15 +826,83 @@ func (w *walker) literal(lit string) {
 	w.i += len(lit)
 }
 
-// decodedStr reads a string and returns it decoded, allocating only if it
-// has escapes.
+// decodedStr reads a string and returns it decoded (its first
+// len(w.scratch) bytes), allocating once a walk: a string with escapes is
+// decoded into w.scratch, and is a word the walker compares keys and
+// values to (knownWords, as that constant), or a string valid only until
+// the next decodedStr (keys and values the walker does not know are only
+// ever compared where they are read).
 func (w *walker) decodedStr() string {
-	start := w.i
 	raw, n := w.str()
 	if n == int64(len(raw)) || w.bad {
 		return raw
 	}
-	return gjson.Parse(w.s[start:w.i]).Str
+	return w.decodeEscaped(raw)
+}
+
+// decodeEscaped returns a string's raw content with escapes decoded, as
+// decodedStr does.
+func (w *walker) decodeEscaped(raw string) string {
+	w.steps += 4 // decoding, and the look-up of the word
+	if w.whole && len(raw) > len(w.scratch) {
+		return gjson.Parse(`"` + raw + `"`).Str // decoded whole (it may not fit the scratch)
+	}
+	if w.scratch == nil {
+		w.scratch = new([64]byte)
+	}
+	b := unescape(w.scratch[:0], raw)
+	if k, ok := knownWords[string(b)]; ok {
+		return k
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// unescape appends the raw content of a valid JSON string to dst, decoded
+// as gjson decodes it (see str), up to cap(dst) bytes.
+func unescape(dst []byte, raw string) []byte {
+	for i := 0; i < len(raw) && len(dst) < cap(dst); {
+		c := raw[i]
+		if c != '\\' || i+1 >= len(raw) {
+			dst = append(dst, c)
+			i++
+			continue
+		}
+		switch raw[i+1] {
+		case 'b':
+			dst, i = append(dst, '\b'), i+2
+		case 'f':
+			dst, i = append(dst, '\f'), i+2
+		case 'n':
+			dst, i = append(dst, '\n'), i+2
+		case 'r':
+			dst, i = append(dst, '\r'), i+2
+		case 't':
+			dst, i = append(dst, '\t'), i+2
+		case 'u':
+			r, _ := hex4(raw, i+2)
+			i += 6
+			if r < utf8.RuneSelf { // ASCII, as in an escaped key
+				dst = append(dst, byte(r))
+				continue
+			}
+			if utf16.IsSurrogate(r) && i+1 < len(raw) && raw[i] == '\\' && raw[i+1] == 'u' {
+				r2, _ := hex4(raw, i+2)
+				r = utf16.DecodeRune(r, r2)
+				i += 6
+			} else if utf16.IsSurrogate(r) {
+				r = utf8.RuneError
+			}
+			var enc [utf8.UTFMax]byte
+			for _, b := range enc[:utf8.EncodeRune(enc[:], r)] {
+				if len(dst) < cap(dst) {
+					dst = append(dst, b)
+				}
+			}
+		default: // '"', '\\', '/'
+			dst, i = append(dst, raw[i+1]), i+2
+		}
+	}
+	return dst
 }
 
 // str reads and validates the string at w.i (at its opening quote). It
@@ -713,6 +911,7 @@ func (w *walker) decodedStr() string {
 // surrogate takes the \u escape right after it as its pair, and a lone
 // surrogate or an invalid pair decodes to U+FFFD.
 func (w *walker) str() (raw string, decoded int64) {
+	w.steps++
 	s := w.s
 	start := w.i + 1
 	var saved int64

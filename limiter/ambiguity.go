@@ -69,6 +69,12 @@ var errTooLarge = errors.New("it decompresses to more than max_body_bytes")
 // limit bytes are inflated; past them (errTooLarge), the size is what the
 // whole would be at the rate the bytes read so far inflated.
 func decompress(coding string, body []byte, limit int64) (plain []byte, size int64, err error) {
+	return inflate(coding, body, limit, true)
+}
+
+// inflate is decompress, keeping the bytes inflated only with keep: else
+// they are counted, a buffer at a time, and plain is nil.
+func inflate(coding string, body []byte, limit int64, keep bool) (plain []byte, size int64, err error) {
 	in := &countingReader{r: bytes.NewReader(body)}
 	var src io.Reader
 	switch coding {
@@ -89,14 +95,51 @@ func decompress(coding string, body []byte, limit int64) (plain []byte, size int
 	default:
 		return nil, 0, errors.New("unknown coding " + coding)
 	}
-	plain, err = io.ReadAll(io.LimitReader(src, limit+1))
-	size = int64(len(plain))
+	if keep {
+		plain, err = io.ReadAll(io.LimitReader(src, limit+1))
+		size = int64(len(plain))
+	} else {
+		size, err = io.Copy(io.Discard, io.LimitReader(src, limit+1))
+	}
 	if err == nil && size > limit {
-		// Inflated in proportion: len(plain) from in.n of len(body) bytes.
-		size = extrapolate(size, in.n, int64(len(body)))
-		return plain[:limit], size, errTooLarge
+		// Inflated in proportion: size from in.n of len(body) bytes.
+		if keep {
+			plain = plain[:limit]
+		}
+		return plain, extrapolate(size, in.n, int64(len(body))), errTooLarge
 	}
 	return plain, size, err
+}
+
+// maxKeptCompressed bounds the compressed body keepCompressed keeps for a
+// response without usage: a larger one is inflated at once (its inflating
+// costs at most max_body_bytes ÷ maxKeptCompressed bytes for each of its
+// own), and not kept for the length of its response.
+const maxKeptCompressed = 64 << 10
+
+// keepCompressed takes a compressed body read only for its decompressed
+// size: a response without usage is charged its prompt by it (estimated),
+// the only one that needs it. A small body is kept for then (a 1.6 KB
+// gzip bomb of 1 MiB costs nothing while its responses report their
+// usage); a larger one is counted now.
+func (r *request) keepCompressed(body []byte) {
+	if len(body) <= maxKeptCompressed {
+		r.compressed = body
+		return
+	}
+	r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(body), r.estimateOptions())
+}
+
+// inflatedSize is the size a compressed body decompresses to, counted
+// without keeping it, at most max_body_bytes inflated, as readBody reads it
+// (past them, what its whole would be at the rate it inflated so far); a
+// body that does not decompress counts the larger of its size and what did.
+func (r *request) inflatedSize(body []byte) int64 {
+	_, size, err := inflate(r.coding, body, r.pc.rules.Reservation.MaxBodyBytes, false)
+	if err != nil && !errors.Is(err, errTooLarge) {
+		return max(int64(len(body)), size)
+	}
+	return size
 }
 
 // extrapolate is what whole compressed bytes inflate to when read of them

@@ -26,6 +26,13 @@ import (
 // (a GET or CONNECT asking to upgrade), which never ends.
 // A body ends with the end of the stream or with trailers.
 //
+// Only token_reservation reserves what a body is estimated to cost. Without
+// it, a body read before admission (for its model: per-model limits,
+// weights or prices, fallbacks) is read for its model alone, and a
+// compressed body on a route whose responses are charged their usage is
+// kept for its decompressed size, inflated only if its response reports no
+// usage (keepCompressed): a prompt is then charged by its size.
+//
 // A response body is read when its request was admitted (its usage is
 // charged) or its usage-only chunk is to be taken out, unless it is
 // compressed (charged as a response without usage, see settle) or the
@@ -105,9 +112,11 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 	if !r.pc.needsBody() {
 		switch {
 		case r.coding != "":
-			// Read for its decompressed size (bounded: see readBody); it
-			// goes on as it came, and its stream is not asked for usage.
-			r.promptEstimate = r.readBody(body, r.path, r.estimateOptions()).Prompt
+			// Read for its decompressed size, which only a response
+			// without usage is charged by: kept, and inflated then
+			// (keepCompressed). It goes on as it came, and its stream is
+			// not asked for usage.
+			r.keepCompressed(body)
 			r.promptBySize = false
 		case r.mayAsk:
 			// Read after all: the prompt is estimated by the body's size.

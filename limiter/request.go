@@ -89,9 +89,13 @@ type admission struct {
 type requestBody struct {
 	coding         string // the body's content coding, decompressed to be read ("": none)
 	promptEstimate int64  // the prompt's estimated tokens, for a response without usage
-	promptBySize   bool   // promptEstimate is the body's declared size: the bytes that pass count at the end
-	bodyBytes      int64  // the body's bytes that passed on unread (see promptBySize)
-	bufferedBytes  int64  // the body's bytes the host buffered while the admission waited (they pass with resume)
+	// compressed is a compressed body read only for its decompressed size,
+	// kept until a response without usage needs it (estimated), which
+	// inflates it then (nil: none, or inflated already).
+	compressed    []byte
+	promptBySize  bool  // promptEstimate is the body's declared size: the bytes that pass count at the end
+	bodyBytes     int64 // the body's bytes that passed on unread (see promptBySize)
+	bufferedBytes int64 // the body's bytes the host buffered while the admission waited (they pass with resume)
 	// alongside says the body is read while its admission goes on (to ask
 	// the stream for its usage, or for its decompressed size), until it
 	// ends; in phases matching and reading, the body is read before.
@@ -218,8 +222,9 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		// in a coding the limiter does not decode, at the bound: see
 		// unreadBody), and by the bytes that pass once they have (read to
 		// ask for the usage, by its size; compressed, by its decompressed
-		// size: see bodyEnded). Admission does not wait for the body.
-		r.alongside = r.mayAsk || r.coding != ""
+		// size, where a response without usage would be charged it: see
+		// bodyEnded). Admission does not wait for the body.
+		r.alongside = r.mayAsk || r.coding != "" && r.chargesUsage()
 		if undecodable(ctx, readable) {
 			r.promptEstimate = r.unreadBody(size).Prompt
 		} else {
@@ -307,6 +312,10 @@ func (pc PluginConfig) needsBody() bool {
 	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel || len(pc.rules.Fallbacks) > 0
 }
 
+// estimateOptions are the options a request's body is read with. Only
+// token_reservation reserves the estimate: without it, a body read before
+// admission is read for its model alone (ModelOnly), its prompt being its
+// size, which is all a response without usage is charged by.
 func (r *request) estimateOptions() estimate.Options {
 	res := r.pc.rules.Reservation
 	return estimate.Options{
@@ -314,7 +323,20 @@ func (r *request) estimateOptions() estimate.Options {
 		DefaultCompletionTokens: res.DefaultCompletionTokens,
 		MaxBodyBytes:            res.MaxBodyBytes,
 		ModelOfLargeBodies:      len(r.pc.rules.Cost.ModelWeights) > 0 || r.pc.pricesByModel,
+		ModelOnly:               !res.Enabled,
 	}
+}
+
+// chargesUsage says whether a subject of the request is charged what it
+// used (it has a token or a money window): a response without usage is
+// then charged an estimate (estimated).
+func (r *request) chargesUsage() bool {
+	for i := range r.groups {
+		if r.groups[i].tokens || r.groups[i].usd {
+			return true
+		}
+	}
+	return false
 }
 
 // cost is what to reserve for a request so estimated, in the configured

@@ -100,6 +100,7 @@ func (r *request) settle(complete bool) {
 		}
 		r.pc.metrics.count(metricEstimated, requestHeader(consumerHeader), r.model)
 	}
+	r.compressed = nil // inflated by estimated, or not needed
 	delta := scripts.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
 	var spent *scripts.Amounts // with a reservation, what the charge is of: alerts decide on it
 	if r.reserved != (reservation{}) {
@@ -136,6 +137,10 @@ func (r *request) estimated() reservation {
 		text = r.usage.TextBytes()
 	}
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
+	if r.compressed != nil { // kept for this (keepCompressed)
+		r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(r.compressed), r.estimateOptions())
+		r.compressed = nil
+	}
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
 		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, r.estimateOptions()))
 	}

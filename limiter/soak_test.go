@@ -365,16 +365,15 @@ func (rt *soakRoute) bytesPerToken() int64 {
 }
 
 // promptEstimate is the prompt estimate the README says a response without
-// usage pays: from the body where the plugin reads it to estimate it
-// (token_reservation, or per-model weights); else by its size, which the
-// plugin knows from the body, read to ask for the stream's usage (every
-// soak request with a body is a POST of JSON to /v1/chat/completions).
+// usage pays: from the body where the plugin estimates it
+// (token_reservation); else by its size (docs/estimates.md, "When a body
+// is read": per-model weights read the body for its model alone), which
+// the plugin knows from the body, read for its model or to ask for the
+// stream's usage (every soak request with a body is a POST of JSON to
+// /v1/chat/completions).
 func (rt *soakRoute) promptEstimate(body []byte) int64 {
-	switch {
-	case rt.reserve != nil:
+	if rt.reserve != nil {
 		return estimate.Request(body, "/v1/chat/completions", *rt.reserve).Prompt
-	case rt.weights != nil:
-		return estimate.Request(body, "/v1/chat/completions", estimate.Options{DefaultCompletionTokens: 1024, MaxBodyBytes: 1 << 20, ModelOfLargeBodies: true}).Prompt
 	}
 	return (int64(len(body)) + 3) / 4
 }
