@@ -102,18 +102,7 @@ func BenchmarkLargeBody(b *testing.B) {
 	const size = 2 << 20
 	image := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"What is it?"},` +
 		`{"type":"image_url","image_url":{"url":"data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAABAAAAAQACAAAAAB` + strings.Repeat("A", size) + `"}}]}]}`
-	repeat := func(head, item, tail string) string {
-		var s strings.Builder
-		s.WriteString(head)
-		for i := 0; s.Len() < size; i++ {
-			if i > 0 {
-				s.WriteByte(',')
-			}
-			s.WriteString(item)
-		}
-		s.WriteString(tail)
-		return s.String()
-	}
+	repeat := func(head, item, tail string) string { return repeatedList(size, head, item, tail) }
 	signatures := repeat(`{"messages":[`, `{"role":"user","content":"iVBORw0KGgo then prose, /9j/ and more"}`, `]}`)
 	sources := repeat(`{"messages":[{"role":"user","content":[`, `{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo"}}`, `]}]}`)
 	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}

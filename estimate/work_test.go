@@ -25,18 +25,7 @@ import (
 // pass place.go's reading and not; tiny parts, strings, numbers, keys with
 // escapes, deep nesting, lenient JSON, tools.
 func hostile(size int) []struct{ name, body string } {
-	repeat := func(head, item, tail string) string {
-		var s strings.Builder
-		s.WriteString(head)
-		for i := 0; s.Len() < size; i++ {
-			if i > 0 {
-				s.WriteByte(',')
-			}
-			s.WriteString(item)
-		}
-		s.WriteString(tail)
-		return s.String()
-	}
+	repeat := func(head, item, tail string) string { return repeatedList(size, head, item, tail) }
 	parts := func(item string) string {
 		return repeat(`{"model":"gpt-4o","messages":[{"role":"user","content":[`, item, `]}]}`)
 	}
@@ -168,4 +157,19 @@ func TestCostPerKiBIsBounded(t *testing.T) {
 			}
 		}
 	}
+}
+
+// repeatedList is head, then item repeated with commas between until the
+// whole is at least size bytes, then tail: a JSON list of that size.
+func repeatedList(size int, head, item, tail string) string {
+	var s strings.Builder
+	s.WriteString(head)
+	for i := 0; s.Len() < size; i++ {
+		if i > 0 {
+			s.WriteByte(',')
+		}
+		s.WriteString(item)
+	}
+	s.WriteString(tail)
+	return s.String()
 }
