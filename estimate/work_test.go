@@ -146,10 +146,14 @@ func TestCostPerKiBIsBounded(t *testing.T) {
 	for _, c := range hostile(64 << 10) {
 		body := []byte(c.body)
 		for _, o := range []Options{calibrated, {MaxBodyBytes: 16 << 10}} {
+			// Up to three rounds of 7: a regression is over the bound in
+			// each, a burst of load on a shared machine in one.
 			real, cost := 1e18, 1e18
-			for range 7 {
-				real = min(real, perKiB(agent, calibrated))
-				cost = min(cost, perKiB(body, o))
+			for round := 0; round < 3 && (round == 0 || cost > maxCostRatio*real); round++ {
+				for range 7 {
+					real = min(real, perKiB(agent, calibrated))
+					cost = min(cost, perKiB(body, o))
+				}
 			}
 			t.Logf("%-30s max_body_bytes %7d: %6.0f ns/KiB, %4.1f times an agent's %5.0f", c.name, o.MaxBodyBytes, cost, cost/real, real)
 			if cost > maxCostRatio*real {

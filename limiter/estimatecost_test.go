@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,15 +144,20 @@ func TestTinyMediaCostAFewTimesARealBody(t *testing.T) {
 					return took
 				}
 				agent, media := requestbody.Agent(c.size), tinyMedia(c.kind, c.size)
-				realCost, cost := time.Duration(1<<62), time.Duration(1<<62)
-				for range 5 {
-					realCost = min(realCost, hook(agent))
-					cost = min(cost, hook(media))
-				}
 				perKiB := func(d time.Duration, body string) float64 {
 					return float64(d.Nanoseconds()) / (float64(len(body)) / 1024)
 				}
-				ratio := perKiB(cost, media) / perKiB(realCost, agent)
+				// Up to three rounds of 5: a regression is over the bound
+				// in each, a burst of load on a shared machine in one.
+				realCost, cost := time.Duration(1<<62), time.Duration(1<<62)
+				ratio := math.Inf(1)
+				for round := 0; round < 3 && ratio > maxPluginCostRatio; round++ {
+					for range 5 {
+						realCost = min(realCost, hook(agent))
+						cost = min(cost, hook(media))
+					}
+					ratio = perKiB(cost, media) / perKiB(realCost, agent)
+				}
 				t.Logf("tiny media: %.0f ns/KiB, an agent's body %.0f: %.1f times", perKiB(cost, media), perKiB(realCost, agent), ratio)
 				assert.LessOrEqual(t, ratio, float64(maxPluginCostRatio))
 			})
