@@ -5,9 +5,10 @@
 //     Envoy, on a static bootstrap) with the plugin, Redis and a mock LLM;
 //   - mockllm.Dockerfile: the mock LLM's image for docker compose;
 //   - plugin.Dockerfile: the plugin as an OCI image for Higress (make image);
-//   - wasmplugin.yaml: a Higress WasmPlugin resource using that image.
+//   - wasmplugin.yaml: a Higress WasmPlugin resource using that image;
+//   - redis.yaml: the Redis that WasmPlugin names, as Kubernetes objects.
 //
 // The tests check these files against the Envoy API's validation, the Compose
-// specification, the plugin's own configuration parser and each other, so a
-// typo fails `go test ./...` instead of a deployment.
+// specification, the plugin's own configuration parser, redis-server and
+// each other, so a typo fails `go test ./...` instead of a deployment.
 package deploy
