@@ -1,12 +1,16 @@
 package limiter_test
 
 import (
+	"encoding/json"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
@@ -322,5 +326,44 @@ func TestConcurrencyRejectionHeadersDescribeOneLimit(t *testing.T) {
 			"RateLimit": `"item0.token_per_minute";r=100;t=30, "item0.max_concurrent_requests";r=0;t=1`,
 		}, quotaHeadersOf(local.Headers))
 		held.Respond("application/json", `{"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	})
+}
+
+// makeRunConfig is make run's example configuration
+// (tools/localgw/example.yaml) as the gateway gives it to the plugin:
+// JSON.
+func makeRunConfig(t *testing.T) string {
+	t.Helper()
+	text, err := os.ReadFile("../tools/localgw/example.yaml")
+	require.NoError(t, err)
+	var doc any
+	require.NoError(t, yaml.Unmarshal(text, &doc))
+	out, err := json.Marshal(doc)
+	require.NoError(t, err)
+	return string(out)
+}
+
+// quotaSample is docs/clients.md's quota answer under make run: the line
+// after the curl it shows.
+var quotaSample = regexp.MustCompile(`(?m)^curl -s http://127\.0\.0\.1:10000/v1/quota -H 'x-api-key: demo-1'\n(.+)$`)
+
+// Issue 52, point 8: docs/clients.md's sample quota answer is what make
+// run's example answers, byte for byte, at the time and after the call
+// the page names (the sample lacked the global day's levels).
+func TestClientsDocQuotaSampleIsMakeRunsAnswer(t *testing.T) {
+	page, err := os.ReadFile("../docs/clients.md")
+	require.NoError(t, err)
+	sample := quotaSample.FindSubmatch(page)
+	require.NotNil(t, sample, "docs/clients.md shows no quota answer of make run")
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "demo-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, 20834*86400+10*3600+18) // 10:00:18 UTC: the minute resets in 42 s, the day in 50,382 s
+		p := plugintest.Start(t, redis, makeRunConfig(t))
+		x := p.SendBody(chatNaming("mock"), key).Answer()
+		require.True(t, x.Passed())
+		x.Respond("application/json", `{"usage":{"prompt_tokens":30,"completion_tokens":20}}`) // $0.000275
+		local := p.Call("GET", "/v1/quota", "", key).Answer().RequireRejected(200)
+		assert.Equal(t, string(sample[1]), string(local.Data))
 	})
 }
