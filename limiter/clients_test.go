@@ -1,12 +1,16 @@
 package limiter_test
 
 import (
+	"encoding/json"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
@@ -212,5 +216,154 @@ func TestItemsReadingOneValueAreLogged(t *testing.T) {
 		assert.NotContains(t, warnings, "rule_items[1] (limit_by_per_header x-api-key) and rule_items[2]")
 		assert.Contains(t, strings.Join(p.Host.GetInfoLogs(), "\n"),
 			"rule chat: rule_items[1] (limit_by_per_header x-api-key) and rule_items[2] (limit_by_per_header x-api-key) name one subject")
+	})
+}
+
+// quotaHeaderNames are the headers that say what a limit has left: each
+// quota header form, and the wait of a rejection.
+var quotaHeaderNames = []string{
+	"Retry-After", "retry-after-ms",
+	"X-TokenRateLimit-Limit", "X-TokenRateLimit-Remaining", "X-TokenRateLimit-Reset",
+	"x-ratelimit-limit-tokens", "x-ratelimit-remaining-tokens", "x-ratelimit-reset-tokens",
+	"x-ratelimit-limit-requests", "x-ratelimit-remaining-requests", "x-ratelimit-reset-requests",
+	"RateLimit",
+}
+
+// quotaHeadersOf are the quotaHeaderNames a response carries, by name.
+func quotaHeadersOf(headers [][2]string) map[string]string {
+	got := map[string]string{}
+	for _, name := range quotaHeaderNames {
+		if v := plugintest.Header(headers, name); v != "" {
+			got[name] = v
+		}
+	}
+	return got
+}
+
+// makeRunLimits are the limits of make run's example
+// (tools/localgw/example.yaml): every API key 100 tokens a minute and $1 a
+// day, all keys together $20 a day, of which the last $5 are kept for
+// x-priority: high; every model at $2.50/$10 per million tokens; every
+// quota header form.
+const makeRunLimits = `{"rule_name": "local-demo",
+	"priority": {"levels": ["high", "low"], "header": "x-priority"},
+	"global_threshold": {"usd_per_day": 20, "reserve": {"high": 25}},
+	"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100, "usd_per_day": 1}]}],
+	"pricing": {"*": {"input": 2.5, "output": 10}},
+	"quota_headers": ["tokenratelimit", "openai", "ietf"],
+	` + plugintest.RedisSection + `}`
+
+// Issue 52, point 6: under make run's limits, each header form describes
+// one limit, on a 200 and on each 429: its limit, remaining and reset are
+// one window's. A dollar 429 (the key's day spent, its token minute
+// untouched) said x-ratelimit-limit-tokens: 100 (the minute's) with
+// remaining 0 and the day's reset. Now the OpenAI form, which names tokens
+// and requests only, is left out of a rejection by a limit it cannot name:
+// its token window with room beside a 429 read as "not limited" (issue 36),
+// and a 0 with the day's reset mixed two limits. Retry-After, the
+// X-TokenRateLimit form and RateLimit name the day.
+func TestQuotaHeadersDescribeOneLimit(t *testing.T) {
+	redis := redistest.Start(t)
+	spender := [2]string{"x-api-key", "demo-1"}
+	chatty := [2]string{"x-api-key", "demo-2"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, clientsClock) // the minute resets in 30 s, the day in 82,770 s
+		p := plugintest.Start(t, redis, makeRunLimits)
+
+		// A 200: the key's minute (the tightest token window) in the
+		// X-TokenRateLimit and OpenAI forms; RateLimit the tightest window
+		// of each kind, the key's day ($1 left of it; all keys' low share:
+		// $15).
+		x := p.Request(spender)
+		assert.Equal(t, map[string]string{
+			"X-TokenRateLimit-Limit": "100", "X-TokenRateLimit-Remaining": "100", "X-TokenRateLimit-Reset": "30",
+			"x-ratelimit-limit-tokens": "100", "x-ratelimit-remaining-tokens": "100", "x-ratelimit-reset-tokens": "30s",
+			"RateLimit": `"item0.token_per_minute";r=100;t=30, "item0.usd_per_day";r=1000000000;t=82770`,
+		}, quotaHeadersOf(x.ResponseHeaders("application/json")), "a 200")
+		// 300,000 input and 30,000 output tokens: $1.05, past the key's day.
+		x.P.Host.CallOnResponseBody(x.ID, []byte(`{"usage":{"prompt_tokens":300000,"completion_tokens":30000}}`), true)
+		x.Answer().Done()
+
+		// A minute later: the key's minute is untouched, its day spent.
+		redis.SetClock(clientsClock + 60)
+		local := p.Request(spender).RequireRejected(429)
+		assert.Contains(t, string(local.Data), "Spending limit exceeded: the budget of $1 per day is used up")
+		assert.Equal(t, map[string]string{
+			"Retry-After": "82710", "retry-after-ms": "82710000",
+			"X-TokenRateLimit-Limit": "1", "X-TokenRateLimit-Remaining": "0", "X-TokenRateLimit-Reset": "82710",
+			"RateLimit": `"item0.token_per_minute";r=100;t=30, "item0.usd_per_day";r=0;t=82710`,
+		}, quotaHeadersOf(local.Headers), "a dollar 429: the day, and no OpenAI form")
+
+		// Another key's minute spent (80 + 40 tokens: $0.0006): a token 429,
+		// the minute in every form.
+		p.Request(chatty).Respond("application/json", `{"usage":{"prompt_tokens":80,"completion_tokens":40}}`)
+		local = p.Request(chatty).RequireRejected(429)
+		assert.Equal(t, map[string]string{
+			"Retry-After": "30", "retry-after-ms": "30000",
+			"X-TokenRateLimit-Limit": "100", "X-TokenRateLimit-Remaining": "0", "X-TokenRateLimit-Reset": "30",
+			"x-ratelimit-limit-tokens": "100", "x-ratelimit-remaining-tokens": "0", "x-ratelimit-reset-tokens": "30s",
+			"RateLimit": `"item0.token_per_minute";r=0;t=30, "item0.usd_per_day";r=999400000;t=82710`,
+		}, quotaHeadersOf(local.Headers), "a token 429")
+	})
+}
+
+// A concurrency limit's 429: the OpenAI form, which has no header for it,
+// is left out; the X-TokenRateLimit form and RateLimit name the limit, and
+// Retry-After its second.
+func TestConcurrencyRejectionHeadersDescribeOneLimit(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, clientsClock)
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
+			`"token_per_minute": 100, "max_concurrent_requests": 1`))
+		held := p.Request(key)
+		require.True(t, held.Passed())
+		local := p.Request(key).RequireRejected(429)
+		assert.Equal(t, map[string]string{
+			"Retry-After": "1", "retry-after-ms": "1000",
+			"X-TokenRateLimit-Limit": "1", "X-TokenRateLimit-Remaining": "0", "X-TokenRateLimit-Reset": "1",
+			"RateLimit": `"item0.token_per_minute";r=100;t=30, "item0.max_concurrent_requests";r=0;t=1`,
+		}, quotaHeadersOf(local.Headers))
+		held.Respond("application/json", `{"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	})
+}
+
+// makeRunConfig is make run's example configuration
+// (tools/localgw/example.yaml) as the gateway gives it to the plugin:
+// JSON.
+func makeRunConfig(t *testing.T) string {
+	t.Helper()
+	text, err := os.ReadFile("../tools/localgw/example.yaml")
+	require.NoError(t, err)
+	var doc any
+	require.NoError(t, yaml.Unmarshal(text, &doc))
+	out, err := json.Marshal(doc)
+	require.NoError(t, err)
+	return string(out)
+}
+
+// quotaSample is docs/clients.md's quota answer under make run: the line
+// after the curl it shows.
+var quotaSample = regexp.MustCompile(`(?m)^curl -s http://127\.0\.0\.1:10000/v1/quota -H 'x-api-key: demo-1'\n(.+)$`)
+
+// Issue 52, point 8: docs/clients.md's sample quota answer is what make
+// run's example answers, byte for byte, at the time and after the call
+// the page names (the sample lacked the global day's levels).
+func TestClientsDocQuotaSampleIsMakeRunsAnswer(t *testing.T) {
+	page, err := os.ReadFile("../docs/clients.md")
+	require.NoError(t, err)
+	sample := quotaSample.FindSubmatch(page)
+	require.NotNil(t, sample, "docs/clients.md shows no quota answer of make run")
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "demo-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, 20834*86400+10*3600+18) // 10:00:18 UTC: the minute resets in 42 s, the day in 50,382 s
+		p := plugintest.Start(t, redis, makeRunConfig(t))
+		x := p.SendBody(chatNaming("mock"), key).Answer()
+		require.True(t, x.Passed())
+		x.Respond("application/json", `{"usage":{"prompt_tokens":30,"completion_tokens":20}}`) // $0.000275
+		local := p.Call("GET", "/v1/quota", "", key).Answer().RequireRejected(200)
+		assert.Equal(t, string(sample[1]), string(local.Data))
 	})
 }

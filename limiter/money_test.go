@@ -119,23 +119,3 @@ func TestMoneyPricedAsTheRoutesModel(t *testing.T) {
 		}
 	})
 }
-
-// Issue 36: on a rejection by a dollar limit, OpenAI's token headers say
-// what the client can spend now (nothing, until the day reopens), not what
-// the minute's token window has left.
-func TestDollarRejectionLeavesNoTokensInOpenAIHeaders(t *testing.T) {
-	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
-	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(pricing+`"quota_headers": ["openai"],`,
-			`"token_per_minute": 100000, "usd_per_day": 0.0001`))
-		x := p.SendBody(chatNaming("gpt-4o"), key).Answer()
-		require.True(t, x.Passed())
-		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 30, 20))...) // $0.000275
-		local := p.SendBody(chatNaming("gpt-4o"), key).Answer().RequireRejected(429)
-		assert.Equal(t, "100000", plugintest.Header(local.Headers, "x-ratelimit-limit-tokens"))
-		assert.Equal(t, "0", plugintest.Header(local.Headers, "x-ratelimit-remaining-tokens"), "not the minute's 99,950")
-		assert.Equal(t, "23h0m0s", plugintest.Header(local.Headers, "x-ratelimit-reset-tokens"), "when the day reopens")
-	})
-}

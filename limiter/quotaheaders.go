@@ -10,17 +10,27 @@ import (
 )
 
 // The quota headers (quota_headers) a limited request's response carries,
-// and its rejection: each form the configuration lists.
+// and its rejection: each form the configuration lists. Each limit, remaining
+// and reset a form writes together are one window's (appendQuotaHeaders
+// chooses it, here only):
 //
 //   - tokenratelimit: X-TokenRateLimit-Limit, -Remaining and -Reset (seconds)
-//     of the window that decides (the tightest token window, else request
-//     window; on a rejection, the closed one that has room last).
+//     of the limit that decides: on a success the tightest token window,
+//     else request window, else concurrency limit, else money window (as
+//     admit.lua's better orders them); on a rejection the closed one that
+//     has room last (a money window's values in dollars), whose wait
+//     Retry-After and retry-after-ms say too (see reject).
 //   - openai: x-ratelimit-{limit,remaining,reset}-tokens of the tightest
 //     token window and -requests of the tightest request window, the reset
-//     written as OpenAI writes it ("6m0s", "1s", "20ms").
+//     written as OpenAI writes it ("6m0s", "1s", "20ms"); on a rejection
+//     the closed window among them shows remaining 0 and its wait. A
+//     rejection by a limit the form has no header for (dollars, requests in
+//     progress) carries none of it: see openAINames.
 //   - ietf: RateLimit-Policy, one item per window (and concurrency limit) of
 //     every subject the request matched, and RateLimit, the tightest window
-//     of each kind (draft-ietf-httpapi-ratelimit-headers-11).
+//     of each kind, each item its own window's remaining and reset, and on a
+//     rejection by a concurrency limit that limit
+//     (draft-ietf-httpapi-ratelimit-headers-11).
 //
 // Remaining counts what this request took at admission: one request in
 // request windows, and its reservation in token and money windows with
@@ -80,7 +90,7 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejecte
 			dst = append(dst, [2]string{HeaderReset, strconv.FormatInt(v.Reset, 10)})
 		}
 	}
-	if forms&config.QuotaHeadersOpenAI != 0 && r.byKind != nil {
+	if forms&config.QuotaHeadersOpenAI != 0 && r.byKind != nil && (!rejected || openAINames(v.Kind)) {
 		for _, k := range [...]scripts.Kind{scripts.KindTokens, scripts.KindRequests} {
 			q := &r.byKind[k]
 			if q.g == nil {
@@ -90,17 +100,10 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejecte
 			if k == scripts.KindRequests {
 				unit = "requests"
 			}
-			remaining, resetMs := q.Remaining, q.ResetMs
-			if k == scripts.KindTokens && rejected && (v.Kind == scripts.KindUSD || v.Kind == scripts.KindConcurrent) {
-				// A limit OpenAI's form has no header for closed: no token
-				// can be spent until it reopens, whatever the token window
-				// has left.
-				remaining, resetMs = 0, max(v.WaitMs, v.Reset*1000)
-			}
 			dst = append(dst,
 				[2]string{headerOpenAILimit + unit, strconv.FormatInt(q.Limit, 10)},
-				[2]string{headerOpenAIRemaining + unit, strconv.FormatInt(remaining, 10)},
-				[2]string{headerOpenAIReset + unit, openAIDuration(resetMs)})
+				[2]string{headerOpenAIRemaining + unit, strconv.FormatInt(q.Remaining, 10)},
+				[2]string{headerOpenAIReset + unit, openAIDuration(q.ResetMs)})
 		}
 	}
 	if forms&config.QuotaHeadersIETF != 0 {
@@ -112,6 +115,18 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejecte
 		}
 	}
 	return dst
+}
+
+// openAINames says whether OpenAI's form has headers for a limit of kind
+// k: tokens and requests; not dollars, nor requests in progress. A
+// rejection by a limit it cannot name leaves the form out: its windows,
+// which have room, beside a 429 read as "not limited", and a remaining 0
+// with the closed limit's wait beside a token window's limit would mix two
+// limits. The SDKs wait by retry-after-ms and Retry-After, and stop at
+// x-should-retry, which name the closed limit; so do the X-TokenRateLimit
+// form and RateLimit.
+func openAINames(k scripts.Kind) bool {
+	return k == scripts.KindTokens || k == scripts.KindRequests
 }
 
 // openAIDuration writes milliseconds as OpenAI writes a reset: Go's
