@@ -179,8 +179,8 @@ gw=$address
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
 large='{"model":"mock-large","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
-alerts='printed below as "gateway: budget alert ..." (ALERTS_URL=http://host:port POSTs them to a receiver instead)'
-[ -n "$ALERTS_URL" ] && alerts="POSTed to $ALERTS_URL (path and body as the plugin sends them)"
+alerts='printed below, a "gateway: budget alert → ..." line each (ALERTS_URL=http://host:port POSTs them to a receiver instead)'
+[ -n "$ALERTS_URL" ] && alerts="POSTed to $ALERTS_URL (path and body as the plugin sends them), a line each below with the answer"
 cat <<EOF
 
 local gateway  $gw   (plugin $WASM, configuration $CONFIG)
