@@ -263,7 +263,11 @@ func TestRunShowsYourConfiguration(t *testing.T) {
 		"ALERTS_URL=http://127.0.0.1:9/hooks")
 	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute), "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	out := r.stdout.String()
-	assert.Contains(t, out, "  "+mine+`: ok: rule "mine" limits limit_by_per_header x-team (1 key); Redis redis.static`)
+	assert.Contains(t, out, "  "+mine+`: ok: rule "mine" limits limit_by_per_header x-team (1 key); Redis redis.static (may be a Redis Cluster, `)
+	// Issue 52, point 8: what runs here is one redis-server, not "a Redis Cluster".
+	assert.NotContains(t, out, "a Redis Cluster")
+	assert.Regexp(t, `\nHere every Redis call of the plugin goes to make run's own redis-server, one server at 127\.0\.0\.1:\d+,\n`+
+		`whatever its redis section names \(in a gateway: that service\)\.\n`, out)
 	assert.Contains(t, out, "budget alerts  POSTed to http://127.0.0.1:9/hooks")
 	assert.Contains(t, out, "Redis's data   not kept (REDIS_DATA=off)")
 	for _, demo := range []string{"demo-1", "local-admin", "$0.000275", "/v1/quota"} {
