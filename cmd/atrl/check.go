@@ -28,7 +28,7 @@ JSON when FILE ends in .json.
 A configuration the plugin takes prints one line per configuration in it,
 and the exit status is 0:
 
-  plugin.yaml: ok: rule "chat" limits limit_by_per_api_key (1 key); Redis redis.static (a Redis Cluster, redis.timeout 1000 ms)
+  plugin.yaml: ok: rule "chat" limits limit_by_per_api_key (1 key); Redis redis.static (may be a Redis Cluster, redis.timeout 1000 ms)
 
 followed by a note for each pair of rule items that read the same value
 (the plugin logs them when it starts): a value both match is limited by
@@ -127,7 +127,9 @@ func describeConfig(c *config.Config) string {
 	if c.Unmatched != nil {
 		limits = append(limits, "the requests no rule item matches (unmatched_threshold)")
 	}
-	redis := "a Redis Cluster"
+	// redis.cluster says what the plugin allows for, not what runs there:
+	// true works on one server too (make run's), each call kept to a slot.
+	redis := "may be a Redis Cluster"
 	if !c.Redis.Cluster {
 		redis = "one Redis server"
 	}

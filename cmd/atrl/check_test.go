@@ -131,7 +131,24 @@ redis:
 }
 
 // redis ends each ok line of the test files: what the plugin will call.
-const redis = "; Redis redis.static (a Redis Cluster, redis.timeout 1000 ms)"
+const redis = "; Redis redis.static (may be a Redis Cluster, redis.timeout 1000 ms)"
+
+// Issue 52, point 8: redis.cluster says what the plugin allows for (true:
+// each call kept to one hash slot, which one server takes too), not that a
+// Redis Cluster runs there: make run's one redis-server was called "a
+// Redis Cluster".
+func TestCheckSaysWhatRedisClusterMeans(t *testing.T) {
+	for cluster, want := range map[string]string{"": "may be a Redis Cluster", "true": "may be a Redis Cluster", "false": "one Redis server"} {
+		doc := "rule_name: r\nglobal_threshold:\n  token_per_day: 10\nredis:\n  service_name: redis.static\n"
+		if cluster != "" {
+			doc += "  cluster: " + cluster + "\n"
+		}
+		path := writeFile(t, "plugin.yaml", doc)
+		status, out, errOut := atrl("", "check", "-config", path)
+		require.Equal(t, exitOK, status, errOut)
+		assert.Equal(t, path+`: ok: rule "r" limits every request (global_threshold); Redis redis.static (`+want+", redis.timeout 1000 ms)\n", out, "cluster: %q", cluster)
+	}
+}
 
 // A refused configuration prints the plugin's line, where and what is
 // wrong, and nothing of the wrapper's wording.

@@ -396,8 +396,8 @@ func orDash(s string) string {
 	return s
 }
 
-// resetText is when a window starts anew, "42s", "59m59s", "23h59m"; "-"
-// for a concurrency limit.
+// resetText is when a window starts anew, "42s", "59m59s", "23h59m",
+// "24d16h42m"; "-" for a concurrency limit.
 func resetText(l quota.Limit) string {
 	if l.Kind == quota.KindConcurrent {
 		return "-"
@@ -405,14 +405,19 @@ func resetText(l quota.Limit) string {
 	return seconds(l.ResetSeconds)
 }
 
+// seconds is a duration as atrl shows one: to the second under an hour,
+// to the minute beyond, with days past a day (a month's reset reads
+// 24d16h42m, not 592h42m).
 func seconds(n int64) string {
 	switch {
 	case n < 60:
 		return strconv.FormatInt(n, 10) + "s"
 	case n < 3600:
 		return fmt.Sprintf("%dm%ds", n/60, n%60)
+	case n < 86400:
+		return fmt.Sprintf("%dh%dm", n/3600, n%3600/60)
 	}
-	return fmt.Sprintf("%dh%dm", n/3600, n%3600/60)
+	return fmt.Sprintf("%dd%dh%dm", n/86400, n%86400/3600, n%3600/60)
 }
 
 // runReset is `atrl reset`.
@@ -529,15 +534,17 @@ func statusHelp(w io.Writer) {
 Prints a subject's limits and what it has used, as the plugin counts them
 in Redis now: for each window its limit, what it used (a sliding window
 with the previous bucket's share), what remains and when the window starts
-anew, and requests in progress for max_concurrent_requests. A money window
-(usd_per_*, kind usd) counts US dollars. A limit that an override replaces
-is marked "*" (see 'atrl help override'). Nothing is written.
+anew (42s, 5h2m, 24d16h42m), and requests in progress for
+max_concurrent_requests. A money window (usd_per_*, kind usd) counts US
+dollars. A limit that an override replaces is marked "*" (see 'atrl help
+override'). Nothing is written.
 
   atrl status -config plugin.yaml -rule-item 0 -value sk-1
-  SUBJECT      KIND      WINDOW  LIMIT  USED     REMAINING  RESET
-  item 0 sk-1  tokens    minute  1000   300      700        42s
-  item 0 sk-1  requests  hour    50     12       38         17m3s
-  item 0 sk-1  usd       day     20     0.00987  19.99013   5h2m
+  SUBJECT      KIND      WINDOW  LIMIT   USED     REMAINING  RESET
+  item 0 sk-1  tokens    minute  1000    300      700        42s
+  item 0 sk-1  tokens    month   500000  41200    458800     24d16h42m
+  item 0 sk-1  requests  hour    50      12       38         17m3s
+  item 0 sk-1  usd       day     20      0.00987  19.99013   5h2m
 
 -json prints the document the plugin's quota endpoints answer:
 

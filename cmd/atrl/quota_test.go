@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -681,4 +682,42 @@ func TestQuotaHelp(t *testing.T) {
 	status, _, errOut := atrl("", "override", "set", "-h")
 	assert.Equal(t, exitOK, status)
 	assert.Contains(t, errOut, "usage: atrl override set")
+}
+
+// Issue 52, point 8: a reset more than a day away is shown in days, hours
+// and minutes (24d16h42m), where it was hours (592h42m).
+func TestResetsAreShownInDays(t *testing.T) {
+	for n, want := range map[int64]string{
+		0: "0s", 42: "42s", 60: "1m0s", 3599: "59m59s", 3600: "1h0m", 86399: "23h59m",
+		86400: "1d0h0m", 90061: "1d1h1m", 2133720: "24d16h42m", 31 * 86400: "31d0h0m",
+	} {
+		assert.Equal(t, want, seconds(n), "%d s", n)
+	}
+
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	cfg := quotaConfig(t, r.Addr, `rule_name: chat
+rule_items:
+  - limit_by_per_header: x-api-key
+    limit_keys:
+      - key: "*"
+        token_per_minute: 1000
+        token_per_week: 50000
+        token_per_month: 100000
+`)
+	doc := statusDoc(t, "-config", cfg, "-rule-item", "0", "-value", "sk-1")
+	status, out, errOut := atrl("", "status", "-config", cfg, "-rule-item", "0", "-value", "sk-1")
+	require.Equal(t, exitOK, status, errOut)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, out)
+	reset := regexp.MustCompile(`^(?:(\d+)d)?(\d+)h(\d+)m$`)
+	for i, l := range doc.Subjects[0].Limits[1:] {
+		fields := strings.Fields(lines[i+2])
+		shown := fields[len(fields)-1]
+		m := reset.FindStringSubmatch(shown)
+		require.NotNil(t, m, "%s window: reset %q\n%s", l.Window, shown, out)
+		hours, _ := strconv.Atoi(m[2])
+		assert.Less(t, hours, 24, "%s window: reset %q: whole days are shown as days", l.Window, shown)
+		assert.Equal(t, l.ResetSeconds >= 86400, m[1] != "", "%s window: %d s to its reset, shown %q", l.Window, l.ResetSeconds, shown)
+	}
 }

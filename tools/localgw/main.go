@@ -8,7 +8,8 @@
 //	        [-webhook http://127.0.0.1:9000]
 //
 // The plugin's budget alerts go to -webhook (path and body as the plugin
-// sends them), or, without it, are printed ("gateway: budget alert ...").
+// sends them), or, without it, are printed: one line each ("gateway: budget
+// alert → ..."), saying where it went and the answer, or the failure.
 //
 // It prints "localgw listening on http://<address>" on stdout once it
 // accepts connections; the plugin's logs, its own and one line per request

@@ -151,8 +151,10 @@ echo "building the mock LLM, the local gateway and bin/atrl"
 if [ -n "${REDIS_ADDR:-}" ]; then
   redis_addr=$REDIS_ADDR
   redis_data="that Redis's own (REDIS_ADDR)"
+  redis_runs="the Redis at $redis_addr (REDIS_ADDR)"
 else
   start_redis
+  redis_runs="make run's own redis-server, one server at $redis_addr"
   redis_data="kept in $REDIS_DATA across runs: budgets spent stay spent after a restart (rm -rf $REDIS_DATA for fresh ones)"
   if [ "$REDIS_DATA" = off ]; then redis_data="not kept (REDIS_DATA=off): a restart gives every key a fresh budget"; fi
 fi
@@ -179,8 +181,8 @@ gw=$address
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
 large='{"model":"mock-large","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
-alerts='printed below as "gateway: budget alert ..." (ALERTS_URL=http://host:port POSTs them to a receiver instead)'
-[ -n "$ALERTS_URL" ] && alerts="POSTed to $ALERTS_URL (path and body as the plugin sends them)"
+alerts='printed below, a "gateway: budget alert → ..." line each (ALERTS_URL=http://host:port POSTs them to a receiver instead)'
+[ -n "$ALERTS_URL" ] && alerts="POSTed to $ALERTS_URL (path and body as the plugin sends them), a line each below with the answer"
 cat <<EOF
 
 local gateway  $gw   (plugin $WASM, configuration $CONFIG)
@@ -198,6 +200,9 @@ if [ "$CONFIG" != "$EXAMPLE" ]; then
 What your configuration limits, as the plugin reads it (bin/atrl check):
 
 $(bin/atrl check -config "$CONFIG" 2>&1 | sed 's/^/  /')
+
+Here every Redis call of the plugin goes to $redis_runs,
+whatever its redis section names (in a gateway: that service).
 
 A call through it (the mock LLM reports 30 + 20 tokens; send the headers
 your rules read):

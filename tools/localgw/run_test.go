@@ -120,7 +120,7 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, out, "  curl -i "+gw+"/v1/chat/completions -H 'x-api-key: demo-1'")
 	assert.Contains(t, out, "export OPENAI_BASE_URL="+gw+"/v1 ")
 	assert.Contains(t, out, "export ANTHROPIC_BASE_URL="+gw+" ")
-	assert.Contains(t, out, `budget alerts  printed below as "gateway: budget alert ..."`)
+	assert.Contains(t, out, `budget alerts  printed below, a "gateway: budget alert → ..." line each`)
 	assert.Contains(t, out, "Redis's data   kept in "+data+" across runs: budgets spent stay spent after a restart")
 	mock := regexp.MustCompile(`mock LLM +http://(\S+)`).FindStringSubmatch(out)
 	redis := regexp.MustCompile(`Redis +(\S+)`).FindStringSubmatch(out)
@@ -151,13 +151,16 @@ func TestRun(t *testing.T) {
 	}
 	assert.Equal(t, []int{200, 200, 429}, codes)
 	// The second call took demo-1's minute to 80 % and 100 %: two alerts,
-	// printed by the gateway (the webhook make run gives the example).
+	// printed by the gateway (the webhook make run gives the example), one
+	// line each (issue 52, point 5): not also the plugin's info line.
 	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(r.stderr.String(), "gateway: budget alert (POST /budget-alerts to outbound|80||alerts.static): {") < 2 {
+	const printed = "gateway: budget alert → printed here, not sent (no -webhook; the plugin POSTs it to /budget-alerts on outbound|80||alerts.static): {"
+	for strings.Count(r.stderr.String(), printed) < 2 {
 		require.True(t, time.Now().Before(deadline), "two budget alerts printed:\n%s", r.stderr)
 		time.Sleep(50 * time.Millisecond)
 	}
 	assert.Contains(t, r.stderr.String(), `"window":"minute","limit":100,"used":100`)
+	assert.Equal(t, 2, strings.Count(r.stderr.String(), "budget alert"), "one line per alert:\n%s", r.stderr)
 	// The example's 429: OpenAI's error for a chat completion, and the quota headers of every form.
 	assert.Contains(t, string(lastBody), `"code":"rate_limit_exceeded"`)
 	assert.Equal(t, "0", last.Header.Get("x-ratelimit-remaining-tokens"))
@@ -260,7 +263,11 @@ func TestRunShowsYourConfiguration(t *testing.T) {
 		"ALERTS_URL=http://127.0.0.1:9/hooks")
 	require.True(t, r.stdout.waitFor("Ctrl-C stops everything.", 3*time.Minute), "stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
 	out := r.stdout.String()
-	assert.Contains(t, out, "  "+mine+`: ok: rule "mine" limits limit_by_per_header x-team (1 key); Redis redis.static`)
+	assert.Contains(t, out, "  "+mine+`: ok: rule "mine" limits limit_by_per_header x-team (1 key); Redis redis.static (may be a Redis Cluster, `)
+	// Issue 52, point 8: what runs here is one redis-server, not "a Redis Cluster".
+	assert.NotContains(t, out, "(a Redis Cluster")
+	assert.Regexp(t, `\nHere every Redis call of the plugin goes to make run's own redis-server, one server at 127\.0\.0\.1:\d+,\n`+
+		`whatever its redis section names \(in a gateway: that service\)\.\n`, out)
 	assert.Contains(t, out, "budget alerts  POSTed to http://127.0.0.1:9/hooks")
 	assert.Contains(t, out, "Redis's data   not kept (REDIS_DATA=off)")
 	for _, demo := range []string{"demo-1", "local-admin", "$0.000275", "/v1/quota"} {

@@ -40,8 +40,13 @@ func TestPluginLogLinesAreKeptAndHostTracesDropped(t *testing.T) {
 	w.Write([]byte("2026/01/01 10:00:00 proxy_warn_log: [ai-token-ratelimit] [nil] [r1] charge failed\n"))
 	w.Write([]byte("[redis callout to outbound|80||redis.static] query: [42 49]\n"))
 	w.Write([]byte("proxy_debug_log: matched\n"))
+	// The plugin's note of a budget alert: the gateway's line when it
+	// sends it says it (webhook.go); other lines about alerts are kept.
+	w.Write([]byte(`proxy_info_log: [ai-token-ratelimit] [nil] [r2] budget alert: {"id":"a1"}` + "\n"))
+	w.Write([]byte("proxy_warn_log: [ai-token-ratelimit] [nil] [nil] budget alert to outbound|80||hooks not delivered in 3600 s, given up: {}\n"))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Len(t, lines, 2)
+	require.Len(t, lines, 3)
+	assert.Contains(t, lines[2], "plugin warn: [ai-token-ratelimit] [nil] [nil] budget alert to outbound|80||hooks not delivered")
 	assert.Regexp(t, regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{3} plugin warn: \[ai-token-ratelimit\] \[nil\] \[r1\] charge failed$`), lines[0])
 	assert.True(t, strings.HasSuffix(lines[1], " plugin debug: matched"), lines[1])
 

@@ -28,9 +28,9 @@ func parseLogLevel(name string) (uint32, error) {
 
 // logWriter receives what the host emulator writes to the standard logger
 // and keeps the plugin's own log lines ("proxy_<level>_log: <message>"),
-// written to out with a time stamp. The emulator's traces of every host
-// call (Redis queries as byte lists, header dumps…) are dropped unless
-// trace is on.
+// written to out with a time stamp, but for its note of each budget alert
+// (alertMade). The emulator's traces of every host call (Redis queries as
+// byte lists, header dumps…) are dropped unless trace is on.
 type logWriter struct {
 	mu    sync.Mutex
 	out   io.Writer
@@ -49,7 +49,9 @@ func (l *logWriter) Write(p []byte) (int, error) {
 	if i >= 0 {
 		level, msg, ok := strings.Cut(line[i+len(pluginLogMarker):], "_log: ")
 		if ok && !strings.ContainsAny(level, " :") {
-			l.printf("plugin %s: %s", level, msg)
+			if !alertMade(level, msg) {
+				l.printf("plugin %s: %s", level, msg)
+			}
 			return len(p), nil
 		}
 	}
@@ -57,6 +59,15 @@ func (l *logWriter) Write(p []byte) (int, error) {
 		l.printf("host: %s", line)
 	}
 	return len(p), nil
+}
+
+// alertMade says whether a plugin log line is its note of a budget alert it
+// made ("budget alert: {...}", at info). The gateway leaves it out: its own
+// line, when it sends the alert, says the alert and where it went
+// (webhook.go), so that make run shows one line per alert. In a real
+// gateway the plugin's line is kept, the only one there.
+func alertMade(level, msg string) bool {
+	return level == "info" && strings.HasPrefix(stripLogTags(msg), "budget alert: {")
 }
 
 // printf writes one time-stamped line.

@@ -180,8 +180,10 @@ func TestAccessLogSaysClientWentAwayOnlyWhenItDid(t *testing.T) {
 // Issue 36: the plugin's budget alerts reach a receiver. Without a webhook
 // the gateway prints each (what make run shows); with one, the alert is
 // POSTed there, path and body as the plugin sent them, and a refusal is
-// tried again.
-func TestBudgetAlertsArePrintedOrPosted(t *testing.T) {
+// tried again. Issue 52, point 5: each is one line, at make run's log level,
+// saying the alert and where it went (and the answer, or the failure): the
+// plugin's own line about it ("budget alert: {...}") is not printed too.
+func TestBudgetAlertsArePrintedOrPostedInOneLine(t *testing.T) {
 	redis := redistest.Start(t)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -191,7 +193,21 @@ func TestBudgetAlertsArePrintedOrPosted(t *testing.T) {
 	config := `{"rule_name": "gw", "budget_alerts": {"thresholds": [50], "webhook": {"service_name": "alerts.static", "path": "/budget-alerts"}},
 		"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_day": 100}]}],
 		"redis": {"service_name": "redis.static", "timeout": 1000}}`
-	spend := func(g *Gateway, key string) {
+	var log syncBuffer
+	start := func(webhook string) *Gateway {
+		g, err := New(Options{Wasm: buildLimiter(t), Config: []byte(config), Upstream: up.URL, Redis: redis.Addr, Log: &log, Webhook: webhook})
+		require.NoError(t, err)
+		t.Cleanup(func() { g.Close() })
+		return g
+	}
+	// spend spends half of key's day through g (one alert), and returns
+	// the lines logged about alerts since, once one says outcome and a tick
+	// or two more have passed.
+	spend := func(g *Gateway, key, outcome string) []string {
+		t.Helper()
+		log.mu.Lock()
+		log.b.Reset()
+		log.mu.Unlock()
 		front := httptest.NewServer(g)
 		defer front.Close()
 		req, err := http.NewRequest("POST", front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
@@ -202,57 +218,83 @@ func TestBudgetAlertsArePrintedOrPosted(t *testing.T) {
 		_, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.Equal(t, 200, resp.StatusCode)
-	}
-	var log syncBuffer
-	eventually := func(cond func() bool, msg string) {
 		deadline := time.Now().Add(10 * time.Second)
-		for !cond() {
-			require.True(t, time.Now().Before(deadline), "%s; the log:\n%s", msg, log.String())
+		for !strings.Contains(log.String(), outcome) {
+			require.True(t, time.Now().Before(deadline), "%q; the log:\n%s", outcome, log.String())
 			time.Sleep(20 * time.Millisecond)
 		}
+		time.Sleep(1500 * time.Millisecond) // the plugin's tick: an alert sent twice would show
+		var lines []string
+		for _, line := range strings.Split(log.String(), "\n") {
+			if strings.Contains(line, "budget alert") {
+				lines = append(lines, line)
+			}
+		}
+		return lines
 	}
 
-	g, err := New(Options{Wasm: buildLimiter(t), Config: []byte(config), Upstream: up.URL, Redis: redis.Addr, Log: &log, LogLevel: "debug", AccessLog: true})
-	require.NoError(t, err)
-	spend(g, "k-printed")
-	time.Sleep(500 * time.Millisecond)
-	t.Logf("KEYS %v", redis.Keys("*"))
-	eventually(func() bool {
-		return strings.Contains(log.String(), "gateway: budget alert (POST /budget-alerts to outbound|80||alerts.static): {")
-	},
-		"the alert printed")
-	assert.Contains(t, log.String(), `"threshold":50`)
-	g.Close()
+	// make run's default: printed, one line, saying it was not sent and
+	// where the plugin sends it.
+	printing := start("")
+	lines := spend(printing, "k-printed", "printed here")
+	printing.Close()
+	require.Len(t, lines, 1, "one line per alert; the log:\n%s", log.String())
+	assert.Regexp(t, `^\d\d:\d\d:\d\d\.\d{3} gateway: budget alert → printed here, not sent \(no -webhook; the plugin POSTs it to /budget-alerts on outbound\|80\|\|alerts\.static\): \{"id":"[^"]+",.*"threshold":50`, lines[0])
 
+	// A receiver: it takes an alert, refuses the first try of one, or
+	// hangs up.
 	var mu sync.Mutex
 	var got []string
-	refusals := 1
+	refusals, hangUp := 0, false
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, r.Method+" "+r.URL.Path+" "+r.Header.Get("Content-Type")+" "+string(body))
-		if refusals > 0 {
+		switch {
+		case hangUp:
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		case refusals > 0:
 			refusals--
 			w.WriteHeader(http.StatusServiceUnavailable)
-			return
+		default:
+			w.WriteHeader(http.StatusNoContent)
 		}
-		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer receiver.Close()
-	log.mu.Lock()
-	log.b.Reset()
-	log.mu.Unlock()
-	g, err = New(Options{Wasm: buildLimiter(t), Config: []byte(config), Upstream: up.URL, Redis: redis.Addr, Log: &log, Webhook: receiver.URL})
-	require.NoError(t, err)
-	defer g.Close()
-	spend(g, "k-posted")
-	eventually(func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 }, "refused once, then taken")
+	g := start(receiver.URL)
+	hook := "gateway: budget alert → POST " + receiver.URL + "/budget-alerts: "
+
+	// Taken: one line, the receiver's URL and its answer, and the body sent.
+	lines = spend(g, "k-posted", "204 No Content")
+	require.Len(t, lines, 1, "one line per alert; the log:\n%s", log.String())
+	assert.Regexp(t, regexp.QuoteMeta(hook)+`204 No Content: \{"id":"[^"]+",.*"threshold":50`, lines[0])
 	mu.Lock()
-	defer mu.Unlock()
+	require.Len(t, got, 1)
+	sent, ok := strings.CutPrefix(got[0], "POST /budget-alerts application/json ")
+	assert.True(t, ok, got[0])
+	assert.True(t, strings.HasSuffix(lines[0], ": "+sent), "the line shows the body sent")
+
+	// Refused once, then taken: a line per try, each with its answer.
+	got, refusals = nil, 1
+	mu.Unlock()
+	lines = spend(g, "k-refused", "204 No Content")
+	require.Len(t, lines, 2, "the log:\n%s", log.String())
+	assert.Contains(t, lines[0], hook+"503 Service Unavailable, the plugin tries it again: {")
+	assert.Contains(t, lines[1], hook+"204 No Content: {")
+	mu.Lock()
+	assert.Len(t, got, 2)
 	assert.Equal(t, got[0], got[1], "the same alert, id and all")
-	assert.True(t, strings.HasPrefix(got[0], `POST /budget-alerts application/json {"id":"`), got[0])
-	assert.Contains(t, log.String(), "gateway: budget alert to "+receiver.URL+"/budget-alerts: 204 No Content")
+
+	// No answer: the failure, in the line.
+	hangUp = true
+	mu.Unlock()
+	lines = spend(g, "k-hung-up", "the plugin tries it again")
+	require.NotEmpty(t, lines)
+	assert.Regexp(t, regexp.QuoteMeta(hook)+`failed \(.*EOF\), the plugin tries it again: \{"id":"[^"]+",.*"threshold":50`, lines[0])
 }
 
 // Issue 50, point 4: make run's gateway keeps nothing of a stream that is

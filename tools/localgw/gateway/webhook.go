@@ -15,7 +15,8 @@ import (
 // The plugin's HTTP calls (its budget alerts' POSTs to budget_alerts.webhook)
 // go where Options.Webhook says: to that base URL, path and body as the
 // plugin sent them; or, without one, to the gateway itself, which prints
-// each and answers 204, so that `make run` shows its alerts. Envoy would
+// each and answers 204, so that `make run` shows its alerts. Either way an
+// alert is one line: what it is and where it went. Envoy would
 // send them to the cluster the plugin names (outbound|<port>||<service>);
 // here every cluster is the one address.
 
@@ -56,18 +57,23 @@ func (v *vm) post(contextID uint32, call proxytest.HttpCalloutAttribute) {
 }
 
 // deliver sends a call to the webhook, or prints it; it returns the status
-// (0: no answer) and the body.
+// (0: no answer) and the body. Each call is one line, saying the alert and
+// where it went: the webhook's URL and its answer, or the failure; the
+// plugin's own line about the alert is left out (logWriter.Write).
 func (v *vm) deliver(call proxytest.HttpCalloutAttribute) (int, []byte) {
 	path := header(call.Headers, ":path")
 	if v.webhook == "" {
-		v.log.printf("gateway: budget alert (POST %s to %s): %s", path, call.Upstream, call.Body)
+		v.log.printf("gateway: budget alert → printed here, not sent (no -webhook; the plugin POSTs it to %s on %s): %s",
+			path, call.Upstream, call.Body)
 		return http.StatusNoContent, nil
 	}
+	url := strings.TrimSuffix(v.webhook, "/") + path
+	method := header(call.Headers, ":method")
 	ctx, cancel := context.WithTimeout(context.Background(), webhookTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, header(call.Headers, ":method"), strings.TrimSuffix(v.webhook, "/")+path, bytes.NewReader(call.Body))
+	req, err := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(call.Body))
 	if err != nil {
-		v.log.printf("gateway: the plugin's HTTP call to %s: %v", path, err)
+		v.log.printf("gateway: budget alert → %s %s: not sent (%v): %s", method, url, err, call.Body)
 		return 0, nil
 	}
 	for _, h := range call.Headers {
@@ -77,11 +83,15 @@ func (v *vm) deliver(call proxytest.HttpCalloutAttribute) (int, []byte) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		v.log.printf("gateway: budget alert to %s%s failed: %v", v.webhook, path, err)
+		v.log.printf("gateway: budget alert → %s %s: failed (%v), the plugin tries it again: %s", method, url, err, call.Body)
 		return 0, nil
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	v.log.printf("gateway: budget alert to %s%s: %s", v.webhook, path, resp.Status)
+	again := ""
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		again = ", the plugin tries it again"
+	}
+	v.log.printf("gateway: budget alert → %s %s: %s%s: %s", method, url, resp.Status, again, call.Body)
 	return resp.StatusCode, body
 }

@@ -12,12 +12,15 @@
 //	x-mock-delay-ms: D                          pause before each event after the
 //	                                            first (default 0, at most 2000)
 //
-// Without x-mock-usage, input is the request body's size in bytes divided by
-// 4 and output is the request's output cap (max_tokens, max_output_tokens,
-// generationConfig.maxOutputTokens…) or 16. Whatever the shape, a response
-// costs input + output tokens: cached tokens are reported as a part of the
-// input in each provider's way (Anthropic's input_tokens excludes them, the
-// others include them).
+// Without x-mock-usage, input is the request body's size in bytes (decoded
+// from its Content-Encoding) divided by 4 and output is the request's output
+// cap (max_tokens, max_output_tokens, generationConfig.maxOutputTokens…) or
+// 16. Whatever the shape, a response costs input + output tokens: cached
+// tokens are reported as a part of the input in each provider's way
+// (Anthropic's input_tokens excludes them, the others include them).
+//
+// A request body compressed with Content-Encoding gzip or deflate is read
+// decoded, as the providers' APIs read it (encoding.go).
 //
 // Every event is flushed as soon as it is written, and a stream stops as soon
 // as the client goes away.
@@ -66,9 +69,17 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "invalid_request_error", r.URL.Path+" takes POST")
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "reading the request body: "+err.Error())
+		return
+	}
+	body, bad := decodeBody(r.Header.Values("Content-Encoding"), raw)
+	if bad != nil {
+		if bad.status == http.StatusUnsupportedMediaType {
+			w.Header().Set("Accept-Encoding", acceptedEncodings)
+		}
+		writeError(w, bad.status, "invalid_request_error", bad.msg)
 		return
 	}
 	p, err := readParams(r.Header, len(body))
