@@ -367,3 +367,28 @@ func TestClientsDocQuotaSampleIsMakeRunsAnswer(t *testing.T) {
 		assert.Equal(t, string(sample[1]), string(local.Data))
 	})
 }
+
+// The X-TokenRateLimit form of a 200 names the tightest token window
+// however the request's subjects fall into Redis calls: the key's token
+// minute, never the global dollar day whose nanodollars left happen to be
+// fewer than the minute's tokens left. Each call's script picks token
+// windows first; the plugin compared the calls' answers by the number left
+// alone, so with the key and all keys in different slots the headers
+// switched to the day's nanodollars as it neared its end.
+func TestQuotaHeadersNameTokensFirstAcrossCalls(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.StartOver(t, clientsClock)
+		p := plugintest.Start(t, redis, `{"rule_name": "calls",
+			"global_threshold": {"usd_per_day": 0.005},
+			"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 10000000}]}],
+			"pricing": {"*": {"input": 2.5, "output": 10}},
+			"quota_headers": ["tokenratelimit"],
+			`+plugintest.RedisSection+`}`)
+		x := p.Request([2]string{"x-api-key", "sk-1"})
+		assert.Equal(t, map[string]string{
+			"X-TokenRateLimit-Limit": "10000000", "X-TokenRateLimit-Remaining": "10000000", "X-TokenRateLimit-Reset": "30",
+		}, quotaHeadersOf(x.ResponseHeaders("application/json")))
+		x.Respond("application/json", `{"usage":{"prompt_tokens":1,"completion_tokens":1}}`)
+	})
+}

@@ -545,14 +545,15 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 	}
 }
 
-// allowedBy notes a group's verdict that allows the request, keeping the
-// tightest open window as the request's (the quota headers show it).
+// allowedBy notes a group's verdict that allows the request, keeping as
+// the request's (the quota headers show it) the one that decides among the
+// groups as each group's script chose among its windows.
 func (r *request) allowedBy(g *group, v scripts.Verdict) {
 	g.verdict, g.answered = v, true
 	if v.OverSoft && r.shadowedBy == nil {
 		r.shadowedBy = g
 	}
-	if v.Limit > 0 && (r.verdict.Limit == 0 || v.Remaining < r.verdict.Remaining) { // (no limit: a slot where nothing limits it)
+	if v.Limit > 0 && (r.verdict.Limit == 0 || v.DecidesOver(r.verdict)) { // (no limit: a slot where nothing limits it)
 		r.verdict = v
 	}
 }

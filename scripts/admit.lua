@@ -111,6 +111,7 @@ local applied                                                   -- overrides in 
 local rank = {[1] = 0, [2] = 1, [0] = 2}                        -- closed beats soft-closed beats open
 
 -- better says whether a limit (state, left, reset, kind, wait ms) decides over v, the verdict so far.
+-- (The plugin orders the verdicts of several calls the same way: Verdict.DecidesOver.)
 local function better(v, state, left, reset, kind, ms)
   if v == nil then return true end
   if state ~= v[1] then return rank[state] > rank[v[1]] end

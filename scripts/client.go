@@ -160,6 +160,26 @@ type Verdict struct {
 	Overridden []Overridden
 }
 
+// DecidesOver says whether v, a verdict that admits the request, describes
+// it rather than w, another call's verdict that admits it: across calls the
+// rule admit.lua's better applies among one call's windows. A limit over
+// which only softness let the request through comes first (of two, the one
+// that has room last); then token windows before the other kinds (the
+// quota headers name tokens); then the fewest left, and of those the
+// latest reset.
+func (v Verdict) DecidesOver(w Verdict) bool {
+	if v.OverSoft != w.OverSoft {
+		return v.OverSoft
+	}
+	if v.OverSoft && v.WaitMs != w.WaitMs {
+		return v.WaitMs > w.WaitMs
+	}
+	if v.Kind != w.Kind {
+		return v.Kind < w.Kind
+	}
+	return v.Remaining < w.Remaining || (v.Remaining == w.Remaining && v.Reset > w.Reset)
+}
+
 // Overridden is a limit an override replaced in an admission: window
 // Window of subject Subject (-1: its concurrency limit), whose limit is
 // Limit.
