@@ -72,7 +72,7 @@ func syntaxError(doc []byte) *SyntaxError {
 			}
 		}
 	}
-	line, col := Position(doc, at)
+	line, col := position(doc, at)
 	return &SyntaxError{Offset: at, Line: line, Column: col, What: what}
 }
 
@@ -86,9 +86,9 @@ func lastNonSpace(doc []byte, end int) int {
 	return i
 }
 
-// Position is the line and column (from 1; the column in characters) of
+// position is the line and column (from 1; the column in characters) of
 // a byte offset of doc.
-func Position(doc []byte, offset int) (line, column int) {
+func position(doc []byte, offset int) (line, column int) {
 	offset = max(0, min(offset, len(doc)))
 	start := bytes.LastIndexByte(doc[:offset], '\n') + 1
 	return bytes.Count(doc[:start], []byte{'\n'}) + 1, utf8.RuneCount(doc[start:offset]) + 1

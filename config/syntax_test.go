@@ -32,7 +32,7 @@ func TestInvalidJSONSaysWhere(t *testing.T) {
 		se := CheckJSON([]byte(tc.doc))
 		require.NotNil(t, se, tc.doc)
 		assert.Equal(t, tc.want, se.Error(), "the tools' check says the same")
-		line, col := Position([]byte(tc.doc), se.Offset)
+		line, col := position([]byte(tc.doc), se.Offset)
 		assert.Equal(t, [2]int{se.Line, se.Column}, [2]int{line, col})
 	}
 	assert.Nil(t, CheckJSON([]byte(withGlobal(``))))
@@ -46,7 +46,7 @@ func TestInvalidJSONSaysWhere(t *testing.T) {
 func TestPosition(t *testing.T) {
 	doc := []byte("ab\ncé\n\nd")
 	for offset, want := range map[int][2]int{0: {1, 1}, 2: {1, 3}, 3: {2, 1}, 6: {2, 3}, 7: {3, 1}, 8: {4, 1}, 9: {4, 2}, 99: {4, 2}, -1: {1, 1}} {
-		line, col := Position(doc, offset)
+		line, col := position(doc, offset)
 		assert.Equal(t, want, [2]int{line, col}, "offset %d", offset)
 	}
 	assert.Equal(t, 4, strings.Count(string(doc), "\n")+1)

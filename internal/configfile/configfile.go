@@ -33,6 +33,7 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+	"github.com/tidwall/gjson"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
@@ -157,13 +158,7 @@ func Read(name string, data []byte) (configs []Config, err error) {
 // looksLikeManifest says whether a JSON document is a Kubernetes object
 // (apiVersion and kind at the top), which is read as YAML is.
 func looksLikeManifest(data []byte) bool {
-	var top struct {
-		APIVersion, Kind *string
-	}
-	if yaml.Unmarshal(data, &top) != nil { // JSON is YAML
-		return false
-	}
-	return top.APIVersion != nil && top.Kind != nil
+	return gjson.GetBytes(data, "apiVersion").Exists() && gjson.GetBytes(data, "kind").Exists()
 }
 
 // documentMarker is a line that starts a YAML document.
@@ -174,6 +169,10 @@ var documentMarker = regexp.MustCompile(`(?m)^---(?:[ \t].*)?\r?$`)
 // (A line starting "---" cannot be inside a YAML scalar, so the split is
 // YAML's own.)
 func (f *file) parse() error {
+	if at := tooDeep(f.data); at >= 0 {
+		line, col := position(f.data, at)
+		return f.errorAt("", fmt.Sprintf("nests lists and mappings deeper than %d levels: not a configuration", maxNesting), place{line, col})
+	}
 	starts := []int{0}
 	for _, m := range documentMarker.FindAllIndex(f.data, -1) {
 		if m[0] > 0 {
@@ -226,6 +225,9 @@ func (f *file) configs() ([]Config, error) {
 	values := make([]any, len(f.docs))
 	var objects, plugins []int
 	for i, d := range f.docs {
+		if expandedSize(d.body, map[string]int{}) > maxValues {
+			return nil, f.errorAt("", fmt.Sprintf("its aliases expand it past %d values: not a configuration", maxValues), f.docPlace(i, nil))
+		}
 		if err := yaml.NodeToValue(d.body, &values[i], yaml.UseOrderedMap()); err != nil {
 			return nil, f.yamlError(err, d.firstLine)
 		}

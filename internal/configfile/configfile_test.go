@@ -1,12 +1,14 @@
 package configfile
 
 import (
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,6 +130,36 @@ func TestWhatIsNoConfiguration(t *testing.T) {
 		_, err := Read(tc.name, []byte(tc.doc))
 		assert.EqualError(t, err, tc.msg, "%q", tc.doc)
 	}
+}
+
+// Aliases of aliases (a "billion laughs") are refused before they are
+// expanded: goccy/go-yaml would expand them for minutes.
+func TestAliasesThatExpandTooFar(t *testing.T) {
+	doc := "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+	for i := 1; i <= 8; i++ {
+		doc += fmt.Sprintf("a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+	}
+	start := time.Now()
+	_, err := Read("laughs.yaml", []byte(doc))
+	assert.EqualError(t, err, "laughs.yaml: its aliases expand it past 1048576 values: not a configuration\n"+
+		"    1 | a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n      | ^")
+	assert.Less(t, time.Since(start), time.Second)
+
+	// Nor are lists in lists in lists: goccy/go-yaml takes time and memory
+	// quadratic in the depth.
+	start = time.Now()
+	_, err = Read("deep.yaml", []byte("a: "+strings.Repeat("[", 100000)+strings.Repeat("]", 100000)+"\n"))
+	assert.ErrorContains(t, err, "deep.yaml: nests lists and mappings deeper than 1000 levels: not a configuration\n    1 | ...[[[")
+	deep := "{\"a\": " + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + "}"
+	cs, err := Read("deep.json", []byte(deep))
+	require.NoError(t, err, "JSON: handed to the plugin, which refuses it")
+	assert.Equal(t, "deep.json: configuration refused: a: unknown field", cs[0].Refused(&config.FieldError{Path: "a", Msg: "unknown field"}).Error(),
+		"no place: the tree is not read")
+	assert.Less(t, time.Since(start), time.Second)
+
+	// A few levels are a configuration's business.
+	_, err = Read("ok.yaml", []byte(strings.Join(strings.Split(doc, "\n")[:5], "\n")))
+	assert.NoError(t, err)
 }
 
 func TestLoadErrors(t *testing.T) {

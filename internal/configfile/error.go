@@ -1,6 +1,7 @@
 package configfile
 
 import (
+	"bytes"
 	"errors"
 	"strconv"
 	"strings"
@@ -102,6 +103,14 @@ func writeExcerpt(b *strings.Builder, line, col int, text string) {
 		}
 	}
 	b.WriteString(tail + "\n" + pad + strings.Repeat(" ", len(num)) + " | " + caret + "^")
+}
+
+// position is the line and column, from 1 (the column in characters), of a
+// byte offset of data.
+func position(data []byte, offset int) (line, column int) {
+	offset = max(0, min(offset, len(data)))
+	start := bytes.LastIndexByte(data[:offset], '\n') + 1
+	return bytes.Count(data[:start], []byte{'\n'}) + 1, utf8.RuneCount(data[start:offset]) + 1
 }
 
 // place is a position in the file: line and column from 1.
