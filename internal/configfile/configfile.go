@@ -135,8 +135,7 @@ func Read(name string, data []byte) (configs []Config, err error) {
 	f := &file{name: name, data: data, lines: strings.Split(string(data), "\n")}
 	if strings.EqualFold(filepath.Ext(name), ".json") {
 		if se := config.CheckJSON(data); se != nil {
-			line, col := se.Line, se.Column
-			return nil, f.errorAt("", se.Error(), place{line, col})
+			return nil, f.errorAt("", se.Error(), place{se.Line, se.Column})
 		}
 		if !looksLikeManifest(data) {
 			// As it is: the text the gateway would hand the plugin. Its
@@ -200,7 +199,7 @@ func (f *file) parse() error {
 // starts at line firstLine.
 func (f *file) yamlError(err error, firstLine int) *Error {
 	var ye yaml.Error
-	if !errors.As(err, &ye) || ye.GetToken() == nil {
+	if !errors.As(err, &ye) || ye.GetToken() == nil || ye.GetToken().Position == nil {
 		return f.errorAt("", "invalid YAML: "+err.Error(), place{})
 	}
 	p := place{ye.GetToken().Position.Line + firstLine - 1, ye.GetToken().Position.Column}
