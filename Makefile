@@ -74,6 +74,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzRequest$$' -fuzztime $(FUZZTIME) ./estimate/
 	$(GO) test -run '^$$' -fuzz '^FuzzMediaPlaces$$' -fuzztime $(FUZZTIME) ./estimate/
 	$(GO) test -run '^$$' -fuzz '^FuzzWork$$' -fuzztime $(FUZZTIME) ./estimate/
+	$(GO) test -run '^$$' -fuzz '^FuzzRead$$' -fuzztime $(FUZZTIME) ./internal/configfile/
 	for f in FuzzParse FuzzCookieValue FuzzClientIP FuzzQueryParam FuzzCanonicalPath FuzzRegexpLiteral; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./config/ || exit 1; done
 

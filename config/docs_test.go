@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 )
 
 // The README is the page a user reads first: what the plugin does, how to
@@ -181,24 +180,4 @@ func linkTargets(prose []string) []link {
 		}
 	}
 	return links
-}
-
-// A WasmPlugin manifest in a page holds configurations: its defaultConfig
-// and each matchRules entry's; another manifest holds none.
-func TestDocsWasmPluginConfigs(t *testing.T) {
-	var doc map[string]any
-	require.NoError(t, yaml.Unmarshal([]byte(`
-apiVersion: extensions.higress.io/v1alpha1
-kind: WasmPlugin
-spec:
-  defaultConfig: {rule_name: a}
-  matchRules:
-    - ingress: [default/llm]
-      config: {rule_name: b}
-    - domain: [example.com]
-`), &doc))
-	assert.Equal(t, []any{map[string]any{"rule_name": "a"}, map[string]any{"rule_name": "b"}}, pluginConfigs(doc))
-	assert.Empty(t, pluginConfigs(map[string]any{"apiVersion": "v1", "kind": "Service"}))
-	plain := map[string]any{"rule_name": "c"}
-	assert.Equal(t, []any{plain}, pluginConfigs(plain))
 }

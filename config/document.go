@@ -56,7 +56,7 @@ type DocumentRule struct {
 // global configuration.
 func ParseDocument(doc []byte) (*Document, error) {
 	if len(doc) > 0 && !gjson.ValidBytes(doc) {
-		return nil, fieldErr("", "invalid JSON")
+		return nil, invalidJSON(doc)
 	}
 	// The wrapper takes the id out before the rest is read, so that a
 	// document of the id alone is an empty one.

@@ -98,7 +98,7 @@ func TestParseDocumentEmptyAndInvalid(t *testing.T) {
 	assert.NoError(t, err)
 
 	_, err = ParseDocument([]byte(`{"rule_name": "x",`))
-	assert.EqualError(t, err, "invalid JSON")
+	assert.EqualError(t, err, "invalid JSON at line 1, column 19: the document ends before its last value does")
 	_, err = ParseDocument([]byte(`[1]`))
 	assert.EqualError(t, err, "configuration must be a JSON object, got array")
 }

@@ -234,7 +234,7 @@ func limitTypeNames() []string {
 // ParseString parses a configuration given as JSON text.
 func ParseString(json string) (*Config, error) {
 	if !gjson.Valid(json) {
-		return nil, fieldErr("", "invalid JSON")
+		return nil, invalidJSON([]byte(json))
 	}
 	return Parse(gjson.Parse(json))
 }
@@ -248,7 +248,7 @@ func ParseString(json string) (*Config, error) {
 // combinations of top-level fields come last.
 func Parse(json gjson.Result) (*Config, error) {
 	if json.Raw != "" && !gjson.Valid(json.Raw) {
-		return nil, fieldErr("", "invalid JSON")
+		return nil, invalidJSON([]byte(json.Raw))
 	}
 	if !json.IsObject() {
 		return nil, fieldErr("", "configuration must be a JSON object, got ", describe(json))

@@ -45,9 +45,9 @@ func TestParseInvalid(t *testing.T) {
 		name, json, want string
 	}{
 		// Document.
-		{"empty", ``, `invalid JSON`},
-		{"truncated", `{"rule_name":"r",`, `invalid JSON`},
-		{"trailing garbage", withGlobal(``) + `x`, `invalid JSON`},
+		{"empty", ``, `invalid JSON at line 1, column 1: the document is empty`},
+		{"truncated", `{"rule_name":"r",`, `invalid JSON at line 1, column 18: the document ends before its last value does`},
+		{"trailing garbage", withGlobal(``) + `x`, `invalid JSON at line 1, column 101: invalid character 'x' after top-level value`},
 		{"array", `[]`, `configuration must be a JSON object, got array`},
 		{"string", `"x"`, `configuration must be a JSON object, got string "x"`},
 		{"null", `null`, `configuration must be a JSON object, got null`},

@@ -2,19 +2,17 @@ package config_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 )
 
 // docFiles are the documentation pages users read, relative to this
@@ -51,31 +49,6 @@ func yamlBlocks(t *testing.T, file string) []yamlBlock {
 	return blocks
 }
 
-// pluginConfigs are the plugin configurations in one YAML document: the
-// document itself, or, for a Higress WasmPlugin manifest, its defaultConfig
-// and each matchRules entry's config. Another Kubernetes manifest (an
-// apiVersion and a kind) holds none.
-func pluginConfigs(doc map[string]any) []any {
-	if _, ok := doc["apiVersion"]; !ok {
-		return []any{doc}
-	}
-	if doc["kind"] != "WasmPlugin" {
-		return nil
-	}
-	spec, _ := doc["spec"].(map[string]any)
-	var configs []any
-	if c, ok := spec["defaultConfig"]; ok {
-		configs = append(configs, c)
-	}
-	rules, _ := spec["matchRules"].([]any)
-	for _, r := range rules {
-		if c, ok := r.(map[string]any)["config"]; ok {
-			configs = append(configs, c)
-		}
-	}
-	return configs
-}
-
 // The configuration examples of the README and of docs/ are what users
 // copy: each ```yaml block must parse as the plugin parses its
 // configuration (a WasmPlugin manifest: each configuration it holds). Fence
@@ -90,19 +63,14 @@ func TestReadmeExamplesAreValid(t *testing.T) {
 		total += len(blocks)
 		for _, b := range blocks {
 			where := fmt.Sprintf("%s:%d", file[len("../"):], b.line)
-			dec := yaml.NewDecoder(bytes.NewReader(b.text))
-			for {
-				var doc map[string]any
-				err := dec.Decode(&doc)
-				if errors.Is(err, io.EOF) {
-					break
-				}
-				require.NoError(t, err, "%s: not YAML:\n%s", where, b.text)
-				for _, c := range pluginConfigs(doc) {
-					js, err := json.Marshal(c)
-					require.NoError(t, err, "%s", where)
-					_, err = config.ParseString(string(js))
-					require.NoError(t, err, "%s: example refused (an excerpt of a larger file: fence it ```yaml excerpt):\n%s", where, b.text)
+			configs, err := configfile.Read(where, b.text)
+			if errors.Is(err, configfile.ErrNoPlugin) {
+				continue // another Kubernetes object
+			}
+			require.NoError(t, err, "%s:\n%s", where, b.text)
+			for _, c := range configs {
+				if _, err := config.ParseDocument(c.JSON); err != nil {
+					t.Fatalf("%s: example refused (an excerpt of a larger file: fence it ```yaml excerpt):\n%s\n%s", where, c.Refused(err), b.text)
 				}
 			}
 		}

@@ -5,16 +5,14 @@ package main
 // runs when it starts), in milliseconds.
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 )
 
 func checkHelp(w io.Writer) {
@@ -23,22 +21,28 @@ func checkHelp(w io.Writer) {
 Checks a plugin configuration as the plugin does when the gateway starts
 it, without a gateway or Redis: the whole document the gateway hands the
 plugin (the global configuration and the rules under _rules_), YAML, or
-JSON when FILE ends in .json.
+JSON when FILE ends in .json. A Higress WasmPlugin manifest is checked
+configuration by configuration: its defaultConfig and each matchRules
+entry's config, each named in what is printed.
 
 A configuration the plugin takes prints one line per configuration in it,
 and the exit status is 0:
 
   plugin.yaml: ok: rule "chat" limits limit_by_per_api_key (1 key); Redis redis.static (may be a Redis Cluster, redis.timeout 1000 ms)
+  wasmplugin.yaml: matchRules[0] (ingress default/llm-chat): ok: rule "llm-chat" limits ...
 
 followed by a note for each pair of rule items that read the same value
 (the plugin logs them when it starts): a value both match is limited by
 both, or, for two items of one type, counted once at the tighter limits.
 
 One the plugin refuses prints the line the plugin logs, saying where and
-what is wrong, and the exit status is 2, as for a file that cannot be read
-or is not YAML:
+what is wrong, then the line of the file the field is on, and the exit
+status is 2, as for a file that cannot be read or is not YAML or JSON
+(said at its line and column):
 
   plugin.yaml: configuration refused: rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0
+      6 |         token_per_minute: 0
+        |         ^
 `)
 }
 
@@ -58,25 +62,31 @@ func runCheck(args []string, s streams) int {
 		fmt.Fprintln(s.stderr, "atrl check: -config is required: the plugin configuration file to check")
 		return exitBadArgs
 	}
-	doc, err := readDocument(*path)
+	configs, err := configfile.Load(*path)
 	if err != nil {
-		fmt.Fprintf(s.stderr, "atrl check: %v\n", err)
+		fmt.Fprintln(s.stderr, err) // names the file
 		return exitBadArgs
 	}
-	d, err := config.ParseDocument(doc)
-	if err != nil {
-		fmt.Fprintf(s.stderr, "%s: %s\n", *path, config.Refusal(err))
-		return exitBadArgs
+	status = exitOK
+	for i := range configs {
+		c := &configs[i]
+		d, err := config.ParseDocument(c.JSON)
+		if err != nil {
+			fmt.Fprintln(s.stderr, c.Refused(err))
+			status = exitBadArgs
+			continue
+		}
+		where := c.Where()
+		if d.Global != nil {
+			fmt.Fprintf(s.stdout, "%s: ok: %s\n", where, describeConfig(d.Global))
+			writeOverlaps(s.stdout, where+": note: ", d.Global)
+		}
+		for i, r := range d.Rules {
+			fmt.Fprintf(s.stdout, "%s: ok: %s[%d] (%s): %s\n", where, config.RulesKey, i, describeMatch(r), describeConfig(r.Config))
+			writeOverlaps(s.stdout, fmt.Sprintf("%s: note: %s[%d]: ", where, config.RulesKey, i), r.Config)
+		}
 	}
-	if d.Global != nil {
-		fmt.Fprintf(s.stdout, "%s: ok: %s\n", *path, describeConfig(d.Global))
-		writeOverlaps(s.stdout, *path+": note: ", d.Global)
-	}
-	for i, r := range d.Rules {
-		fmt.Fprintf(s.stdout, "%s: ok: %s[%d] (%s): %s\n", *path, config.RulesKey, i, describeMatch(r), describeConfig(r.Config))
-		writeOverlaps(s.stdout, fmt.Sprintf("%s: note: %s[%d]: ", *path, config.RulesKey, i), r.Config)
-	}
-	return exitOK
+	return status
 }
 
 // writeOverlaps prints a line per pair of rule items that read the same
@@ -90,28 +100,6 @@ func writeOverlaps(w io.Writer, prefix string, c *config.Config) {
 	for _, note := range c.FallbackNotes() {
 		fmt.Fprintf(w, "%s%s\n", prefix, note)
 	}
-}
-
-// readDocument reads a configuration file as the gateway would hand it to
-// the plugin: a .json file as it is, any other file as YAML converted to
-// JSON, as loadConfig reads it.
-func readDocument(path string) ([]byte, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err // the path is said once, below
-		}
-		return nil, fmt.Errorf("cannot read %s: %w", path, err)
-	}
-	if strings.EqualFold(filepath.Ext(path), ".json") {
-		return raw, nil
-	}
-	js, err := yamlToJSON(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return []byte(js), nil
 }
 
 // describeConfig says in a few words what a configuration limits: its

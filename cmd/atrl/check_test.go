@@ -157,20 +157,26 @@ func TestCheckRefused(t *testing.T) {
 	status, out, errOut := atrl("", "check", "-config", path)
 	assert.Equal(t, exitBadArgs, status)
 	assert.Empty(t, out)
-	assert.Equal(t, path+": configuration refused: _rules_[1].rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0\n", errOut)
+	assert.Equal(t, path+": configuration refused: _rules_[1].rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0\n"+
+		"   25 |             token_per_minute: 0\n"+
+		"      |             ^\n", errOut, "the plugin's line, then the field's in the file")
 
 	// JSON, as the gateway hands it: a misspelled field at the top level.
 	path = writeFile(t, "plugin.json", `{"rule_name": "x", "global_threshold": {"token_per_minuet": 10}, "redis": {"service_name": "redis.static"}}`)
 	status, out, errOut = atrl("", "check", "-config", path)
 	assert.Equal(t, exitBadArgs, status)
 	assert.Empty(t, out)
-	assert.Equal(t, path+": configuration refused: global_threshold.token_per_minuet: unknown field (did you mean token_per_minute?)\n", errOut)
+	assert.Equal(t, path+": configuration refused: global_threshold.token_per_minuet: unknown field (did you mean token_per_minute?)\n"+
+		`    1 | {"rule_name": "x", "global_threshold": {"token_per_minuet": 10}, "redis": {"service_name": "redis.st...`+"\n"+
+		"      |                                         ^\n", errOut)
 
 	// A rule that matches no request.
 	path = writeFile(t, "rules.yaml", "_rules_:\n  - rule_name: x\n    global_threshold: {token_per_day: 1}\n    redis: {service_name: redis.static}\n")
 	status, _, errOut = atrl("", "check", "-config", path)
 	assert.Equal(t, exitBadArgs, status)
-	assert.Equal(t, path+": configuration refused: _rules_[0]: matches nothing: a rule needs _match_route_, _match_domain_, _match_service_ or _match_route_prefix_, a list of names\n", errOut)
+	assert.Equal(t, path+": configuration refused: _rules_[0]: matches nothing: a rule needs _match_route_, _match_domain_, _match_service_ or _match_route_prefix_, a list of names\n"+
+		"    2 |   - rule_name: x\n"+
+		"      |     ^\n", errOut)
 }
 
 func TestCheckBadFiles(t *testing.T) {
@@ -185,11 +191,11 @@ func TestCheckBadFiles(t *testing.T) {
 		args   []string
 		stderr string
 	}{
-		{[]string{"-config", missing}, "atrl check: cannot read " + missing + ": no such file or directory\n"},
-		{[]string{"-config", unreadable}, "atrl check: cannot read " + unreadable + ": is a directory\n"},
-		{[]string{"-config", notYAML}, "atrl check: " + notYAML + ": not valid YAML: "},
-		{[]string{"-config", empty}, "atrl check: " + empty + ": the configuration is empty\n"},
-		{[]string{"-config", notJSON}, notJSON + ": configuration refused: invalid JSON\n"},
+		{[]string{"-config", missing}, missing + ": cannot be read: no such file or directory\n"},
+		{[]string{"-config", unreadable}, unreadable + ": cannot be read: is a directory\n"},
+		{[]string{"-config", notYAML}, notYAML + ": invalid YAML at line 1, column 12: sequence end token ']' not found\n"},
+		{[]string{"-config", empty}, empty + ": the configuration is empty\n"},
+		{[]string{"-config", notJSON}, notJSON + ": invalid JSON at line 1, column 14: the document ends before its last value does\n"},
 		{nil, "atrl check: -config is required"},
 		{[]string{"-config", notYAML, "extra"}, `atrl check: unexpected argument "extra"`},
 		{[]string{"-confg", notYAML}, "flag provided but not defined: -confg"},
@@ -207,4 +213,90 @@ func TestCheckIsListed(t *testing.T) {
 	status, out, _ := atrl("", "help", "check")
 	assert.Equal(t, exitOK, status)
 	assert.True(t, strings.HasPrefix(out, "usage: atrl check -config FILE\n"), out)
+}
+
+// The WasmPlugin manifest docs/deployment.md applies: each of its
+// configurations is checked and named (issue 52: "apiVersion: unknown
+// field").
+func TestCheckTheShippedManifest(t *testing.T) {
+	const manifest = "../../tools/deploy/wasmplugin.yaml"
+	status, out, errOut := atrl("", "check", "-config", manifest)
+	assert.Equal(t, exitOK, status, errOut)
+	assert.Empty(t, errOut)
+	cluster := "; Redis redis.default.svc.cluster.local (may be a Redis Cluster, redis.timeout 1000 ms)"
+	assert.Equal(t, lines(
+		manifest+`: defaultConfig: ok: rule "consumers" limits limit_by_per_consumer (2 keys)`+cluster,
+		manifest+`: matchRules[0] (ingress default/llm-chat): ok: rule "llm-chat" limits limit_by_per_api_key (2 keys)`+cluster,
+	), out)
+}
+
+// A manifest's configurations are each checked: one refused is said at
+// its line of the manifest, under its name; the others are still checked.
+func TestCheckAManifestConfigurationByConfiguration(t *testing.T) {
+	path := writeFile(t, "wasmplugin.yaml", `apiVersion: v1
+kind: Namespace
+metadata: {name: higress-system}
+---
+apiVersion: extensions.higress.io/v1alpha1
+kind: WasmPlugin
+metadata: {name: ai-token-ratelimit, namespace: higress-system}
+spec:
+  defaultConfig:
+    rule_name: everyone
+    global_threshold: {token_per_day: 100000}
+    redis: {service_name: redis.static}
+  matchRules:
+    - ingress: [default/chat]
+      domain: [chat.example.com]
+      config:
+        rule_name: chat
+        rule_items:
+          - limit_by_per_header: x-api-key
+            limit_keys:
+              - key: "*"
+                token_per_minuet: 100
+        redis: {service_name: redis.static}
+`)
+	status, out, errOut := atrl("", "check", "-config", path)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Equal(t, path+`: defaultConfig: ok: rule "everyone" limits every request (global_threshold)`+redis+"\n", out)
+	assert.Equal(t, path+": matchRules[0] (ingress default/chat; domain chat.example.com): configuration refused: "+
+		"rule_items[0].limit_keys[0].token_per_minuet: unknown field (did you mean token_per_minute?)\n"+
+		"   22 |                 token_per_minuet: 100\n"+
+		"      |                 ^\n", errOut)
+}
+
+// Issue 52: a YAML indentation mistake on line 6 was said to be on line 4
+// (gopkg.in/yaml.v3 named the enclosing block), and a JSON one had no
+// place. Each is said at its line and column, the line shown, in the
+// words make run's local gateway prints too (tools/localgw).
+func TestCheckSaysWhereTheSyntaxErrorIs(t *testing.T) {
+	path := writeFile(t, "plugin.yaml", `rule_name: demo
+rule_items:
+  - limit_by_per_api_key: ''
+    limit_keys:
+      - key: "*"
+       token_per_minute: 100
+redis:
+  service_name: redis.static
+`)
+	status, out, errOut := atrl("", "check", "-config", path)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Empty(t, out)
+	assert.Equal(t, path+": invalid YAML at line 6, column 8: value is not allowed in this context\n"+
+		"    6 |        token_per_minute: 100\n"+
+		"      |        ^\n", errOut)
+
+	path = writeFile(t, "plugin.json", `{
+  "rule_name": "demo",
+  "global_threshold": {"token_per_minute": 100},
+  "redis": {"service_name": "redis.static",},
+}
+`)
+	status, out, errOut = atrl("", "check", "-config", path)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Empty(t, out)
+	assert.Equal(t, path+": invalid JSON at line 4, column 43: a comma after the last member of an object (JSON allows none)\n"+
+		`    4 |   "redis": {"service_name": "redis.static",},`+"\n"+
+		"      |                                           ^\n", errOut)
 }

@@ -1,38 +1,117 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
-
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 )
 
-// loadConfig reads a plugin configuration file and parses it as the plugin
-// does: a .json file as JSON text, any other file as YAML (how gateways and
-// the README write it), converted to JSON. The file is refused as the plugin
-// would refuse it, with the plugin's message.
-func loadConfig(path string) (*config.Config, error) {
-	raw, err := os.ReadFile(path)
+// namedConfig is one configuration of a file, parsed as the plugin parses
+// it.
+type namedConfig struct {
+	// name says which one it is: "" for a file that is one configuration
+	// (or a document's global one), "defaultConfig", "matchRules[0]
+	// (ingress default/llm-chat)" in a WasmPlugin manifest, "_rules_[1]
+	// (route chat)" for a rule of a document.
+	name  string
+	rules *config.Config
+}
+
+// loadConfigs reads a configuration file (package configfile: YAML, JSON
+// when it ends in .json, or a WasmPlugin manifest) and parses each of its
+// configurations as the plugin does when it starts (config.ParseDocument:
+// the global configuration and each rule of _rules_ are one each). A file
+// that cannot be read, or that the plugin refuses, is a *configfile.Error:
+// the file, the place, the plugin's line.
+func loadConfigs(path string) ([]namedConfig, error) {
+	files, err := configfile.Load(path)
 	if err != nil {
 		return nil, err
 	}
-	js := string(raw)
-	if !strings.EqualFold(filepath.Ext(path), ".json") {
-		if js, err = yamlToJSON(raw); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+	var out []namedConfig
+	for i := range files {
+		f := &files[i]
+		d, err := config.ParseDocument(f.JSON)
+		if err != nil {
+			return nil, f.Refused(err)
+		}
+		if d.Global != nil {
+			out = append(out, namedConfig{name: f.Name, rules: d.Global})
+		}
+		for j, r := range d.Rules {
+			name := config.RulesKey + "[" + strconv.Itoa(j) + "] (" + describeMatch(r) + ")"
+			if f.Name != "" {
+				name = f.Name + ": " + name
+			}
+			out = append(out, namedConfig{name: name, rules: r.Config})
 		}
 	}
-	c, err := config.ParseString(js)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	return out, nil
+}
+
+// pickConfig is the configuration a command acts on: the file's only one,
+// or the one whose rule_name is rule, or whose name (or its head,
+// "matchRules[0]") is.
+func pickConfig(path string, all []namedConfig, rule string) (*namedConfig, error) {
+	if rule == "" && len(all) > 1 {
+		return nil, fmt.Errorf("%s holds %d configurations (%s): choose one with -rule NAME", path, len(all), listConfigs(all))
 	}
-	return c, nil
+	found, err := pickConfigs(path, all, rule)
+	if err != nil {
+		return nil, err
+	}
+	if len(found) > 1 {
+		return nil, fmt.Errorf("-rule %s: %d configurations of %s have that rule_name (%s): give the name of one instead", rule, len(found), path, listConfigs(found))
+	}
+	return &found[0], nil
+}
+
+// pickConfigs are the configurations a command on all of them acts on:
+// every one, or those -rule names (see pickConfig).
+func pickConfigs(path string, all []namedConfig, rule string) ([]namedConfig, error) {
+	if rule == "" {
+		return all, nil
+	}
+	var found []namedConfig
+	for _, c := range all {
+		if c.rules.RuleName == rule || c.name == rule || shortName(c.name) == rule {
+			found = append(found, c)
+		}
+	}
+	if len(found) == 0 {
+		return nil, fmt.Errorf("-rule %s: no configuration of %s has that rule_name or name (%s)", rule, path, listConfigs(all))
+	}
+	return found, nil
+}
+
+// shortName is a configuration's name without what it matches:
+// "matchRules[0]" for "matchRules[0] (ingress default/llm-chat)".
+func shortName(name string) string {
+	head, _, _ := strings.Cut(name, " (")
+	return head
+}
+
+// listConfigs names configurations in a message: `defaultConfig: rule
+// "consumers"; matchRules[0] (ingress default/llm-chat): rule "llm-chat"`.
+func listConfigs(cs []namedConfig) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = configLabel(c.name, c.rules)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// configLabel names a configuration: `matchRules[0] (ingress
+// default/llm-chat): rule "llm-chat"`, or `rule "chat"` when it has no name.
+func configLabel(name string, rules *config.Config) string {
+	label := "rule " + strconv.Quote(rules.RuleName)
+	if name != "" {
+		label = name + ": " + label
+	}
+	return label
 }
 
 // defaultConfig returns the configuration every optional field left at its
@@ -46,47 +125,4 @@ func defaultConfig() *config.Config {
 		panic("the minimal configuration is refused: " + err.Error())
 	}
 	return c
-}
-
-// yamlToJSON converts a YAML configuration document to JSON text. The top
-// level must be a mapping.
-func yamlToJSON(doc []byte) (string, error) {
-	var v any
-	if err := yaml.Unmarshal(doc, &v); err != nil {
-		return "", fmt.Errorf("not valid YAML: %w", err)
-	}
-	if v == nil {
-		return "", errors.New("the configuration is empty")
-	}
-	v = jsonable(v)
-	if _, ok := v.(map[string]any); !ok {
-		return "", fmt.Errorf("the configuration must be a mapping of fields (rule_name, rule_items…), not a %T", v)
-	}
-	js, err := json.Marshal(v)
-	return string(js), err
-}
-
-// jsonable turns what YAML decodes into values encoding/json accepts:
-// mappings with non-string keys get their keys written as strings. (The
-// same as tools/localgw's, which lives in another module.)
-func jsonable(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = jsonable(e)
-		}
-		return v
-	case map[any]any:
-		m := make(map[string]any, len(v))
-		for k, e := range v {
-			m[fmt.Sprint(k)] = jsonable(e)
-		}
-		return m
-	case []any:
-		for i, e := range v {
-			v[i] = jsonable(e)
-		}
-		return v
-	}
-	return v
 }

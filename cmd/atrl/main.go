@@ -14,8 +14,10 @@
 //	atrl top -config FILE [-n 10]
 //
 // read and manage the subjects' quota in the plugin's Redis, as the admin
-// API does. Run `atrl help` for the commands and `atrl help <command>` for
-// one command's flags.
+// API does. FILE is a configuration (YAML, or JSON when it ends in .json)
+// or a Higress WasmPlugin manifest, read by package internal/configfile, as
+// make run's local gateway reads it. Run `atrl help` for the commands and
+// `atrl help <command>` for one command's flags.
 package main
 
 import (

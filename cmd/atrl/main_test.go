@@ -250,9 +250,14 @@ func TestUsageBadInvocations(t *testing.T) {
 	}{
 		{"no files", []string{"usage"}, "atrl usage: no files"},
 		{"unknown flag", []string{"usage", "-cost", "x", openAI}, "flag provided but not defined: -cost"},
-		{"missing config", []string{"usage", "-config", missing, openAI}, "atrl usage: -config: open " + missing},
+		{"missing config", []string{"usage", "-config", missing, openAI}, "atrl usage: -config: " + missing + ": cannot be read: no such file or directory\n"},
 		{"invalid config", []string{"usage", "-config", badConfig, openAI}, "global_threshold.token_per_minuet: unknown field (did you mean token_per_minute?)"},
-		{"not YAML", []string{"usage", "-config", writeFile(t, "c.yaml", "a: [1"), openAI}, "not valid YAML"},
+		{"not YAML", []string{"usage", "-config", writeFile(t, "c.yaml", "a: [1"), openAI}, "c.yaml: invalid YAML at line 1, column 4: "},
+		{"several configurations", []string{"usage", "-config", "../../tools/deploy/wasmplugin.yaml", openAI}, "atrl usage: ../../tools/deploy/wasmplugin.yaml holds 2 configurations " +
+			`(defaultConfig: rule "consumers"; matchRules[0] (ingress default/llm-chat): rule "llm-chat"): choose one with -rule NAME`},
+		{"rule without config", []string{"usage", "-rule", "chat", openAI}, "atrl usage: -rule chooses a configuration of -config, which is not given"},
+		{"no such rule", []string{"usage", "-config", "../../tools/deploy/wasmplugin.yaml", "-rule", "chat", openAI}, "atrl usage: -rule chat: no configuration of " +
+			`../../tools/deploy/wasmplugin.yaml has that rule_name or name (defaultConfig: rule "consumers"; matchRules[0] (ingress default/llm-chat): rule "llm-chat")`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, out, errOut := atrl("", tc.args...)
@@ -276,7 +281,7 @@ func TestDispatch(t *testing.T) {
 
 	status, out, _ = atrl("", "help", "usage")
 	assert.Equal(t, exitOK, status)
-	assert.True(t, strings.HasPrefix(out, "usage: atrl usage [-config FILE] [-model NAME] FILE..."), out)
+	assert.True(t, strings.HasPrefix(out, "usage: atrl usage [-config FILE [-rule NAME]] [-model NAME] FILE..."), out)
 
 	status, _, errOut = atrl("", "usage", "-h")
 	assert.Equal(t, exitOK, status)

@@ -38,6 +38,7 @@ const defaultTimeout = 5 * time.Second
 type connFlags struct {
 	fs       *flag.FlagSet
 	config   string
+	rule     string
 	redis    string
 	username string
 	password string
@@ -53,6 +54,7 @@ func newFlagSet(name string, s streams, help func(io.Writer)) *connFlags {
 	fs.Usage = func() { help(s.stderr) }
 	f := &connFlags{fs: fs}
 	fs.StringVar(&f.config, "config", "", "the plugin configuration `FILE` (required)")
+	fs.StringVar(&f.rule, "rule", "", "the configuration of the file to use, by its rule_name or `NAME` (a file of several)")
 	fs.StringVar(&f.redis, "redis", "", "Redis `host:port` (default: the configuration's redis service)")
 	fs.StringVar(&f.username, "username", "", "Redis user `NAME` (default: the configuration's)")
 	fs.StringVar(&f.password, "password", "", "Redis `PASSWORD` (default: $"+passwordEnv+", else the configuration's)")
@@ -89,7 +91,10 @@ type quotaCommand struct {
 	name  string
 	s     streams
 	rules *config.Config
-	redis redisOptions
+	// config names the configuration in a file of several ("" for a
+	// file of one, see namedConfig).
+	config string
+	redis  redisOptions
 	// redisFromConfig says the address is the configuration's service,
 	// which may be a name only the gateway resolves.
 	redisFromConfig bool
@@ -120,9 +125,48 @@ func parseArgs(fs *flag.FlagSet, args []string) (positional []string, status int
 
 // open reads the configuration and works out how to reach Redis: -redis,
 // or the configuration's service; -username and -password, or
-// $ATRL_REDIS_PASSWORD, or the configuration's. It returns exitOK to go
-// on.
+// $ATRL_REDIS_PASSWORD, or the configuration's. A file of several
+// configurations (a WasmPlugin manifest, a document with _rules_) needs
+// -rule to say which. It returns exitOK to go on.
 func (f *connFlags) open(s streams) (*quotaCommand, int) {
+	all, status := f.load(s)
+	if all == nil {
+		return nil, status
+	}
+	c, err := pickConfig(f.config, all, f.rule)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "%s: %v\n", f.fs.Name(), err)
+		return nil, exitBadArgs
+	}
+	return f.command(s, c)
+}
+
+// openAll is open for each configuration of the file, or each -rule
+// names.
+func (f *connFlags) openAll(s streams) ([]*quotaCommand, int) {
+	all, status := f.load(s)
+	if all == nil {
+		return nil, status
+	}
+	picked, err := pickConfigs(f.config, all, f.rule)
+	if err != nil {
+		fmt.Fprintf(s.stderr, "%s: %v\n", f.fs.Name(), err)
+		return nil, exitBadArgs
+	}
+	qs := make([]*quotaCommand, 0, len(picked))
+	for i := range picked {
+		q, status := f.command(s, &picked[i])
+		if q == nil {
+			return nil, status
+		}
+		qs = append(qs, q)
+	}
+	return qs, exitOK
+}
+
+// load checks the flags every quota command takes and reads the
+// configurations of -config.
+func (f *connFlags) load(s streams) ([]namedConfig, int) {
 	name := f.fs.Name()
 	if f.config == "" {
 		fmt.Fprintf(s.stderr, "%s: -config is required: the plugin's configuration names the subjects and their limits\n", name)
@@ -132,11 +176,18 @@ func (f *connFlags) open(s streams) (*quotaCommand, int) {
 		fmt.Fprintf(s.stderr, "%s: -timeout must be positive, got %v\n", name, f.timeout)
 		return nil, exitBadArgs
 	}
-	rules, err := loadConfig(f.config)
+	all, err := loadConfigs(f.config)
 	if err != nil {
 		fmt.Fprintf(s.stderr, "%s: -config: %v\n", name, err)
 		return nil, exitBadArgs
 	}
+	return all, exitOK
+}
+
+// command is the command on configuration c: how to reach its Redis.
+func (f *connFlags) command(s streams, c *namedConfig) (*quotaCommand, int) {
+	name := f.fs.Name()
+	rules := c.rules
 	r := rules.Redis
 	password := r.Password
 	if r.PasswordEnv != "" { // as the plugin reads it, unless -password or the environment below says otherwise
@@ -159,7 +210,7 @@ func (f *connFlags) open(s streams) (*quotaCommand, int) {
 	if f.given("password") {
 		opts.password = f.password
 	}
-	return &quotaCommand{name: name, s: s, rules: rules, redis: opts, redisFromConfig: f.redis == "", json: f.json}, exitOK
+	return &quotaCommand{name: name, s: s, rules: rules, config: c.name, redis: opts, redisFromConfig: f.redis == "", json: f.json}, exitOK
 }
 
 // fail reports err and returns the exit status it calls for: 2 for the
@@ -508,8 +559,14 @@ const subjectFlagsHelp = `
 const connFlagsHelp = `
   -config FILE
 	the plugin's configuration (required): YAML, or JSON when FILE ends
-	in .json. Its rules name the subjects and their limits, its redis
-	section says where Redis is.
+	in .json, or a Higress WasmPlugin manifest. Its rules name the
+	subjects and their limits, its redis section says where Redis is.
+  -rule NAME
+	the configuration to use when the file holds several (a manifest's
+	defaultConfig and matchRules configs, a document's _rules_): its
+	rule_name, or its name as atrl check prints it (defaultConfig,
+	matchRules[0], _rules_[1]). atrl top, without it, lists the subjects
+	of every configuration, each under its name.
   -redis HOST:PORT
 	Redis's address (default: redis.service_name:service_port, which
 	must then be a host atrl can reach, not an Envoy static cluster

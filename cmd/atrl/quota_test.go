@@ -720,4 +720,68 @@ rule_items:
 		assert.Less(t, hours, 24, "%s window: reset %q: whole days are shown as days", l.Window, shown)
 		assert.Equal(t, l.ResetSeconds >= 86400, m[1] != "", "%s window: %d s to its reset, shown %q", l.Window, l.ResetSeconds, shown)
 	}
+// The shipped WasmPlugin manifest holds two configurations (two rules):
+// top lists the subjects of each under its name, or of the one -rule
+// names; a command on one subject needs -rule to say which.
+func TestQuotaCommandsOnTheShippedManifest(t *testing.T) {
+	const manifest = "../../tools/deploy/wasmplugin.yaml"
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	alice := string(cachekey.AppendSubject(nil, "consumers", "limit_by_per_consumer", "x-mse-consumer", "alice"))
+	sk := string(cachekey.AppendSubject(nil, "llm-chat", "limit_by_per_api_key", "", "sk-1"))
+	charge(t, r, alice, 9000, 0, "t60", "t86400") // 90% of the minute of "*"
+	charge(t, r, sk, 1000, 0, "t60", "t3600")     // 20% of the minute
+
+	status, out, errOut := atrl("", "top", "-config", manifest, "-redis", r.Addr)
+	require.Equal(t, exitOK, status, errOut)
+	sections := strings.Split(out, "\n\n")
+	require.Len(t, sections, 4, out)
+	assert.True(t, strings.HasPrefix(sections[0], "defaultConfig: rule \"consumers\":\nSUBJECT"), out)
+	assert.Contains(t, sections[0], "alice")
+	assert.Contains(t, sections[0], "90.0%")
+	assert.Equal(t, "looked at 2 keys on 1 node", sections[1])
+	assert.True(t, strings.HasPrefix(sections[2], "matchRules[0] (ingress default/llm-chat): rule \"llm-chat\":\nSUBJECT"), out)
+	assert.Contains(t, sections[2], "sk-1")
+	assert.Contains(t, sections[2], "20.0%")
+	assert.NotContains(t, sections[2], "alice")
+
+	status, out, errOut = atrl("", "top", "-json", "-config", manifest, "-redis", r.Addr)
+	require.Equal(t, exitOK, status, errOut)
+	assert.Equal(t, "defaultConfig", gjson.Get(out, "0.config").Str, out)
+	assert.Equal(t, "alice", gjson.Get(out, "0.value").Str)
+	assert.Equal(t, "matchRules[0] (ingress default/llm-chat)", gjson.Get(out, "1.config").Str)
+	assert.Equal(t, "sk-1", gjson.Get(out, "1.value").Str)
+	assert.Equal(t, int64(2), gjson.Get(out, "#").Int())
+
+	status, out, errOut = atrl("", "top", "-json", "-config", manifest, "-redis", r.Addr, "-rule", "llm-chat")
+	require.Equal(t, exitOK, status, errOut)
+	assert.Equal(t, []string{sk}, []string{gjson.Get(out, "0.redis_key").Str}, out)
+	assert.Equal(t, int64(1), gjson.Get(out, "#").Int())
+
+	subject := []string{"-config", manifest, "-redis", r.Addr, "-rule-item", "0", "-value", "sk-1"}
+	status, _, errOut = atrl("", append([]string{"status"}, subject...)...)
+	assert.Equal(t, exitBadArgs, status)
+	assert.Equal(t, "atrl status: "+manifest+` holds 2 configurations (defaultConfig: rule "consumers"; `+
+		`matchRules[0] (ingress default/llm-chat): rule "llm-chat"): choose one with -rule NAME`+"\n", errOut)
+	for _, rule := range []string{"llm-chat", "matchRules[0]", "matchRules[0] (ingress default/llm-chat)"} {
+		assert.Equal(t, int64(1000), used(statusDoc(t, append(subject, "-rule", rule)...), 0)["tokens minute"], rule)
+	}
+	assert.Equal(t, int64(9000), used(statusDoc(t, "-config", manifest, "-redis", r.Addr, "-rule", "defaultConfig",
+		"-rule-item", "0", "-value", "alice"), 0)["tokens minute"])
+}
+
+// A document with _rules_: its global configuration and each rule are
+// configurations to choose from.
+func TestQuotaCommandsOnADocumentWithRules(t *testing.T) {
+	r := redistest.Start(t)
+	cfg := quotaConfig(t, r.Addr, quotaRules+"_rules_:\n  - _match_route_: [batch]\n    rule_name: batch\n    global_threshold: {token_per_day: 10}\n"+
+		"    redis: {service_name: redis.static}\n")
+	status, _, errOut := atrl("", "status", "-config", cfg, "-rule-item", "0", "-value", "sk-1")
+	assert.Equal(t, exitBadArgs, status)
+	assert.Contains(t, errOut, `holds 2 configurations (rule "chat"; _rules_[0] (route batch): rule "batch"): choose one with -rule NAME`)
+	doc := statusDoc(t, "-config", cfg, "-rule", "chat", "-rule-item", "0", "-value", "sk-1")
+	assert.Equal(t, "sk-1", doc.Subjects[0].Value)
+	status, _, errOut = atrl("", "status", "-config", cfg, "-rule", "_rules_[0]", "-threshold", "global_threshold")
+	assert.Equal(t, exitBadArgs, status, "batch's Redis is an Envoy static cluster")
+	assert.Contains(t, errOut, `redis.service_name "redis.static" names an Envoy static cluster`)
 }

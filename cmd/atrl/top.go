@@ -49,37 +49,66 @@ func runTop(args []string, s streams) int {
 		fmt.Fprintln(s.stderr, "atrl top: -n and -scan-limit must be at least 1")
 		return exitBadArgs
 	}
-	q, status := f.open(s)
-	if q == nil {
+	qs, status := f.openAll(s)
+	if qs == nil {
 		return status
 	}
+	all := []topRow{} // -json: every configuration's rows
+	for i, q := range qs {
+		if len(qs) > 1 && !q.json {
+			if i > 0 {
+				fmt.Fprintln(s.stdout)
+			}
+			fmt.Fprintf(s.stdout, "%s:\n", configLabel(q.config, q.rules))
+		}
+		rows, status := q.top(*n, *scanLimit)
+		if rows == nil {
+			return status
+		}
+		all = append(all, rows...)
+	}
+	if qs[0].json {
+		return qs[0].writeJSON(all)
+	}
+	return exitOK
+}
+
+// top lists the subjects of the command's configuration closest to their
+// limits, at most n of those with limits and n of the others, looking at
+// no more than scanLimit keys: it prints them, or, with -json, returns
+// them (never nil when it succeeded; nil, and the exit status, when not).
+func (q *quotaCommand) top(n, scanLimit int) ([]topRow, int) {
 	c, status := q.connect()
 	if c == nil {
-		return status
+		return nil, status
 	}
 	defer c.Close()
-	scan, err := scanSubjects(c, q.rules, *scanLimit)
+	scan, err := scanSubjects(c, q.rules, scanLimit)
 	if err != nil {
-		return q.fail(err)
+		return nil, q.fail(err)
 	}
 	rows, unknown, err := q.rank(c, scan.subjects)
 	if err != nil {
-		return q.fail(err)
+		return nil, q.fail(err)
 	}
-	rows, unknown = rows[:min(len(rows), *n)], unknown[:min(len(unknown), *n)]
+	rows, unknown = rows[:min(len(rows), n)], unknown[:min(len(unknown), n)]
 	if q.json {
 		if scan.truncated {
-			fmt.Fprintf(s.stderr, "atrl top: stopped at -scan-limit %d keys: subjects in the keys not looked at are missing\n", *scanLimit)
+			fmt.Fprintf(q.s.stderr, "atrl top: stopped at -scan-limit %d keys: subjects in the keys not looked at are missing\n", scanLimit)
 		}
-		return q.writeJSON(append(append([]topRow{}, rows...), unknown...)) // [] when there are none
+		all := append(append([]topRow{}, rows...), unknown...) // [] when there are none
+		for i := range all {
+			all[i].Config = q.config
+		}
+		return all, exitOK
 	}
-	writeTop(s.stdout, rows, unknown)
-	fmt.Fprintf(s.stdout, "\nlooked at %d %s on %d %s", scan.keys, plural(int64(scan.keys), "key"), scan.nodes, plural(int64(scan.nodes), "node"))
+	writeTop(q.s.stdout, rows, unknown)
+	fmt.Fprintf(q.s.stdout, "\nlooked at %d %s on %d %s", scan.keys, plural(int64(scan.keys), "key"), scan.nodes, plural(int64(scan.nodes), "node"))
 	if scan.truncated {
-		fmt.Fprintf(s.stdout, ", and stopped at -scan-limit %d: subjects in the keys not looked at are missing", *scanLimit)
+		fmt.Fprintf(q.s.stdout, ", and stopped at -scan-limit %d: subjects in the keys not looked at are missing", scanLimit)
 	}
-	fmt.Fprintln(s.stdout)
-	return exitOK
+	fmt.Fprintln(q.s.stdout)
+	return []topRow{}, exitOK
 }
 
 // bucketKey is the key of a window's bucket, read back into its parts (see
@@ -275,6 +304,9 @@ func (c *redisClient) scan(addr, pattern string, limit int, visit func(key strin
 // as the status document writes them (quota.Amount: a money window's in US
 // dollars).
 type topRow struct {
+	// Config names the row's configuration in a file of several (a
+	// WasmPlugin manifest's "defaultConfig"...; see namedConfig).
+	Config     string       `json:"config,omitempty"`
 	RuleItem   *int         `json:"rule_item,omitempty"`
 	Threshold  string       `json:"threshold,omitempty"`
 	Value      string       `json:"value"`
@@ -549,12 +581,17 @@ used in their most used window and why, at most -n of them.
 
   atrl top -config plugin.yaml -n 5
 
+A file of several configurations (a WasmPlugin manifest) lists each
+configuration's subjects under its name, at most -n of each (-rule: one).
+
 -json prints a list of objects, the subjects with limits first:
 
   [{"rule_item":0,"value":"sk-1","kind":"tokens","window":"minute","limit":1000,
     "used":900,"remaining":100,"fraction":0.9,"redis_key":"atrl:{chat|limit_by_per_header|x-api-key|sk-1}"}]
 
-with "threshold" in place of "rule_item" for the thresholds, "model" for a
+with "config" naming the configuration in a file of several
+("defaultConfig", "matchRules[0] (ingress default/llm-chat)"), "threshold"
+in place of "rule_item" for the thresholds, "model" for a
 per_model subject, "overridden": true for an override, a money window's
 (kind "usd") "limit", "used" and "remaining" in US dollars, and for a
 subject whose limits are unknown "limit", "remaining" and "fraction" null

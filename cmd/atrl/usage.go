@@ -24,7 +24,7 @@ const (
 )
 
 func usageHelp(w io.Writer) {
-	fmt.Fprint(w, `usage: atrl usage [-config FILE] [-model NAME] FILE...
+	fmt.Fprint(w, `usage: atrl usage [-config FILE [-rule NAME]] [-model NAME] FILE...
 
 Reads each FILE, a saved response body (an SSE stream or a JSON body of
 OpenAI chat completions or Responses, Anthropic Messages or Gemini; - is
@@ -57,8 +57,12 @@ Flags:
   -config FILE
 	the plugin's configuration, whose token_count_strategy, token_weights
 	and token_reservation.bytes_per_token set the cost, and pricing the
-	cost in dollars: YAML, or JSON when FILE ends in .json. Without it, the
-	defaults: total_tokens, and 4 bytes per token.
+	cost in dollars: YAML, or JSON when FILE ends in .json, or a WasmPlugin
+	manifest. Without it, the defaults: total_tokens, and 4 bytes per token.
+  -rule NAME
+	the configuration of a file of several (a manifest's defaultConfig
+	and matchRules configs): its rule_name, or its name as atrl check
+	prints it (defaultConfig, matchRules[0]).
   -model NAME
 	the model to price with token_weights.models and pricing. The plugin
 	prices by the model the request names; without -model, the body's own
@@ -76,6 +80,7 @@ func runUsage(args []string, s streams) int {
 	fs.Usage = func() { usageHelp(s.stderr) }
 	configPath := fs.String("config", "", "the plugin configuration `FILE`")
 	model := fs.String("model", "", "the model `NAME` to price")
+	rule := fs.String("rule", "", "the configuration of the file to use, by its rule_name or `NAME` (a file of several)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -86,13 +91,23 @@ func runUsage(args []string, s streams) int {
 		fmt.Fprintln(s.stderr, "atrl usage: no files; run 'atrl help usage'")
 		return exitBadArgs
 	}
+	if *rule != "" && *configPath == "" {
+		fmt.Fprintln(s.stderr, "atrl usage: -rule chooses a configuration of -config, which is not given")
+		return exitBadArgs
+	}
 	cfg := defaultConfig()
 	if *configPath != "" {
-		var err error
-		if cfg, err = loadConfig(*configPath); err != nil {
+		all, err := loadConfigs(*configPath)
+		if err != nil {
 			fmt.Fprintln(s.stderr, "atrl usage: -config:", err)
 			return exitBadArgs
 		}
+		c, err := pickConfig(*configPath, all, *rule)
+		if err != nil {
+			fmt.Fprintln(s.stderr, "atrl usage:", err)
+			return exitBadArgs
+		}
+		cfg = c.rules
 	}
 	enc := json.NewEncoder(s.stdout)
 	enc.SetEscapeHTML(false)

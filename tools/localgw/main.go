@@ -11,11 +11,20 @@
 // sends them), or, without it, are printed: one line each ("gateway: budget
 // alert → ..."), saying where it went and the answer, or the failure.
 //
+// The configuration file is read as atrl reads it (package
+// internal/configfile): YAML, JSON when it ends in .json, or a Higress
+// WasmPlugin manifest, whose first configuration it runs (the others are
+// checked: the local gateway has no ingress, domain or service to match
+// them by).
+//
 // It prints "localgw listening on http://<address>" on stdout once it
 // accepts connections; the plugin's logs, its own and one line per request
 // go to stderr. SIGINT or SIGTERM stop it. A configuration file that cannot
-// be read, or that the plugin refuses, is said in one line naming the file
-// and exits with status 2 (bad flags too); any other failure to start, 1.
+// be read, is not YAML or JSON, or that the plugin refuses, is said as
+// `atrl check` says it, in the same words (the file, the place, the
+// plugin's line, then the line of the file with a caret under the
+// mistake), and exits with status 2 (bad flags too); any other failure to
+// start, 1.
 package main
 
 import (
@@ -24,8 +33,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/internal/serve"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/localgw/gateway"
 )
@@ -52,11 +64,12 @@ func main() {
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {
-		fmt.Fprintf(os.Stderr, "localgw: %v\n", err)
 		var bad *badConfig
 		if errors.As(err, &bad) {
+			fmt.Fprintln(os.Stderr, bad) // starts with the file's name, as atrl check's does
 			os.Exit(exitBadConfig)
 		}
+		fmt.Fprintf(os.Stderr, "localgw: %v\n", err)
 		os.Exit(1)
 	}
 }
@@ -67,19 +80,11 @@ func main() {
 const exitBadConfig = 2
 
 // badConfig is a configuration file that cannot be read, is not YAML or
-// JSON, or that the plugin refuses: the file, then the one message.
-type badConfig struct {
-	path string
-	err  error
-}
+// JSON, or that the plugin refuses: a *configfile.Error, worded as atrl
+// check words it.
+type badConfig struct{ err *configfile.Error }
 
-func (e *badConfig) Error() string {
-	var refused *gateway.ConfigError
-	if errors.As(e.err, &refused) {
-		return e.path + ": " + refused.Reason // the plugin's own line, once
-	}
-	return e.err.Error() // names the file already
-}
+func (e *badConfig) Error() string { return e.err.Error() }
 
 func (e *badConfig) Unwrap() error { return e.err }
 
@@ -108,15 +113,35 @@ func run(o options) error {
 	} else if err != nil {
 		return fmt.Errorf("reading the plugin: %w", err)
 	}
-	config, err := gateway.LoadConfig(o.config)
+	configs, err := configfile.Load(o.config)
 	if err != nil {
-		return &badConfig{o.config, err}
+		var bad *configfile.Error
+		if errors.As(err, &bad) {
+			return &badConfig{bad}
+		}
+		return err
 	}
-	gw, err := gateway.New(gateway.Options{Wasm: wasm, Config: config, Upstream: o.upstream, Redis: o.redis,
+	// Every configuration, as atrl check checks it (the plugin's own
+	// parser, natively): a mistake is said at its line of the file.
+	for i := range configs {
+		if _, err := config.ParseDocument(configs[i].JSON); err != nil {
+			return &badConfig{configs[i].Refused(err)}
+		}
+	}
+	first := configs[0]
+	if len(configs) > 1 {
+		var others []string
+		for _, c := range configs[1:] {
+			others = append(others, c.Name)
+		}
+		fmt.Fprintf(os.Stderr, "localgw: %s holds %d configurations: it runs the first, %s; the local gateway matches no ingress, "+
+			"domain or service, so the others are only checked (%s)\n", o.config, len(configs), first.Name, strings.Join(others, "; "))
+	}
+	gw, err := gateway.New(gateway.Options{Wasm: wasm, Config: first.JSON, Upstream: o.upstream, Redis: o.redis,
 		LogLevel: o.logLevel, AccessLog: !o.quiet, Webhook: o.webhook})
 	var refused *gateway.ConfigError
-	if errors.As(err, &refused) {
-		return &badConfig{o.config, err}
+	if errors.As(err, &refused) { // what only the plugin checks: the environment of its VM
+		return &badConfig{&configfile.Error{File: o.config, Config: first.Name, Msg: refused.Reason}}
 	} else if err != nil {
 		return err
 	}

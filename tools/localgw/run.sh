@@ -6,7 +6,8 @@
 # (127.0.0.1:10000, the port docker-compose.yml publishes, so that an SDK's
 # base URL can be written down once); builds bin/atrl; prints curl and atrl
 # lines to try, and stops everything it started on Ctrl-C. A configuration
-# the plugin refuses stops it with the gateway's one line (exit status 2).
+# that is not YAML or JSON, or that the plugin refuses, stops it with the
+# gateway's message, as atrl check words it (exit status 2).
 #
 # Environment: LISTEN (the gateway's host:port; port 0 picks a free one),
 # REDIS_ADDR (use this Redis), REDIS_DATA (where make run's own Redis keeps
@@ -170,7 +171,7 @@ gw_pid=$!
 pids+=("$gw_pid")
 if ! address_of "$tmp/localgw.out" "$gw_pid" localgw; then
   # 2: the configuration cannot be read or the plugin refuses it; the
-  # gateway's one line above says where and what, and nothing else is wrong.
+  # gateway's message above says where and what, and nothing else is wrong.
   [ "$exited" = 2 ] && exit 2
   # Taken while the tools were building, or not an address of this machine.
   if listen_taken; then fail_listen_taken; fi

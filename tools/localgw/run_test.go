@@ -277,9 +277,10 @@ func TestRunShowsYourConfiguration(t *testing.T) {
 	require.NoError(t, r.wait(t, 30*time.Second))
 }
 
-// A configuration the plugin refuses, or that is not YAML, stops make run
-// with one line naming the file and saying what is wrong, and exit status 2:
-// not a word about the port or a timeout, nothing left running.
+// A configuration the plugin refuses, or that is not YAML or JSON, stops
+// make run with exit status 2 and what atrl check says of it, word for
+// word (issue 52: the file, the mistake at its line and column, the line
+// shown): not a word about the port or a timeout, nothing left running.
 func TestRunStopsOnABadConfiguration(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is missing: make redis-server installs it")
@@ -288,14 +289,22 @@ func TestRunStopsOnABadConfiguration(t *testing.T) {
 	require.NoError(t, wasmbuild.Build(wasmbuild.Plugin, wasm))
 	example, err := os.ReadFile("example.yaml")
 	require.NoError(t, err)
-	refused := filepath.Join(t.TempDir(), "refused.yaml")
-	require.NoError(t, os.WriteFile(refused, []byte(strings.Replace(string(example), "token_per_minute: 100", "token_per_minute: 0", 1)), 0o644))
-	notYAML := filepath.Join(t.TempDir(), "broken.yaml")
-	require.NoError(t, os.WriteFile(notYAML, []byte("rule_name: [local-demo\n"), 0o644))
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+		return path
+	}
+	refused := write("refused.yaml", strings.Replace(string(example), "token_per_minute: 100", "token_per_minute: 0", 1))
+	notYAML := write("broken.yaml", "rule_name: [local-demo\n")
+	indented := write("indented.yaml", indentedYAML)
+	comma := write("comma.json", trailingCommaJSON)
 
-	for _, tc := range []struct{ config, line string }{
-		{refused, "localgw: " + refused + ": configuration refused: rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0\n"},
-		{notYAML, "localgw: " + notYAML + ": not valid YAML: "},
+	for _, tc := range []struct{ config, first string }{
+		{refused, refused + ": configuration refused: rule_items[0].limit_keys[0].token_per_minute: must be a positive integer, got number 0\n"},
+		{notYAML, notYAML + ": invalid YAML at line 1, column 12: "},
+		{indented, indented + ": invalid YAML at line 6, column 8: value is not allowed in this context\n    6 |        token_per_minute: 100\n"},
+		{comma, comma + ": invalid JSON at line 4, column 43: a comma after the last member of an object (JSON allows none)\n"},
 	} {
 		tmp := t.TempDir()
 		start := time.Now()
@@ -307,8 +316,15 @@ func TestRunStopsOnABadConfiguration(t *testing.T) {
 		t.Logf("%s: stopped in %v", filepath.Base(tc.config), time.Since(start).Round(time.Millisecond))
 
 		stderr := r.stderr.String()
-		assert.True(t, strings.HasPrefix(stderr, tc.line), "the one line:\n%s", stderr)
-		assert.Equal(t, 1, strings.Count(stderr, "\n"), "nothing else:\n%s", stderr)
+		assert.True(t, strings.HasPrefix(stderr, tc.first), "the mistake first:\n%s", stderr)
+		assert.Equal(t, 3, strings.Count(stderr, "\n"), "the line and the file's line with a caret, nothing else:\n%s", stderr)
+		// run.sh built bin/atrl before it started the gateway.
+		check := exec.Command("../../bin/atrl", "check", "-config", tc.config)
+		var atrlErr strings.Builder
+		check.Stderr = &atrlErr
+		require.Error(t, check.Run())
+		assert.Equal(t, atrlErr.String(), stderr, "make run and atrl check say it in the same words")
+
 		assert.NotContains(t, r.stdout.String(), "Ctrl-C stops everything.")
 		left, err := os.ReadDir(tmp)
 		require.NoError(t, err)

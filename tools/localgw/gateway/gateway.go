@@ -46,7 +46,7 @@ import (
 // Options configure a Gateway.
 type Options struct {
 	Wasm     []byte // the plugin, compiled to WASM
-	Config   []byte // its configuration, JSON (see LoadConfig)
+	Config   []byte // its configuration, JSON (see internal/configfile)
 	Upstream string // base URL requests are forwarded to, e.g. http://127.0.0.1:8081
 	Redis    string // host:port of the Redis the plugin's calls go to
 	// Webhook is the base URL the plugin's HTTP calls (budget alerts) go

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
@@ -96,6 +97,20 @@ func TestNewSaysARefusedConfigurationOnce(t *testing.T) {
 	require.NoError(t, err)
 	g.Close()
 	assert.Contains(t, log.String(), "plugin start successfully")
+}
+
+// The plugin, handed JSON that is not JSON (the gateway hands it JSON),
+// says where the mistake is, in the words atrl and make run use for a
+// file (config.CheckJSON): before, it said "invalid JSON".
+func TestNewSaysWhereTheJSONMistakeIs(t *testing.T) {
+	wasm := buildLimiter(t)
+	var log syncBuffer
+	bad := strings.Replace(limiterConfig, `"timeout": 1000}`, `"timeout": 1000,}`, 1)
+	_, err := New(Options{Wasm: wasm, Upstream: "http://127.0.0.1:9", Redis: "127.0.0.1:9", Log: &log, Config: []byte(bad)})
+	var refused *ConfigError
+	require.ErrorAs(t, err, &refused)
+	assert.Equal(t, "configuration refused: invalid JSON at line 2, column 117: a comma after the last member of an object (JSON allows none)", refused.Reason)
+	assert.Equal(t, refused.Reason, config.Refusal(config.CheckJSON([]byte(bad))))
 }
 
 // The access log says a client went away only when it left before the end
