@@ -720,6 +720,8 @@ rule_items:
 		assert.Less(t, hours, 24, "%s window: reset %q: whole days are shown as days", l.Window, shown)
 		assert.Equal(t, l.ResetSeconds >= 86400, m[1] != "", "%s window: %d s to its reset, shown %q", l.Window, l.ResetSeconds, shown)
 	}
+}
+
 // The shipped WasmPlugin manifest holds two configurations (two rules):
 // top lists the subjects of each under its name, or of the one -rule
 // names; a command on one subject needs -rule to say which.

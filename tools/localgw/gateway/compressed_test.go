@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/mockllm/llm"
 )
@@ -34,8 +35,10 @@ func TestCompressedRequestsThroughMakeRunsStack(t *testing.T) {
 	redis.AvoidWindowEdge(60, 10)
 	mock := httptest.NewServer(llm.New(llm.Options{}))
 	defer mock.Close()
-	config, err := LoadConfig("../example.yaml")
+	configs, err := configfile.Load("../example.yaml") // as make run reads it
 	require.NoError(t, err)
+	require.Len(t, configs, 1, "make run's example is one configuration")
+	config := configs[0].JSON
 	var log syncBuffer
 	g, err := New(Options{Wasm: buildLimiter(t), Config: config, Upstream: mock.URL, Redis: redis.Addr, Log: &log})
 	require.NoError(t, err)
