@@ -1,7 +1,6 @@
 package limiter_test
 
 import (
-	"encoding/json"
 	"os"
 	"regexp"
 	"strconv"
@@ -10,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -330,17 +329,14 @@ func TestConcurrencyRejectionHeadersDescribeOneLimit(t *testing.T) {
 }
 
 // makeRunConfig is make run's example configuration
-// (tools/localgw/example.yaml) as the gateway gives it to the plugin:
-// JSON.
+// (tools/localgw/example.yaml) as make run hands it to the plugin: the JSON
+// internal/configfile reads from the file, as make run and atrl read it.
 func makeRunConfig(t *testing.T) string {
 	t.Helper()
-	text, err := os.ReadFile("../tools/localgw/example.yaml")
+	configs, err := configfile.Load("../tools/localgw/example.yaml")
 	require.NoError(t, err)
-	var doc any
-	require.NoError(t, yaml.Unmarshal(text, &doc))
-	out, err := json.Marshal(doc)
-	require.NoError(t, err)
-	return string(out)
+	require.Len(t, configs, 1, "make run's example is one configuration")
+	return string(configs[0].JSON)
 }
 
 // quotaSample is docs/clients.md's quota answer under make run: the line

@@ -42,8 +42,10 @@ func readRepoFile(t *testing.T, rel string) []byte {
 	return b
 }
 
-// yamlToJSON converts a YAML document to JSON text, as the gateways do with
-// the YAML their users write.
+// yamlToJSON converts a YAML document to JSON text, as Envoy does with its
+// YAML bootstrap (envoy.yaml). Not for plugin configurations: those are
+// read through internal/configfile, as atrl and make run read them
+// (wasmPluginConfigs).
 func yamlToJSON(t *testing.T, doc []byte) []byte {
 	t.Helper()
 	var v any
@@ -51,14 +53,6 @@ func yamlToJSON(t *testing.T, doc []byte) []byte {
 	js, err := json.Marshal(v)
 	require.NoError(t, err)
 	return js
-}
-
-// toJSON marshals an already decoded YAML value (a plugin configuration).
-func toJSON(t *testing.T, v any) string {
-	t.Helper()
-	js, err := json.Marshal(v)
-	require.NoError(t, err)
-	return string(js)
 }
 
 // buildOutputs are the files `make build` produces: the prerequisites of the

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 	"github.com/tidwall/resp"
 	"gopkg.in/yaml.v3"
 )
@@ -280,44 +281,29 @@ type wasmPluginRedis struct {
 	passwordEnv string
 }
 
-// wasmPluginRedisBlocks reads wasmplugin.yaml's defaultConfig and each
-// matchRules config (but those disabled), and returns their redis objects.
+// wasmPluginRedisBlocks reads wasmplugin.yaml's configurations through
+// internal/configfile (defaultConfig and each matchRules config but those
+// disabled: wasmPluginConfigs), and returns their redis objects, with the
+// WasmPlugin's namespace.
 func wasmPluginRedisBlocks(t *testing.T) (namespace string, blocks []wasmPluginRedis) {
 	t.Helper()
-	var wp struct {
-		Metadata k8sMeta `yaml:"metadata"`
-		Spec     struct {
-			DefaultConfig map[string]any `yaml:"defaultConfig"`
-			MatchRules    []struct {
-				Config        map[string]any `yaml:"config"`
-				ConfigDisable bool           `yaml:"configDisable"`
-			} `yaml:"matchRules"`
-		} `yaml:"spec"`
-	}
-	require.NoError(t, yaml.Unmarshal(readRepoFile(t, "tools/deploy/wasmplugin.yaml"), &wp))
-	configs := []struct {
-		where string
-		cfg   map[string]any
-	}{{"defaultConfig", wp.Spec.DefaultConfig}}
-	for i, r := range wp.Spec.MatchRules {
-		if !r.ConfigDisable {
-			configs = append(configs, struct {
-				where string
-				cfg   map[string]any
-			}{fmt.Sprintf("matchRules[%d].config", i), r.Config})
+	for _, c := range wasmPluginConfigs(t) {
+		r := gjson.GetBytes(c.JSON, "redis")
+		require.True(t, r.IsObject(), "%s has no redis object", c.Where())
+		b := wasmPluginRedis{where: c.Where()}
+		if v := r.Get("service_name"); v.Type == gjson.String {
+			b.serviceName = v.Str
 		}
-	}
-	for _, c := range configs {
-		r, ok := c.cfg["redis"].(map[string]any)
-		require.True(t, ok, "wasmplugin.yaml %s has no redis object", c.where)
-		b := wasmPluginRedis{where: c.where}
-		b.serviceName, _ = r["service_name"].(string)
-		b.servicePort, _ = r["service_port"].(int)
-		b.passwordEnv, _ = r["password_env"].(string)
+		if v := r.Get("service_port"); v.Type == gjson.Number && v.Num == float64(int(v.Num)) {
+			b.servicePort = int(v.Num)
+		}
+		if v := r.Get("password_env"); v.Type == gjson.String {
+			b.passwordEnv = v.Str
+		}
 		blocks = append(blocks, b)
 	}
 	require.GreaterOrEqual(t, len(blocks), 2, "wasmplugin.yaml: defaultConfig and at least one matchRules config")
-	return wp.Metadata.Namespace, blocks
+	return loadWasmPlugin(t).Metadata.Namespace, blocks
 }
 
 func TestRedisManifestObjects(t *testing.T) {
@@ -414,8 +400,8 @@ func TestRedisManifestIsTheWasmPluginsRedis(t *testing.T) {
 	fqdn := o.svc.Metadata.Name + "." + o.svc.Metadata.Namespace + ".svc.cluster.local"
 	_, blocks := wasmPluginRedisBlocks(t)
 	for _, b := range blocks {
-		require.Equal(t, fqdn, b.serviceName, "wasmplugin.yaml %s.redis.service_name: the Service of %s", b.where, redisManifest)
-		require.Equal(t, o.svc.Spec.Ports[0].Port, b.servicePort, "wasmplugin.yaml %s.redis.service_port", b.where)
+		require.Equal(t, fqdn, b.serviceName, "%s: redis.service_name: the Service of %s", b.where, redisManifest)
+		require.Equal(t, o.svc.Spec.Ports[0].Port, b.servicePort, "%s: redis.service_port", b.where)
 	}
 }
 
@@ -443,7 +429,7 @@ func TestRedisManifestPasswordIsTheGatewaysSecret(t *testing.T) {
 	wpNamespace, blocks := wasmPluginRedisBlocks(t)
 	for _, b := range blocks {
 		require.Equal(t, pass.Key, b.passwordEnv,
-			"wasmplugin.yaml %s.redis.password_env: the gateway's Secret holds the key Redis's does", b.where)
+			"%s: redis.password_env: the gateway's Secret holds the key Redis's does", b.where)
 	}
 
 	// The documented commands create both Secrets from one value: in this

@@ -6,13 +6,17 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tidwall/gjson"
 	"gopkg.in/yaml.v3"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 )
 
 // wasmPlugin is the part of Higress's WasmPlugin resource
-// (extensions.higress.io/v1alpha1) that the example uses.
+// (extensions.higress.io/v1alpha1) that the example uses, but the plugin's
+// configurations (spec.defaultConfig, spec.matchRules[].config), which
+// wasmPluginConfigs reads.
 type wasmPlugin struct {
 	APIVersion string `yaml:"apiVersion"`
 	Kind       string `yaml:"kind"`
@@ -21,21 +25,28 @@ type wasmPlugin struct {
 		Namespace string `yaml:"namespace"`
 	} `yaml:"metadata"`
 	Spec struct {
-		URL             string         `yaml:"url"`
-		ImagePullPolicy string         `yaml:"imagePullPolicy"`
-		Phase           string         `yaml:"phase"`
-		Priority        *int           `yaml:"priority"`
-		VMConfig        wasmVMConfig   `yaml:"vmConfig"`
-		DefaultConfig   map[string]any `yaml:"defaultConfig"`
+		URL             string                `yaml:"url"`
+		ImagePullPolicy string                `yaml:"imagePullPolicy"`
+		Phase           string                `yaml:"phase"`
+		Priority        *int                  `yaml:"priority"`
+		VMConfig        wasmVMConfig          `yaml:"vmConfig"`
+		DefaultConfig   readThroughConfigfile `yaml:"defaultConfig"`
 		MatchRules      []struct {
-			Ingress       []string       `yaml:"ingress"`
-			Domain        []string       `yaml:"domain"`
-			Service       []string       `yaml:"service"`
-			Config        map[string]any `yaml:"config"`
-			ConfigDisable bool           `yaml:"configDisable"`
+			Ingress       []string              `yaml:"ingress"`
+			Domain        []string              `yaml:"domain"`
+			Service       []string              `yaml:"service"`
+			Config        readThroughConfigfile `yaml:"config"`
+			ConfigDisable bool                  `yaml:"configDisable"`
 		} `yaml:"matchRules"`
 	} `yaml:"spec"`
 }
+
+// readThroughConfigfile is a plugin configuration in the manifest: not
+// decoded here (any content is accepted), since the tests read it through
+// internal/configfile, as atrl and make run do (wasmPluginConfigs).
+type readThroughConfigfile struct{}
+
+func (*readThroughConfigfile) UnmarshalYAML(*yaml.Node) error { return nil }
 
 // wasmVMConfig is a WasmPlugin's vmConfig, which Higress hands to Istio's
 // WasmPlugin and so to Envoy's vm_config.environment_variables.
@@ -61,6 +72,18 @@ func loadWasmPlugin(t *testing.T) wasmPlugin {
 	return wp
 }
 
+// wasmPluginConfigs are the plugin configurations of wasmplugin.yaml, read
+// by internal/configfile, as atrl check and make run read the file:
+// defaultConfig, then each matchRules config but those disabled, each the
+// JSON Higress hands the plugin.
+func wasmPluginConfigs(t *testing.T) []configfile.Config {
+	t.Helper()
+	const name = "tools/deploy/wasmplugin.yaml"
+	configs, err := configfile.Read(name, readRepoFile(t, name))
+	require.NoError(t, err)
+	return configs
+}
+
 func TestWasmPluginResource(t *testing.T) {
 	wp := loadWasmPlugin(t)
 	require.Equal(t, "extensions.higress.io/v1alpha1", wp.APIVersion)
@@ -76,27 +99,39 @@ func TestWasmPluginResource(t *testing.T) {
 	require.Equal(t, 600, *wp.Spec.Priority)
 }
 
-// Each configuration of the example is accepted by the plugin, as Higress
-// hands it over: the YAML converted to JSON.
+// Each configuration of the example is accepted by the plugin, as atrl
+// check takes it (config.ParseDocument of the JSON Higress hands over):
+// defaultConfig and each matchRules config, found where Higress finds them.
 func TestWasmPluginConfigsParse(t *testing.T) {
 	wp := loadWasmPlugin(t)
-	require.NotEmpty(t, wp.Spec.DefaultConfig, "defaultConfig")
-	cfg, err := config.ParseString(toJSON(t, wp.Spec.DefaultConfig))
-	require.NoError(t, err, "defaultConfig")
-	require.NotEmpty(t, cfg.Items)
-	require.Equal(t, config.ByPerConsumer, cfg.Items[0].Type, "the default limits per consumer")
-
+	want := []string{"defaultConfig"}
 	require.NotEmpty(t, wp.Spec.MatchRules, "matchRules")
 	for i, r := range wp.Spec.MatchRules {
 		require.NotEmpty(t, append(append(r.Ingress, r.Domain...), r.Service...), "matchRules[%d] matches nothing", i)
 		for _, ing := range r.Ingress {
 			require.Regexp(t, `^[a-z0-9-]+/[a-z0-9.-]+$`, ing, "matchRules[%d].ingress is <namespace>/<name>", i)
 		}
-		if r.ConfigDisable {
-			continue
+		if !r.ConfigDisable {
+			want = append(want, fmt.Sprintf("matchRules[%d]", i))
 		}
-		_, err := config.ParseString(toJSON(t, r.Config))
-		require.NoError(t, err, "matchRules[%d].config", i)
+	}
+
+	configs := wasmPluginConfigs(t)
+	var got []string
+	for _, c := range configs {
+		got = append(got, strings.SplitN(c.Name, " ", 2)[0]) // "matchRules[0] (ingress default/llm-chat)"
+	}
+	require.Equal(t, want, got, "the configurations configfile reads")
+	for i, c := range configs {
+		d, err := config.ParseDocument(c.JSON)
+		if err != nil {
+			t.Fatalf("the plugin refuses it, as atrl check says:\n%s", c.Refused(err))
+		}
+		require.NotNil(t, d.Global, "%s: a configuration of its own, not only _rules_", c.Where())
+		if i == 0 {
+			require.NotEmpty(t, d.Global.Items, c.Where())
+			require.Equal(t, config.ByPerConsumer, d.Global.Items[0].Type, "the default limits per consumer")
+		}
 	}
 }
 
@@ -116,19 +151,15 @@ func TestWasmPluginKeepsTheRedisPasswordOutOfTheFile(t *testing.T) {
 		}
 	}
 
-	configs := map[string]map[string]any{"defaultConfig": wp.Spec.DefaultConfig}
-	for i, r := range wp.Spec.MatchRules {
-		if !r.ConfigDisable {
-			configs[fmt.Sprintf("matchRules[%d].config", i)] = r.Config
-		}
-	}
-	for where, c := range configs {
-		redis, ok := c["redis"].(map[string]any)
-		require.True(t, ok, "%s has no redis object", where)
-		_, plain := redis["password"] // not printed: it may be a real one
-		require.False(t, plain, "%s.redis.password puts the Redis password in the WasmPlugin: use password_env", where)
-		env, _ := redis["password_env"].(string)
-		require.NotEmpty(t, env, "%s.redis.password_env", where)
-		require.True(t, fromHost[env], "%s.redis.password_env is %s, which vmConfig.env does not take from the gateway (valueFrom: HOST)", where, env)
+	for _, c := range wasmPluginConfigs(t) {
+		where := c.Where()
+		redis := gjson.GetBytes(c.JSON, "redis")
+		require.True(t, redis.IsObject(), "%s has no redis object", where)
+		plain := redis.Get("password").Exists() // not printed: it may be a real one
+		require.False(t, plain, "%s: redis.password puts the Redis password in the WasmPlugin: use password_env", where)
+		env := redis.Get("password_env")
+		require.Equal(t, gjson.String, env.Type, "%s: redis.password_env", where)
+		require.NotEmpty(t, env.Str, "%s: redis.password_env", where)
+		require.True(t, fromHost[env.Str], "%s: redis.password_env is %s, which vmConfig.env does not take from the gateway (valueFrom: HOST)", where, env.Str)
 	}
 }
