@@ -271,15 +271,9 @@ spec:
 // place. Each is said at its line and column, the line shown, in the
 // words make run's local gateway prints too (tools/localgw).
 func TestCheckSaysWhereTheSyntaxErrorIs(t *testing.T) {
-	path := writeFile(t, "plugin.yaml", `rule_name: demo
-rule_items:
-  - limit_by_per_api_key: ''
-    limit_keys:
-      - key: "*"
-       token_per_minute: 100
-redis:
-  service_name: redis.static
-`)
+	indented, err := os.ReadFile("../../internal/configfile/testdata/indented.yaml") // line 6 one space short
+	require.NoError(t, err)
+	path := writeFile(t, "plugin.yaml", string(indented))
 	status, out, errOut := atrl("", "check", "-config", path)
 	assert.Equal(t, exitBadArgs, status)
 	assert.Empty(t, out)
