@@ -37,7 +37,7 @@ func Forget(host proxytest.HostEmulator, contextID uint32) {
 func field(s reflect.Value, name string) reflect.Value {
 	f := s.FieldByName(name)
 	if !f.IsValid() {
-		panic(fmt.Sprintf("wasmhost.Forget: the host emulator has no field %s any more (SDK upgraded?)", name))
+		panic(fmt.Sprintf("wasmhost: the host emulator has no field %s any more (SDK upgraded?)", name))
 	}
 	return reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem()
 }

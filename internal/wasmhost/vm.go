@@ -12,7 +12,9 @@
 //     (proxy_on_log, then proxy_on_delete, as Envoy calls them); the
 //     emulator calls only proxy_on_log in a module, which then keeps every
 //     request it ever saw;
-//   - Forget drops what the emulator itself keeps of a finished stream.
+//   - Forget drops what the emulator itself keeps of a finished stream;
+//   - Metrics lists the metrics the module defined, and Options.Recorded
+//     sees each value it records (the emulator keeps only the last).
 //
 // A test that needs the emulator's determinism asks for it (Options).
 package wasmhost
@@ -29,6 +31,7 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -55,6 +58,13 @@ type Options struct {
 	// after the last from 2022-01-01, the same in every VM; false: the
 	// machine's wall and monotonic clocks.
 	EmulatorClock bool
+	// Recorded, when set, is called with each value the module records
+	// into a metric (proxy_record_metric: a histogram's sample, or a
+	// gauge's new value), before the emulator stores it. The emulator
+	// keeps one value per metric, the last, so a histogram's samples are
+	// seen here or nowhere. It runs inside the call into the module that
+	// records, on that call's goroutine, and must not call into the module.
+	Recorded func(metricID uint32, value uint64)
 }
 
 // NewVM compiles a proxy-wasm module and instantiates it for the host
@@ -70,7 +80,11 @@ func NewVM(wasm []byte, opts Options) (proxytest.WasmVMContext, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		return fail("WASI", err)
 	}
-	if err := exportHostABI(ctx, r); err != nil {
+	hostCtx := ctx
+	if opts.Recorded != nil {
+		hostCtx = experimental.WithFunctionListenerFactory(ctx, recordListener(opts.Recorded))
+	}
+	if err := exportHostABI(hostCtx, r); err != nil {
 		return fail("the emulator's host functions", err)
 	}
 	compiled, err := r.CompileModule(ctx, wasm)

@@ -157,3 +157,31 @@ func TestForgetKeepsTheEmulatorFlat(t *testing.T) {
 }
 
 func mib(n uint64) string { return strconv.FormatUint(n>>20, 10) + " MiB" }
+
+// Metrics lists what the module defined, with the emulator's values, and
+// Recorded sees every sample of a histogram: the probe records 3 then 5
+// in one call, of which the emulator keeps only the 5.
+func TestMetricsListWhatTheModuleDefined(t *testing.T) {
+	type sample struct {
+		id    uint32
+		value uint64
+	}
+	var recorded []sample
+	host, _, _ := start(t, Options{Recorded: func(id uint32, v uint64) { recorded = append(recorded, sample{id, v}) }})
+	if got := Metrics(host); len(got) != 0 {
+		t.Errorf("before any request: %v", got)
+	}
+	request(t, host)
+	request(t, host)
+	got := Metrics(host)
+	want := []Metric{{0, "probe.requests", Counter, 2}, {1, "probe.level", Gauge, 4}, {2, "probe.samples", Histogram, 5}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("Metrics: %v, want %v", got, want)
+	}
+	if want := []sample{{2, 3}, {2, 5}, {2, 3}, {2, 5}}; fmt.Sprint(recorded) != fmt.Sprint(want) {
+		t.Errorf("Recorded saw %v, want %v", recorded, want)
+	}
+	if s := fmt.Sprint(Counter, Gauge, Histogram, MetricType(7)); s != "counter gauge histogram metric type 7" {
+		t.Errorf("the types' names: %s", s)
+	}
+}

@@ -2,7 +2,9 @@
 // host gives it. At each request's headers it logs its wall clock, the
 // monotonic time since it started and 8 random bytes ("probe wall=… mono=…
 // rand=…"); each stream holds 64 KiB of the module's memory until its
-// context is deleted.
+// context is deleted. Each request also counts in a counter
+// (probe.requests), adds 2 to a gauge (probe.level) and records 3 then 5
+// in a histogram (probe.samples), all three defined at the first request.
 package main
 
 import (
@@ -27,6 +29,13 @@ func (*vm) NewPluginContext(uint32) types.PluginContext { return &plugin{} }
 
 type plugin struct{ types.DefaultPluginContext }
 
+var (
+	defined  bool
+	requests proxywasm.MetricCounter
+	level    proxywasm.MetricGauge
+	samples  proxywasm.MetricHistogram
+)
+
 func (*plugin) NewHttpContext(uint32) types.HttpContext {
 	return &stream{held: make([]byte, 64<<10)}
 }
@@ -40,6 +49,16 @@ func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s.held[len(s.held)-1] = b[0]
+	if !defined {
+		requests = proxywasm.DefineCounterMetric("probe.requests")
+		level = proxywasm.DefineGaugeMetric("probe.level")
+		samples = proxywasm.DefineHistogramMetric("probe.samples")
+		defined = true
+	}
+	requests.Increment(1)
+	level.Add(2)
+	samples.Record(3)
+	samples.Record(5)
 	proxywasm.LogInfo("probe wall=" + strconv.FormatInt(time.Now().UnixNano(), 10) +
 		" mono=" + strconv.FormatInt(int64(time.Since(started)), 10) + " rand=" + hex.EncodeToString(b[:]))
 	return types.ActionContinue
