@@ -24,6 +24,10 @@
 // per-request context in WASM (it does not call proxy_on_delete), so memory
 // grows by about 15 KB per request. Restart it between long load runs.
 //
+// The plugin's metrics are served at MetricsPath (/stats/prometheus) on
+// the same listener, named and labelled as a Higress gateway's Envoy
+// serves them (prometheus.go); that path never reaches the plugin.
+//
 // Simplifications: a plugin that pauses the response headers or the end of
 // a body is waited for (up to PauseTimeout) rather than fed more data; the
 // Host header upstream is the upstream's; X-Forwarded-For is left as the
@@ -87,7 +91,7 @@ type stats struct {
 
 // Stats is a snapshot of what a Gateway has done.
 type Stats struct {
-	Requests      int64 // requests received
+	Requests      int64 // requests received (for the plugin: not MetricsPath's)
 	Active        int64 // requests being served now
 	RedisCalls    int64 // Redis calls the plugin made
 	RedisFailures int64 // of which were answered as failed (unreachable, timed out)
@@ -148,8 +152,13 @@ func New(o Options) (*Gateway, error) {
 	return g, nil
 }
 
-// ServeHTTP runs one request through the plugin and the upstream.
+// ServeHTTP runs one request through the plugin and the upstream, or
+// answers MetricsPath.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == MetricsPath {
+		g.serveMetrics(w, r)
+		return
+	}
 	g.stats.requests.Add(1)
 	g.stats.active.Add(1)
 	defer g.stats.active.Add(-1)

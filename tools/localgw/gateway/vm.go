@@ -46,6 +46,7 @@ type vm struct {
 	stats    *stats
 	redisBad atomic.Bool   // the last Redis call failed (to log changes only)
 	ticks    atomic.Uint64 // the plugin's ticks so far
+	samples  *samples      // the histograms' samples (prometheus.go)
 }
 
 // startVM loads the plugin and starts it with its configuration.
@@ -59,13 +60,15 @@ func startVM(wasm, config []byte, level uint32, redis *redisClient, webhook stri
 		}
 	}()
 	// As a gateway runs it: the machine's clocks and randomness, each
-	// stream's context deleted when it is done (wasmhost).
-	wasmVM, err := wasmhost.NewVM(wasm, wasmhost.Options{})
+	// stream's context deleted when it is done (wasmhost); every sample
+	// of its histograms counted (prometheus.go).
+	hist := newSamples()
+	wasmVM, err := wasmhost.NewVM(wasm, wasmhost.Options{Recorded: hist.record})
 	if err != nil {
 		return nil, fmt.Errorf("loading the plugin: %w", err)
 	}
 	v = &vm{wasm: wasmVM, sent: map[uint32]bool{}, httpSent: map[uint32]bool{}, webhook: webhook, signals: map[uint32]*signal{},
-		redis: redis, log: lw, stats: st}
+		redis: redis, log: lw, stats: st, samples: hist}
 	prevOut, prevFlags := log.Writer(), log.Flags()
 	log.SetOutput(lw)
 	log.SetFlags(0)
