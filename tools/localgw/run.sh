@@ -5,7 +5,8 @@
 # the mock LLM on another, and the local gateway with main.wasm on LISTEN
 # (127.0.0.1:10000, the port docker-compose.yml publishes, so that an SDK's
 # base URL can be written down once); builds bin/atrl; prints curl and atrl
-# lines to try, and stops everything it started on Ctrl-C. A configuration
+# lines to try and the URL of the plugin's metrics (the gateway serves them
+# at /stats/prometheus), and stops everything it started on Ctrl-C. A configuration
 # that is not YAML or JSON, or that the plugin refuses, stops it with the
 # gateway's message, as atrl check words it (exit status 2).
 #
@@ -187,6 +188,7 @@ alerts='printed below, a "gateway: budget alert → ..." line each (ALERTS_URL=h
 cat <<EOF
 
 local gateway  $gw   (plugin $WASM, configuration $CONFIG)
+plugin metrics $gw/stats/prometheus   (Prometheus text, named and labelled as a Higress gateway's)
 mock LLM       $mock
 Redis          $redis_addr   (counters: redis-cli -h ${redis_addr%:*} -p ${redis_addr##*:} --scan --pattern 'atrl:*')
 Redis's data   $redis_data

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"io"
 	"net"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -162,6 +165,21 @@ func TestRun(t *testing.T) {
 	assert.Contains(t, r.stderr.String(), `"window":"minute","limit":100,"used":100`)
 	assert.Equal(t, 2, strings.Count(r.stderr.String(), "budget alert"), "one line per alert:\n%s", r.stderr)
 	// The example's 429: OpenAI's error for a chat completion, and the quota headers of every form.
+	// Issue 53, point 2: the plugin's metrics, on a line of their own, as
+	// a Higress gateway serves them: the 429 under its model.
+	metricsURL := regexp.MustCompile(`(?m)^plugin metrics (http://\S+) `).FindStringSubmatch(out)
+	require.Len(t, metricsURL, 2, out)
+	assert.Equal(t, gw+"/stats/prometheus", metricsURL[1])
+	metrics, err := client.Get(metricsURL[1])
+	require.NoError(t, err)
+	page, _ := io.ReadAll(metrics.Body)
+	metrics.Body.Close()
+	assert.Equal(t, 200, metrics.StatusCode, string(page))
+	parser := expfmt.NewTextParser(model.LegacyValidation)
+	_, err = parser.TextToMetricFamilies(bytes.NewReader(page))
+	assert.NoError(t, err, "the Prometheus text parser reads it:\n%s", page)
+	assert.Contains(t, string(page), "\nroute_upstream_model_consumer_metric_token_ratelimit_count"+
+		`{ai_route="none",ai_cluster="none",ai_model="mock",ai_consumer="none"} 1`+"\n")
 	assert.Contains(t, string(lastBody), `"code":"rate_limit_exceeded"`)
 	assert.Equal(t, "0", last.Header.Get("x-ratelimit-remaining-tokens"))
 	assert.NotEmpty(t, last.Header.Get("retry-after-ms"))
