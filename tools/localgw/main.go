@@ -17,6 +17,10 @@
 // checked: the local gateway has no ingress, domain or service to match
 // them by).
 //
+// The plugin's metrics are at /stats/prometheus on the same address, in
+// Prometheus's text format, named and labelled as a Higress gateway serves
+// them (gateway.MetricsPath); that path never reaches the plugin.
+//
 // It prints "localgw listening on http://<address>" on stdout once it
 // accepts connections; the plugin's logs, its own and one line per request
 // go to stderr. SIGINT or SIGTERM stop it. A configuration file that cannot
