@@ -181,7 +181,7 @@ func newExporter(qs []*quotaCommand, n, scanLimit int, scrapeTimeout time.Durati
 		Help: "Scrapes that could not read the rule's budgets from Redis: unreachable, an error, or no answer within -scrape-timeout.",
 	}, []string{"rule"})
 	for _, q := range qs {
-		e.failures.WithLabelValues(q.rules.RuleName) // 0 from the start
+		e.failures.GetMetricWithLabelValues(q.rules.RuleName) // 0 from the start (a rule name not UTF-8 has none)
 	}
 	e.reg = prometheus.NewRegistry()
 	e.reg.MustRegister(e, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -215,7 +215,9 @@ func (e *exporter) Collect(ch chan<- prometheus.Metric) {
 		up := 1.0
 		if err != nil {
 			up = 0
-			e.failures.WithLabelValues(rule).Inc()
+			if c, err := e.failures.GetMetricWithLabelValues(rule); err == nil {
+				c.Inc()
+			}
 			fmt.Fprintf(e.log, "atrl exporter: %s: %v\n", configLabel(q.config, q.rules), err)
 		} else {
 			b.send(ch, rule)

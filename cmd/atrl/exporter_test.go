@@ -116,6 +116,7 @@ func startExporter(t *testing.T, args ...string) *runningExporter {
 		}
 		select {
 		case status := <-exited:
+			exited <- status // for the cleanup
 			t.Fatalf("atrl exporter exited with status %d:\n%s", status, stderr)
 		case <-time.After(10 * time.Millisecond):
 		}
@@ -442,6 +443,22 @@ func TestExporterOfAManifest(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// Configurations of one rule_name count in the same keys: exported once,
+// not as the same series twice (which Prometheus refuses), and said so.
+func TestExporterOfOneRuleTwice(t *testing.T) {
+	r := redistest.Start(t)
+	r.AvoidWindowEdge(60, 5)
+	cfg := quotaConfig(t, r.Addr, exporterRules+"_rules_:\n  - _match_route_: [batch]\n    rule_name: chat\n"+
+		"    global_threshold: {token_per_day: 10}\n    redis: {service_name: redis.static}\n")
+	charge(t, r, teamKey("blue"), 100, 0, "t60")
+	e := startExporter(t, "-config", cfg, "-redis", r.Addr)
+	s := e.scrape(t)
+	assert.Equal(t, 100.0, s.must(t, "atrl_budget_used_tokens", window("item 2 blue", "minute")...))
+	assert.Len(t, s.families["atrl_redis_up"].Metric, 1)
+	assert.Equal(t, `atrl exporter: _rules_[0] (route batch): rule "chat" counts in the keys of rule "chat": exported once, with rule "chat"'s limits`+"\n",
+		e.stderr.String())
 }
 
 func TestExporterBadFlags(t *testing.T) {
