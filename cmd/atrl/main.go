@@ -14,7 +14,12 @@
 //	atrl top -config FILE [-n 10]
 //
 // read and manage the subjects' quota in the plugin's Redis, as the admin
-// API does. FILE is a configuration (YAML, or JSON when it ends in .json)
+// API does.
+//
+//	atrl exporter -config FILE [-listen 127.0.0.1:9464]
+//
+// serves the subjects' budgets, read from Redis at each scrape, as
+// Prometheus metrics. FILE is a configuration (YAML, or JSON when it ends in .json)
 // or a Higress WasmPlugin manifest, read by package internal/configfile, as
 // make run's local gateway reads it. Run `atrl help` for the commands and
 // `atrl help <command>` for one command's flags.
@@ -58,6 +63,7 @@ var commands = []command{
 	{name: "grant", summary: "give tokens back to a subject", run: runGrant, help: grantHelp},
 	{name: "override", summary: "set, remove or list a subject's limit overrides", run: runOverride, help: overrideHelp},
 	{name: "top", summary: "list the subjects closest to their limits", run: runTop, help: topHelp},
+	{name: "exporter", summary: "serve the subjects' budgets from Redis as Prometheus metrics", run: runExporter, help: exporterHelp},
 }
 
 func main() {

@@ -34,6 +34,10 @@ type redisOptions struct {
 	password string
 	database int
 	timeout  time.Duration // connecting, and each command's round trip
+	// deadline, when not zero, is when every command must have been
+	// answered, whatever is left of timeout: the end of an exporter's
+	// scrape (-scrape-timeout).
+	deadline time.Time
 }
 
 // redisClient talks to one Redis, or to the nodes of one Redis Cluster.
@@ -43,15 +47,19 @@ type redisClient struct {
 	// owner is the node each slot lives on, as MOVED replies and SCAN
 	// taught it; commands for other slots go to the first node.
 	owner map[uint16]string
+	// cluster says masters found a Redis Cluster: a script call's keys
+	// must then share a slot.
+	cluster bool
 }
 
 // redisConn is one connection to one node.
 type redisConn struct {
-	addr    string
-	conn    net.Conn
-	br      *bufio.Reader
-	rd      *resp.Reader
-	timeout time.Duration
+	addr     string
+	conn     net.Conn
+	br       *bufio.Reader
+	rd       *resp.Reader
+	timeout  time.Duration
+	deadline time.Time // see redisOptions
 }
 
 // replyError is an error reply of Redis, from the node at addr.
@@ -93,12 +101,13 @@ func (c *redisClient) conn(addr string) (*redisConn, error) {
 	if n, ok := c.conns[addr]; ok {
 		return n, nil
 	}
-	raw, err := net.DialTimeout("tcp", addr, c.opts.timeout)
+	n := &redisConn{addr: addr, timeout: c.opts.timeout, deadline: c.opts.deadline}
+	raw, err := (&net.Dialer{Timeout: c.opts.timeout, Deadline: c.opts.deadline}).Dial("tcp", addr)
 	if err != nil {
-		return nil, netError(addr, err, c.opts.timeout)
+		return nil, n.netError(err)
 	}
-	br := bufio.NewReader(raw)
-	n := &redisConn{addr: addr, conn: raw, br: br, rd: resp.NewReader(br), timeout: c.opts.timeout}
+	n.conn, n.br = raw, bufio.NewReader(raw)
+	n.rd = resp.NewReader(n.br)
 	if err := n.login(c.opts); err != nil {
 		raw.Close()
 		return nil, err
@@ -154,22 +163,26 @@ func (n *redisConn) do(cmd []byte) (resp.Value, error) {
 // roundTrip sends one command and reads its reply, error replies included,
 // within the timeout.
 func (n *redisConn) roundTrip(cmd []byte) (resp.Value, error) {
-	n.conn.SetDeadline(time.Now().Add(n.timeout))
+	d := time.Now().Add(n.timeout)
+	if !n.deadline.IsZero() && n.deadline.Before(d) {
+		d = n.deadline
+	}
+	n.conn.SetDeadline(d)
 	if _, err := n.conn.Write(cmd); err != nil {
-		return resp.Value{}, netError(n.addr, err, n.timeout)
+		return resp.Value{}, n.netError(err)
 	}
 	// resp's reader takes a line that is not RESP for an inline command:
 	// a server that is not Redis would be read as one.
 	first, err := n.br.Peek(1)
 	if err != nil {
-		return resp.Value{}, netError(n.addr, err, n.timeout)
+		return resp.Value{}, n.netError(err)
 	}
 	if !strings.ContainsRune("+-:$*", rune(first[0])) {
 		return resp.Value{}, fmt.Errorf("redis %s: the server does not speak RESP (it answered %q): is it Redis?", n.addr, peekLine(n.br))
 	}
 	v, _, err := n.rd.ReadValue()
 	if err != nil {
-		return resp.Value{}, netError(n.addr, err, n.timeout)
+		return resp.Value{}, n.netError(err)
 	}
 	return v, nil
 }
@@ -179,6 +192,16 @@ func peekLine(br *bufio.Reader) string {
 	b, _ := br.Peek(min(br.Buffered(), 40))
 	s, _, _ := strings.Cut(string(b), "\n")
 	return s
+}
+
+// netError is netError for this connection: a timeout at the deadline
+// says so.
+func (n *redisConn) netError(err error) error {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() && !n.deadline.IsZero() && !time.Now().Before(n.deadline) {
+		return fmt.Errorf("redis %s: no answer before the scrape's end (-scrape-timeout)", n.addr)
+	}
+	return netError(n.addr, err, n.timeout)
 }
 
 // netError says what went wrong talking to addr, briefly: "redis
@@ -286,6 +309,7 @@ func (c *redisClient) masters() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.cluster = true
 	masters := parseClusterNodes(v.String(), c.opts.addr)
 	if len(masters) == 0 {
 		return nil, fmt.Errorf("redis %s: CLUSTER NODES lists no master serving slots", c.opts.addr)

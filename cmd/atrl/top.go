@@ -166,6 +166,9 @@ type scanned struct {
 	keys      int             // keys looked at
 	nodes     int
 	truncated bool // -scan-limit stopped it
+	// outboxes are the keys of the budget alerts' outboxes found (see
+	// scripts.Outbox): Redis deletes one that holds no alert.
+	outboxes []string
 }
 
 // scanSubjects finds the subjects of the configuration's rule that count
@@ -186,6 +189,11 @@ func scanSubjects(c *redisClient, rules *config.Config, limit int) (scanned, err
 	for _, addr := range masters {
 		out.nodes++
 		seen, complete, err := c.scan(addr, rulePattern(rules.RuleName), limit-out.keys, func(key string) {
+			if _, ok := scripts.OutboxOwner(key); ok {
+				c.owner[cachekey.Slot([]byte(key))] = addr
+				out.outboxes = append(out.outboxes, key)
+				return
+			}
 			k, ok := parseBucketKey(key)
 			if !ok {
 				return

@@ -6,7 +6,9 @@
 //   - mockllm.Dockerfile: the mock LLM's image for docker compose;
 //   - plugin.Dockerfile: the plugin as an OCI image for Higress (make image);
 //   - wasmplugin.yaml: a Higress WasmPlugin resource using that image;
-//   - redis.yaml: the Redis that WasmPlugin names, as Kubernetes objects.
+//   - redis.yaml: the Redis that WasmPlugin names, as Kubernetes objects;
+//   - atrl.Dockerfile and exporter.yaml: the budget exporter (atrl exporter)
+//     as an image, and its Deployment beside the gateway.
 //
 // The tests check these files against the Envoy API's validation, the Compose
 // specification, the plugin's own configuration parser, redis-server and

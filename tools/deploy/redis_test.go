@@ -34,9 +34,10 @@ const redisManifest = "tools/deploy/redis.yaml"
 // misspelt field (readinesProbe, secretKeyref) fails the test instead of
 // being dropped by the API server's defaulting or, worse, by nobody.
 type k8sMeta struct {
-	Name      string            `yaml:"name"`
-	Namespace string            `yaml:"namespace"`
-	Labels    map[string]string `yaml:"labels"`
+	Name        string            `yaml:"name"`
+	Namespace   string            `yaml:"namespace"`
+	Labels      map[string]string `yaml:"labels"`
+	Annotations map[string]string `yaml:"annotations"`
 }
 
 type k8sService struct {
@@ -158,9 +159,9 @@ func loadRedisManifest(t *testing.T) redisObjects {
 		kinds[head.Kind]++
 		switch head.Kind {
 		case "Service":
-			strictDecode(t, &doc, &out.svc)
+			strictDecode(t, redisManifest, &doc, &out.svc)
 		case "StatefulSet":
-			strictDecode(t, &doc, &out.sts)
+			strictDecode(t, redisManifest, &doc, &out.sts)
 		default:
 			// A Secret in particular: the password is created by kubectl
 			// from one value, never written in a file.
@@ -171,14 +172,15 @@ func loadRedisManifest(t *testing.T) redisObjects {
 	return out
 }
 
-// strictDecode decodes a YAML document into v, refusing fields v lacks.
-func strictDecode(t *testing.T, doc *yaml.Node, v any) {
+// strictDecode decodes a YAML document of file into v, refusing fields v
+// lacks.
+func strictDecode(t *testing.T, file string, doc *yaml.Node, v any) {
 	t.Helper()
 	raw, err := yaml.Marshal(doc)
 	require.NoError(t, err)
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	dec.KnownFields(true)
-	require.NoError(t, dec.Decode(v), "%s: a field these tests do not know (misspelt?)", redisManifest)
+	require.NoError(t, dec.Decode(v), "%s: a field these tests do not know (misspelt?)", file)
 }
 
 // container is the StatefulSet's one container.

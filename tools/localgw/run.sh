@@ -4,9 +4,11 @@
 # its data kept in bin/run-redis from run to run (REDIS_DATA),
 # the mock LLM on another, and the local gateway with main.wasm on LISTEN
 # (127.0.0.1:10000, the port docker-compose.yml publishes, so that an SDK's
-# base URL can be written down once); builds bin/atrl; prints curl and atrl
-# lines to try and the URL of the plugin's metrics (the gateway serves them
-# at /stats/prometheus), and stops everything it started on Ctrl-C. A configuration
+# base URL can be written down once); builds bin/atrl and starts its budget
+# exporter (atrl exporter) on a free port; prints curl and atrl lines to
+# try and the URLs of the plugin's metrics (the gateway serves them at
+# /stats/prometheus) and of the exporter's, and stops everything it started
+# on Ctrl-C. A configuration
 # that is not YAML or JSON, or that the plugin refuses, stops it with the
 # gateway's message, as atrl check words it (exit status 2).
 #
@@ -180,6 +182,14 @@ if ! address_of "$tmp/localgw.out" "$gw_pid" localgw; then
 fi
 gw=$address
 
+# The budget exporter (atrl exporter) beside it, on the same Redis and
+# configuration; its log (a Redis it cannot read) goes to the terminal.
+bin/atrl exporter -config "$CONFIG" -redis "$redis_addr" -listen 127.0.0.1:0 >"$tmp/exporter.out" &
+exporter_pid=$!
+pids+=("$exporter_pid")
+address_of "$tmp/exporter.out" "$exporter_pid" exporter || fail "atrl exporter exited (exit status $exited)"
+exporter=$address
+
 body='{"model":"mock","messages":[{"role":"user","content":"hi"}]}'
 large='{"model":"mock-large","messages":[{"role":"user","content":"hi"}]}'
 stream='{"model":"mock","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}'
@@ -193,6 +203,7 @@ mock LLM       $mock
 Redis          $redis_addr   (counters: redis-cli -h ${redis_addr%:*} -p ${redis_addr##*:} --scan --pattern 'atrl:*')
 Redis's data   $redis_data
 budget alerts  $alerts
+budget metrics $exporter   (atrl exporter: each subject's budgets, read from Redis at each scrape)
 EOF
 
 if [ "$CONFIG" != "$EXAMPLE" ]; then

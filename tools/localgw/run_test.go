@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
@@ -129,6 +130,9 @@ func TestRun(t *testing.T) {
 	redis := regexp.MustCompile(`Redis +(\S+)`).FindStringSubmatch(out)
 	require.Len(t, mock, 2, out)
 	require.Len(t, redis, 2, out)
+	// Issue 53, point 3: the budget exporter's /metrics, on a line of its own.
+	exporter := regexp.MustCompile(`(?m)^budget metrics (http://(127\.0\.0\.1:\d+)/metrics) `).FindStringSubmatch(out)
+	require.Len(t, exporter, 3, out)
 
 	// The printed curl line, three times.
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -197,6 +201,19 @@ func TestRun(t *testing.T) {
 	require.NoError(t, err, "%s\n%s", status[1], got)
 	assert.Regexp(t, `(?m)^item 0 demo-1 +tokens +minute +100 +100 +0 `, string(got))
 
+	// The exporter reads what demo-1 and all keys spent from the Redis
+	// run.sh started, the key by its fingerprint.
+	resp, err := client.Get(exporter[1])
+	require.NoError(t, err)
+	exported, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Contains(t, string(exported), `atrl_budget_used_tokens{rule="local-demo",subject="item 0 `+config.Fingerprint("demo-1")+`",window="minute"} 100`+"\n")
+	assert.Contains(t, string(exported), `atrl_budget_used_usd{rule="local-demo",subject="global_threshold",window="day"} 0.00055`+"\n")
+	assert.Contains(t, string(exported), `atrl_redis_up{rule="local-demo"} 1`+"\n")
+	assert.NotContains(t, string(exported), "demo-1")
+
 	// The printed quota and admin lines: what demo-1 has left, 50 tokens
 	// back, then a limit of its own.
 	call := func(method, path, body string, header [2]string) (int, string) {
@@ -242,7 +259,7 @@ func TestRun(t *testing.T) {
 	require.NoError(t, r.cmd.Process.Signal(os.Interrupt))
 	require.NoError(t, r.wait(t, 30*time.Second), "a clean stop, status 0; stderr:\n%s", r.stderr)
 	assert.Contains(t, r.stdout.String(), "\nstopped\n")
-	for _, addr := range []string{listen, mock[1], redis[1]} {
+	for _, addr := range []string{listen, mock[1], redis[1], exporter[2]} {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
