@@ -56,6 +56,11 @@ type Usage struct {
 	Output        int64 // completion tokens, reasoning/thinking included
 	CacheRead     int64 // part of Input served from a prompt cache
 	CacheCreation int64 // part of Input written to a prompt cache
+	// Reasoning is the part of Output the model spent reasoning (thinking),
+	// where the provider reports it apart (OpenAI's and xAI's
+	// reasoning_tokens, Gemini's thoughtsTokenCount); 0 otherwise. It is
+	// informative: costs count Output, which includes it.
+	Reasoning int64
 }
 
 // Total is the number of tokens the response consumed, Input plus Output.
