@@ -12,6 +12,9 @@
 //     (proxy_on_log, then proxy_on_delete, as Envoy calls them); the
 //     emulator calls only proxy_on_log in a module, which then keeps every
 //     request it ever saw;
+//   - a property the module sets is kept as a copy, as in Envoy; the
+//     emulator keeps a view of the module's memory, which the module
+//     reuses (property.go);
 //   - Forget drops what the emulator itself keeps of a finished stream.
 //
 // A test that needs the emulator's determinism asks for it (Options).
@@ -70,7 +73,7 @@ func NewVM(wasm []byte, opts Options) (proxytest.WasmVMContext, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		return fail("WASI", err)
 	}
-	if err := exportHostABI(ctx, r); err != nil {
+	if err := exportHostABI(withPropertyCopies(ctx), r); err != nil {
 		return fail("the emulator's host functions", err)
 	}
 	compiled, err := r.CompileModule(ctx, wasm)

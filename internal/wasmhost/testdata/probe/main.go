@@ -2,7 +2,8 @@
 // host gives it. At each request's headers it logs its wall clock, the
 // monotonic time since it started and 8 random bytes ("probe wall=… mono=…
 // rand=…"); each stream holds 64 KiB of the module's memory until its
-// context is deleted.
+// context is deleted. It sets the property "probe" to "property" from a
+// buffer it then writes "scribble" over.
 package main
 
 import (
@@ -20,6 +21,9 @@ func main() {}
 func init() { proxywasm.SetVMContext(&vm{}) }
 
 var started = time.Now()
+
+// propertyBuf is the buffer the property is set from, reused.
+var propertyBuf = make([]byte, 8)
 
 type vm struct{ types.DefaultVMContext }
 
@@ -40,6 +44,9 @@ func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	s.held[len(s.held)-1] = b[0]
+	copy(propertyBuf, "property")
+	_ = proxywasm.SetProperty([]string{"probe"}, propertyBuf)
+	copy(propertyBuf, "scribble")
 	proxywasm.LogInfo("probe wall=" + strconv.FormatInt(time.Now().UnixNano(), 10) +
 		" mono=" + strconv.FormatInt(int64(time.Since(started)), 10) + " rand=" + hex.EncodeToString(b[:]))
 	return types.ActionContinue
