@@ -38,6 +38,14 @@ func TestShadowModeAndRejectedMsg(t *testing.T) {
 	require.EqualError(t, err, `shadow_mode: must be a boolean, got string "yes"`)
 }
 
+// access_log is on unless set to false.
+func TestAccessLogOnByDefault(t *testing.T) {
+	require.True(t, mustParse(t, withGlobal(``)).AccessLog)
+	require.False(t, mustParse(t, withGlobal(`,"access_log":false`)).AccessLog)
+	_, err := ParseString(withGlobal(`,"access_log":"off"`))
+	require.EqualError(t, err, `access_log: must be a boolean, got string "off"`)
+}
+
 // An unquoted off (on) in YAML 1.1, as Kubernetes and Higress's console read
 // it, reaches the plugin as false (true).
 func TestStreamUsageFromYAML11(t *testing.T) {

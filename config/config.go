@@ -214,6 +214,10 @@ type Config struct {
 	// request whose body is in a content coding the plugin does not
 	// decode (br, zstd, several).
 	CompressedBody CompressedBody
+	// AccessLog is access_log: each limited request's usage, cost,
+	// decision and subject are written where the gateway's access log
+	// reads them (Higress's ai_log filter state); on unless false.
+	AccessLog bool
 }
 
 // CompressedBody is compressed_body.

@@ -92,6 +92,12 @@ func (c *Config) ReadsSecret(limitType, source string) bool {
 // gets the same fingerprint, so that log lines, alerts and headers about
 // one subject can be matched, and against the value an operator knows.
 func Fingerprint(v string) string {
+	var b [32]byte // the longest: "Negotiate ", 4 bytes, "...#", 8 hex digits
+	return string(AppendFingerprint(b[:0], v))
+}
+
+// AppendFingerprint appends the fingerprint of v (see Fingerprint) to b.
+func AppendFingerprint(b []byte, v string) []byte {
 	scheme := ""
 	for _, s := range registeredSchemes { // "Bearer <credentials>", as canonicalCredentials spells it
 		if len(v) > len(s) && v[len(s)] == ' ' && v[:len(s)] == s {
@@ -106,13 +112,10 @@ func Fingerprint(v string) string {
 		}
 	}
 	sum := sha256.Sum256([]byte(v))
-	var b strings.Builder
-	b.Grow(len(scheme) + n + 3 + 1 + 8)
-	b.WriteString(scheme)
-	b.WriteString(secret[:n])
-	b.WriteString("...#")
-	b.WriteString(hex.EncodeToString(sum[:4]))
-	return b.String()
+	b = append(b, scheme...)
+	b = append(b, secret[:n]...)
+	b = append(b, "...#"...)
+	return hex.AppendEncode(b, sum[:4])
 }
 
 // Secret reports whether the match's value is read from a credential.

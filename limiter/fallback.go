@@ -307,6 +307,7 @@ func (r *request) shadowFallback() bool {
 		return false
 	}
 	r.pc.metrics.count(metricShadowFallback, requestHeader(consumerHeader), r.model)
+	r.noteShadow(decisionShadowFallback, r.shadowedBy)
 	if ok, more := r.pc.shadowLog.allow(); ok {
 		log.Warnf("shadow_mode: rule %s would have served %q in place of %q, whose limits have no room (%d more since the last line)",
 			r.pc.rules.RuleName, f.candidates[f.first+would].model, r.model, more)

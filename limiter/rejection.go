@@ -69,6 +69,7 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
 	r.countRejection(v.Kind)
 	r.countByLevel(false)
+	r.logRejected(r.rejectedBy, v)
 	reset := max(v.Reset, 1)
 	waitMs := v.WaitMs
 	if waitMs <= 0 { // a concurrency limit: a request may end any time

@@ -46,6 +46,7 @@ type request struct {
 	waiting     // queueing (over_limit_action: queue, queue.go)
 	response    // reading its response, and charging it
 	askUsage    // stream_usage: inject (streams.go)
+	accessLog   // what its access log names (accesslog.go)
 }
 
 // matched is what a request matched.
@@ -555,6 +556,7 @@ func (r *request) allowedBy(g *group, v scripts.Verdict) {
 	}
 	if v.Limit > 0 && (r.verdict.Limit == 0 || v.DecidesOver(r.verdict)) { // (no limit: a slot where nothing limits it)
 		r.verdict = v
+		r.noteLimit(g, v)
 	}
 }
 
@@ -693,6 +695,7 @@ func (r *request) cancelGroup(g *group) {
 // or answer 503.
 func (r *request) fail(err error) {
 	r.noteFailure(err)
+	r.logFailed(r.pc.rules.FailureMode == config.FailDeny)
 	if r.pc.rules.FailureMode == config.FailDeny {
 		r.enter(phaseRejected)
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",

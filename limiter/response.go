@@ -104,6 +104,7 @@ func (r *request) settle(complete bool) {
 	}
 	r.countSpend(how, u, cost, complete && !failed)
 	r.compressed = nil // inflated by estimated, or not needed
+	r.logSettled(u, ok, !ok && !failed, cost)
 	delta := scripts.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
 	var spent *scripts.Amounts // with a reservation, what the charge is of: alerts decide on it
 	if r.reserved != (reservation{}) {

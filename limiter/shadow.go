@@ -51,6 +51,7 @@ func (r *request) shadowReject() {
 	}
 	r.pc.metrics.count(metricShadowRejected, requestHeader(consumerHeader), r.model)
 	r.countByLevel(true)
+	r.noteShadow(decisionShadowRejected, g)
 	ok, more := r.pc.shadowLog.allow()
 	if !ok {
 		return

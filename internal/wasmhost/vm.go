@@ -12,6 +12,9 @@
 //     (proxy_on_log, then proxy_on_delete, as Envoy calls them); the
 //     emulator calls only proxy_on_log in a module, which then keeps every
 //     request it ever saw;
+//   - a property the module sets is kept as a copy, as in Envoy; the
+//     emulator keeps a view of the module's memory, which the module
+//     reuses (property.go);
 //   - Forget drops what the emulator itself keeps of a finished stream;
 //   - Metrics lists the metrics the module defined, and Options.Recorded
 //     sees each value it records (the emulator keeps only the last).
@@ -80,7 +83,7 @@ func NewVM(wasm []byte, opts Options) (proxytest.WasmVMContext, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		return fail("WASI", err)
 	}
-	hostCtx := ctx
+	hostCtx := withPropertyCopies(ctx)
 	if opts.Recorded != nil {
 		hostCtx = experimental.WithFunctionListenerFactory(ctx, recordListener(opts.Recorded))
 	}

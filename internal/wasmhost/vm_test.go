@@ -185,3 +185,15 @@ func TestMetricsListWhatTheModuleDefined(t *testing.T) {
 		t.Errorf("the types' names: %s", s)
 	}
 }
+
+// A property the module set reads back as it was set, however the module
+// reuses the memory it was set from afterwards (the emulator alone keeps
+// a view of that memory: see property.go).
+func TestPropertiesTheModuleSetAreCopied(t *testing.T) {
+	host, _, _ := start(t, Options{})
+	request(t, host)
+	got, err := host.GetProperty([]string{"probe"})
+	if err != nil || string(got) != "property" {
+		t.Errorf("the property the probe set reads %q (%v), not %q", got, err, "property")
+	}
+}

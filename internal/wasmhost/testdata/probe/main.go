@@ -4,7 +4,8 @@
 // rand=…"); each stream holds 64 KiB of the module's memory until its
 // context is deleted. Each request also counts in a counter
 // (probe.requests), adds 2 to a gauge (probe.level) and records 3 then 5
-// in a histogram (probe.samples), all three defined at the first request.
+// in a histogram (probe.samples), all three defined at the first request. It also sets the property "probe" to "property" from a
+// buffer it then writes "scribble" over.
 package main
 
 import (
@@ -22,6 +23,9 @@ func main() {}
 func init() { proxywasm.SetVMContext(&vm{}) }
 
 var started = time.Now()
+
+// propertyBuf is the buffer the property is set from, reused.
+var propertyBuf = make([]byte, 8)
 
 type vm struct{ types.DefaultVMContext }
 
@@ -59,6 +63,9 @@ func (s *stream) OnHttpRequestHeaders(int, bool) types.Action {
 	level.Add(2)
 	samples.Record(3)
 	samples.Record(5)
+	copy(propertyBuf, "property")
+	_ = proxywasm.SetProperty([]string{"probe"}, propertyBuf)
+	copy(propertyBuf, "scribble")
 	proxywasm.LogInfo("probe wall=" + strconv.FormatInt(time.Now().UnixNano(), 10) +
 		" mono=" + strconv.FormatInt(int64(time.Since(started)), 10) + " rand=" + hex.EncodeToString(b[:]))
 	return types.ActionContinue
