@@ -67,6 +67,9 @@ var accessLogKeys = [...]string{logModel, logInput, logOutput, logCacheRead, log
 // aiLogKey is the property written: Higress's ai_log.
 const aiLogKey = wrapper.AILogKey
 
+// aiLogPath is aiLogKey as the property's path: one segment, itself.
+var aiLogPath = []byte(aiLogKey)
+
 // maxLoggedValueBytes bounds each string the access log takes from a
 // request (a header value that names a subject, a model): longer ones are
 // cut.
@@ -280,7 +283,7 @@ func (r *request) appendLimit(b []byte, known bool) []byte {
 // plugins put there, and makes b the VM's buffer again.
 func (r *request) writeLog(b []byte) {
 	logBuf = keptBuffer(b)
-	out, ok := mergeAILog(logOut[:0], getAILog(), b)
+	out, ok := mergeAILog(logOut[:0], hostProperty(aiLogPath), b)
 	logOut = keptBuffer(out)
 	if !ok {
 		if debugEnabled() {
@@ -288,7 +291,7 @@ func (r *request) writeLog(b []byte) {
 		}
 		return
 	}
-	if !setAILog(out) && debugEnabled() {
+	if !setHostProperty(aiLogPath, out) && debugEnabled() {
 		log.Debugf("access log: the host refused to set %s", aiLogKey)
 	}
 }

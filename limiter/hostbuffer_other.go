@@ -3,6 +3,7 @@
 package limiter
 
 import (
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -58,4 +59,14 @@ func hostProperty(path []byte) []byte {
 		return nil
 	}
 	return v
+}
+
+// setHostProperty sets a property of one path segment to a copy of v:
+// outside WASM, through the SDK, whose host emulator keeps the slice it is
+// given. false when the host refuses it (or v is empty).
+func setHostProperty(path, v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	return proxywasm.SetProperty([]string{string(path)}, slices.Clone(v)) == nil
 }

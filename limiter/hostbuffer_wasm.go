@@ -71,6 +71,16 @@ func hostProperty(path []byte) []byte {
 	return unsafe.Slice(data, n)
 }
 
+// setHostProperty sets a property of one path segment to v, which the
+// host copies (v stays the caller's): the SDK's SetProperty without its
+// copy of the path. false when the host refuses it (or v is empty).
+func setHostProperty(path, v []byte) bool {
+	if len(v) == 0 {
+		return false
+	}
+	return proxySetProperty(unsafe.SliceData(path), int32(len(path)), unsafe.SliceData(v), int32(len(v))) == 0
+}
+
 // returned is where the host writes a buffer's address and length.
 var returned struct {
 	data *byte
@@ -100,3 +110,9 @@ func proxyGetHeaderMapPairs(mapType uint32, returnValueData unsafe.Pointer, retu
 //
 //go:wasmimport env proxy_get_property
 func proxyGetProperty(pathData *byte, pathSize int32, returnValueData unsafe.Pointer, returnValueSize *int32) uint32
+
+// proxySetProperty is the host's proxy_set_property (proxy-wasm ABI
+// 0.2.1), as the SDK declares it.
+//
+//go:wasmimport env proxy_set_property
+func proxySetProperty(pathData *byte, pathSize int32, valueData *byte, valueSize int32) uint32
