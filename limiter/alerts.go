@@ -164,8 +164,8 @@ func newAlerter(rules *config.Config, redis *scripts.Client, s *startState) *ale
 		registry:      cachekey.AlertRegistry(rules.RuleName),
 		maxAgeSeconds: rules.Alerts.MaxAgeSeconds,
 		leastWait:     hook.TimeoutMs/1000 + 1,
-		sent:          proxywasm.DefineCounterMetric(name + metricAlertSent),
-		failed:        proxywasm.DefineCounterMetric(name + metricAlertFailed),
+		sent:          defineCounter(name + metricAlertSent),
+		failed:        defineCounter(name + metricAlertFailed),
 		unlisted:      map[string]*unlistedOutbox{},
 	}
 	s.alerters = append(s.alerters, a)

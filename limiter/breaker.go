@@ -61,9 +61,9 @@ func (s *startState) endpointOf(r config.Redis, client *scripts.Client) *endpoin
 	eb := &endpointBreaker{
 		breaker: scripts.NewBreaker(int(r.BreakerFailures), time.Duration(r.BreakerProbeMs)*time.Millisecond),
 		prober:  client,
-		opened:  proxywasm.DefineCounterMetric(name + metricBreakerOpened),
-		openMs:  proxywasm.DefineCounterMetric(name + metricBreakerOpenMs),
-		latency: proxywasm.DefineHistogramMetric(name + metricRedisLatency),
+		opened:  defineCounter(name + metricBreakerOpened),
+		openMs:  defineCounter(name + metricBreakerOpenMs),
+		latency: defineHistogram(name + metricRedisLatency),
 		ids:     idsOf(key),
 	}
 	eb.breaker.OnChange = func(open bool, openFor time.Duration, err error) {

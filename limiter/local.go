@@ -53,8 +53,8 @@ func (s *startState) newLocal(rules *config.Config, client *scripts.Client, ids 
 		limiter:  locallimit.New(rules.LocalShare, int(rules.LocalMaxSubjects), ids.newID, &rules.Calendar),
 		client:   client,
 		ids:      ids,
-		caughtUp: proxywasm.DefineCounterMetric(name + metricCaughtUp),
-		lost:     proxywasm.DefineCounterMetric(name + metricLost),
+		caughtUp: defineCounter(name + metricCaughtUp),
+		lost:     defineCounter(name + metricLost),
 	}
 	s.locals = append(s.locals, ls)
 	return ls.limiter

@@ -171,7 +171,7 @@ func (s *series) count(name string) {
 		if s.named == nil {
 			s.named = map[string]proxywasm.MetricCounter{}
 		}
-		counter = proxywasm.DefineCounterMetric(s.prefix + name)
+		counter = defineCounter(s.prefix + name)
 		s.named[name] = counter
 	}
 	counter.Increment(1)
@@ -194,13 +194,40 @@ func (s *series) id(k seriesMetric) uint32 {
 	if s.defined&(1<<k) == 0 {
 		name := s.prefix + seriesMetricNames[k]
 		if k >= firstSeriesHistogram {
-			s.ids[k] = uint32(proxywasm.DefineHistogramMetric(name))
+			s.ids[k] = uint32(defineHistogram(name))
 		} else {
-			s.ids[k] = uint32(proxywasm.DefineCounterMetric(name))
+			s.ids[k] = uint32(defineCounter(name))
 		}
 		s.defined |= 1 << k
 	}
 	return s.ids[k]
+}
+
+// metricNames holds the name of every metric the VM defined, each mapped
+// to itself, and defineCounter and defineHistogram define a metric under
+// the one string kept there. The host emulator (proxytest), which the
+// tests and make run's gateway run the module on, keys a metric by a view
+// of its name in the module's memory, not by a copy: a name built for the
+// call and then collected would be overwritten there by what the memory
+// holds next, and the metric be found under no name. Envoy copies the
+// name; keeping it costs the VM each distinct name once (they are bounded
+// as the series are).
+var metricNames = map[string]string{}
+
+func keptName(name string) string {
+	if kept, ok := metricNames[name]; ok {
+		return kept
+	}
+	metricNames[name] = name
+	return name
+}
+
+func defineCounter(name string) proxywasm.MetricCounter {
+	return proxywasm.DefineCounterMetric(keptName(name))
+}
+
+func defineHistogram(name string) proxywasm.MetricHistogram {
+	return proxywasm.DefineHistogramMetric(keptName(name))
 }
 
 // metricModel returns the model segment of a counter name for a model the
