@@ -22,6 +22,10 @@ import (
 const (
 	metricBreakerOpened = "token_ratelimit_breaker_open_count" // times a breaker opened
 	metricBreakerOpenMs = "token_ratelimit_breaker_open_ms"    // milliseconds breakers were open
+	// metricRedisLatency is a histogram of the time of the calls of the
+	// plugin's scripts, admissions and charges, in milliseconds (see
+	// scripts.Client.SetLatency).
+	metricRedisLatency = "token_ratelimit_redis_latency_ms"
 )
 
 // endpointBreaker is one endpoint's breaker, the client that probes it
@@ -32,7 +36,8 @@ type endpointBreaker struct {
 	prober    *scripts.Client
 	opened    proxywasm.MetricCounter
 	openMs    proxywasm.MetricCounter
-	accounted time.Time // up to when openMs counts the open time
+	latency   proxywasm.MetricHistogram // metricRedisLatency
+	accounted time.Time                 // up to when openMs counts the open time
 	ids       *vmIDs
 	numbering bool // the tick's call for the VM's number is out
 }
@@ -58,6 +63,7 @@ func (s *startState) endpointOf(r config.Redis, client *scripts.Client) *endpoin
 		prober:  client,
 		opened:  proxywasm.DefineCounterMetric(name + metricBreakerOpened),
 		openMs:  proxywasm.DefineCounterMetric(name + metricBreakerOpenMs),
+		latency: proxywasm.DefineHistogramMetric(name + metricRedisLatency),
 		ids:     idsOf(key),
 	}
 	eb.breaker.OnChange = func(open bool, openFor time.Duration, err error) {

@@ -4,6 +4,7 @@ package limiter
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 )
@@ -47,4 +48,14 @@ func hostHeaderValues(m headerMap, name string, f func(string)) {
 			f(h[1])
 		}
 	}
+}
+
+// hostProperty returns the value of a property of one path segment, nil
+// when it has none: outside WASM, through the SDK.
+func hostProperty(path []byte) []byte {
+	v, err := proxywasm.GetProperty([]string{unsafe.String(unsafe.SliceData(path), len(path))})
+	if err != nil {
+		return nil
+	}
+	return v
 }

@@ -55,6 +55,22 @@ func hostHeaderValues(m headerMap, name string, f func(string)) {
 	eachHeaderValue(unsafe.Slice(data, n), name, f)
 }
 
+// hostProperty returns the value of a property of one path segment (its
+// serialized path is the segment itself), nil when it has none: the SDK's
+// GetProperty, but for the path, which the SDK serializes anew on every
+// read, and for where the host writes the value's address and length, as
+// in hostBuffer. The value is the host's copy, the caller's.
+func hostProperty(path []byte) []byte {
+	returned.data, returned.size = nil, 0
+	status := proxyGetProperty(unsafe.SliceData(path), int32(len(path)), unsafe.Pointer(&returned.data), &returned.size)
+	data, n := returned.data, returned.size
+	returned.data = nil
+	if status != 0 || data == nil {
+		return nil
+	}
+	return unsafe.Slice(data, n)
+}
+
 // returned is where the host writes a buffer's address and length.
 var returned struct {
 	data *byte
@@ -78,3 +94,9 @@ func proxyGetHeaderMapValue(mapType uint32, keyData *byte, keySize int32, return
 //
 //go:wasmimport env proxy_get_header_map_pairs
 func proxyGetHeaderMapPairs(mapType uint32, returnValueData unsafe.Pointer, returnValueSize *int32) uint32
+
+// proxyGetProperty is the host's proxy_get_property (proxy-wasm ABI
+// 0.2.1), as the SDK declares it.
+//
+//go:wasmimport env proxy_get_property
+func proxyGetProperty(pathData *byte, pathSize int32, returnValueData unsafe.Pointer, returnValueSize *int32) uint32

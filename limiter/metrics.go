@@ -2,6 +2,7 @@ package limiter
 
 import (
 	"strings"
+	"unsafe"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 
@@ -86,10 +87,10 @@ const (
 )
 
 // metricModels is the sanitized model names that have counters of their own
-// in this VM (at most maxMetricModels): shared by every configuration, and
-// not reset when the plugin is reconfigured, since the counters it defined
-// stay.
-var metricModels = map[string]struct{}{}
+// in this VM (at most maxMetricModels), each mapped to itself: shared by
+// every configuration, and not reset when the plugin is reconfigured, since
+// the counters it defined stay.
+var metricModels = map[string]string{}
 
 // The <consumer> segment is the x-mse-consumer header, which an auth plugin
 // sets, but which a client can send itself on a route where none does: a
@@ -100,41 +101,106 @@ var metricModels = map[string]struct{}{}
 // consumerOther, and a request without one under "none".
 const consumerOther = "other"
 
-// metrics defines counters on first use and keeps them; only rejections,
-// failures, queueing, responses without usage and requests asked for their
-// usage touch it, never the path of an admitted request that reports its
-// usage by itself.
+// metrics defines the metrics of each route, upstream, model and consumer
+// (a series) on first use and keeps their ids, so that counting is a map
+// lookup and a host call: what a request was charged counts on the path
+// of every request (spend.go), with no allocation once its series exists,
+// beyond the host's copies of the route's and upstream's names and of the
+// consumer header.
 type metrics struct {
-	counters  map[string]proxywasm.MetricCounter
-	consumers map[string]bool // the consumers named in the configuration
+	series    map[seriesKey]*series
+	consumers map[string]string // the consumers named in the configuration, each mapped to itself
 }
 
 func newMetrics(rules *config.Config) *metrics {
-	m := &metrics{counters: map[string]proxywasm.MetricCounter{}, consumers: map[string]bool{}}
+	m := &metrics{series: map[seriesKey]*series{}, consumers: map[string]string{}}
 	for _, item := range rules.Items {
 		if item.Type != config.ByConsumer {
 			continue
 		}
 		for _, k := range item.Keys {
 			if k.Kind == config.KeyExact {
-				m.consumers[k.Key] = true
+				m.consumers[k.Key] = k.Key
 			}
 		}
 	}
 	return m
 }
 
+// seriesKey is the segments of a series' names. While a series is looked
+// up, route and cluster are views of the host's copies; a stored key holds
+// copies of its own.
+type seriesKey struct{ route, cluster, model, consumer string }
+
+// series is the metrics of one route, upstream, model and consumer: those
+// of seriesMetricNames by index, and the other counters by name.
+type series struct {
+	prefix  string // route.<route>.upstream.<cluster>.model.<model>.consumer.<consumer>.metric.
+	ids     [numSeriesMetrics]uint32
+	defined uint32 // bit i set: ids[i] is defined
+	named   map[string]proxywasm.MetricCounter
+}
+
+// seriesOf returns the series of the current request's route and upstream,
+// a model ("": not known) and a consumer ("": none), made on first use.
+func (m *metrics) seriesOf(consumer, model string) *series {
+	route, cluster := hostProperty(propertyRouteName), hostProperty(propertyClusterName)
+	key := seriesKey{route: orNone(unsafe.String(unsafe.SliceData(route), len(route))),
+		cluster: orNone(unsafe.String(unsafe.SliceData(cluster), len(cluster))),
+		model:   metricModel(model), consumer: m.consumerLabel(consumer)}
+	if s, ok := m.series[key]; ok {
+		return s
+	}
+	key.route, key.cluster = strings.Clone(key.route), strings.Clone(key.cluster)
+	s := &series{prefix: "route." + key.route + ".upstream." + key.cluster + ".model." + key.model +
+		".consumer." + key.consumer + ".metric."}
+	m.series[key] = s
+	return s
+}
+
 // count adds one to the named counter for the request's route, upstream,
 // model ("": not known) and consumer ("": none).
 func (m *metrics) count(name, consumer, model string) {
-	full := "route." + property("route_name") + ".upstream." + property("cluster_name") +
-		".model." + metricModel(model) + ".consumer." + m.consumerLabel(consumer) + ".metric." + name
-	counter, ok := m.counters[full]
+	m.seriesOf(consumer, model).count(name)
+}
+
+// count adds one to the series' counter of that name.
+func (s *series) count(name string) {
+	counter, ok := s.named[name]
 	if !ok {
-		counter = proxywasm.DefineCounterMetric(full)
-		m.counters[full] = counter
+		if s.named == nil {
+			s.named = map[string]proxywasm.MetricCounter{}
+		}
+		counter = proxywasm.DefineCounterMetric(s.prefix + name)
+		s.named[name] = counter
 	}
 	counter.Increment(1)
+}
+
+// add adds n (if positive) to the series' counter k.
+func (s *series) add(k seriesMetric, n int64) {
+	if n > 0 {
+		proxywasm.MetricCounter(s.id(k)).Increment(uint64(n))
+	}
+}
+
+// record records v in the series' histogram k.
+func (s *series) record(k seriesMetric, v uint64) {
+	proxywasm.MetricHistogram(s.id(k)).Record(v)
+}
+
+// id is the id of the series' metric k, defined on first use.
+func (s *series) id(k seriesMetric) uint32 {
+	if s.defined&(1<<k) == 0 {
+		name := s.prefix + seriesMetricNames[k]
+		if k >= firstSeriesHistogram {
+			s.ids[k] = uint32(proxywasm.DefineHistogramMetric(name))
+		} else {
+			s.ids[k] = uint32(proxywasm.DefineCounterMetric(name))
+		}
+		s.defined |= 1 << k
+	}
+	return s.ids[k]
 }
 
 // metricModel returns the model segment of a counter name for a model the
@@ -144,40 +210,36 @@ func (m *metrics) count(name, consumer, model string) {
 // [A-Za-z0-9_:/+-] with '_': a '.' would split the segment, and anything
 // else (spaces, quotes, non-ASCII, control bytes) has no place in a metric
 // name. Common names stay readable: gpt-4o-mini as it is, gemini-2.5-flash
-// as gemini-2_5-flash.
+// as gemini-2_5-flash. A model met before costs no allocation.
 func metricModel(model string) string {
 	if model == "" {
 		return modelUnknown
 	}
-	name := sanitizeMetricModel(model)
-	if _, ok := metricModels[name]; ok {
-		return name
+	var buf [maxMetricModelBytes]byte
+	name := sanitizeMetricModel(buf[:0], model)
+	if known, ok := metricModels[string(name)]; ok {
+		return known
 	}
 	if len(metricModels) >= maxMetricModels {
 		return modelOverflow
 	}
-	name = strings.Clone(name) // not a slice of a request's (possibly large) model string
-	metricModels[name] = struct{}{}
-	return name
+	known := string(name) // a copy: not a slice of a request's (possibly large) model string
+	metricModels[known] = known
+	return known
 }
 
-// sanitizeMetricModel cuts model to maxMetricModelBytes and replaces the
-// bytes not allowed in a metric name segment with '_'; it returns model
-// itself (or a prefix of it) when nothing needs replacing.
-func sanitizeMetricModel(model string) string {
+// sanitizeMetricModel appends model, cut to maxMetricModelBytes, to dst,
+// each byte not allowed in a metric name segment replaced with '_'.
+func sanitizeMetricModel(dst []byte, model string) []byte {
 	model = model[:min(len(model), maxMetricModelBytes)]
 	for i := 0; i < len(model); i++ {
-		if !metricNameByte(model[i]) {
-			b := []byte(model)
-			for j := i; j < len(b); j++ {
-				if !metricNameByte(b[j]) {
-					b[j] = '_'
-				}
-			}
-			return string(b)
+		c := model[i]
+		if !metricNameByte(c) {
+			c = '_'
 		}
+		dst = append(dst, c)
 	}
-	return model
+	return dst
 }
 
 // metricNameByte says whether c may appear in a model segment as it is.
@@ -192,22 +254,21 @@ func metricNameByte(c byte) bool {
 // consumerLabel is the consumer segment of a counter name: the consumer
 // when the configuration names it, else consumerOther ("none": no consumer).
 func (m *metrics) consumerLabel(consumer string) string {
-	switch {
-	case consumer == "":
+	if consumer == "" {
 		return "none"
-	case m.consumers[consumer]:
-		return consumer
+	}
+	if named, ok := m.consumers[consumer]; ok {
+		return named
 	}
 	return consumerOther
 }
 
-func property(name string) string {
-	v, err := proxywasm.GetProperty([]string{name})
-	if err != nil {
-		return "none"
-	}
-	return orNone(string(v))
-}
+// The properties that name a series' route and upstream, as the host
+// takes their paths (one segment each).
+var (
+	propertyRouteName   = []byte("route_name")
+	propertyClusterName = []byte("cluster_name")
+)
 
 func orNone(s string) string {
 	if s == "" {

@@ -104,6 +104,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 	pc.alerts = newAlerter(rules, pc.redis, pc.start)
 	endpoint := pc.start.endpointOf(rules.Redis, pc.redis)
 	pc.redis.SetBreaker(endpoint.breaker)
+	pc.redis.SetLatency(endpoint.latency)
 	pc.ids = endpoint.ids
 	if rules.FailureMode == config.FailLocal {
 		pc.local = pc.start.newLocal(rules, pc.redis, pc.ids)

@@ -67,7 +67,7 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 	r.enter(phaseRejected)
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
-	r.pc.metrics.count(metricRejected, requestHeader(consumerHeader), r.model)
+	r.countRejection(v.Kind)
 	r.countByLevel(false)
 	reset := max(v.Reset, 1)
 	waitMs := v.WaitMs

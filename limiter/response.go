@@ -83,6 +83,7 @@ func (r *request) settle(complete bool) {
 		u, ok = r.usage.Usage()
 	}
 	var cost reservation
+	how := settledReported
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if ok {
 		cost = r.spent(u.Input, u.Output, u.CacheRead, u.CacheCreation)
@@ -90,16 +91,18 @@ func (r *request) settle(complete bool) {
 			cost = cost.atLeast(r.reserved)
 		}
 	} else if failed {
+		how = settledNothing
 		if debugEnabled() {
 			log.Debugf("upstream answered %d without usage: giving back %d reserved tokens, %d nanodollars", r.status, r.reserved.Tokens, r.reserved.USD)
 		}
 	} else {
-		cost = r.estimated()
+		how = settledEstimated
+		cost, u = r.estimated()
 		if !complete {
 			cost = cost.atLeast(r.reserved)
 		}
-		r.pc.metrics.count(metricEstimated, requestHeader(consumerHeader), r.model)
 	}
+	r.countSpend(how, u, cost, complete && !failed)
 	r.compressed = nil // inflated by estimated, or not needed
 	delta := scripts.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
 	var spent *scripts.Amounts // with a reservation, what the charge is of: alerts decide on it
@@ -129,8 +132,9 @@ func (r *request) settle(complete bool) {
 // estimate of its request (from the body when the plugin read it, else
 // from its declared size) and the bytes of output text the client received
 // (the content, text and delta fields of the APIs tokenusage reads) at
-// bytes_per_token (4 when it is not set).
-func (r *request) estimated() reservation {
+// bytes_per_token (4 when it is not set); and those tokens, as the usage
+// estimated (Input, Output).
+func (r *request) estimated() (reservation, tokenusage.Usage) {
 	bytesPerToken := r.pc.rules.Reservation.SizeBytesPerToken()
 	text := int64(0) // no chunk read: no text
 	if r.usage != nil {
@@ -149,5 +153,5 @@ func (r *request) estimated() reservation {
 		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d tokens, %d nanodollars",
 			r.promptEstimate, output, text, cost.Tokens, cost.USD)
 	}
-	return cost
+	return cost, tokenusage.Usage{Input: r.promptEstimate, Output: output}
 }

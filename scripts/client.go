@@ -51,8 +51,10 @@ type Client struct {
 	cluster  string // the gateway's name for the Redis cluster
 	ready    bool   // whether the gateway accepted RedisInit
 	replies  *bufio.Reader
-	flat     flatReply // the flat integer replies, read without the RESP reader
-	breaker  *Breaker  // nil: none
+	flat     flatReply                 // the flat integer replies, read without the RESP reader
+	breaker  *Breaker                  // nil: none
+	latency  proxywasm.MetricHistogram // where each call's time is recorded, when timed
+	timed    bool
 	// crossSlot: Redis refused a call whose keys span hash slots
 	// (CROSSSLOT), so it is a Redis Cluster (see CrossSlotRefused).
 	crossSlot bool
@@ -67,6 +69,15 @@ func (c *Client) CrossSlotRefused() bool { return c.crossSlot }
 // SetBreaker puts the client's calls behind a circuit breaker, which
 // clients of the same endpoint may share.
 func (c *Client) SetBreaker(b *Breaker) { c.breaker = b }
+
+// SetLatency has the client record the time of each call of a script
+// (each try: one sent again by source, or with Redis's clock, is timed
+// anew), from when it is sent to its answer, whatever the answer (the
+// gateway's failure after redis.timeout included), in whole milliseconds
+// rounded down, as Envoy records its own request times: 0 is under a
+// millisecond. Read on the host's monotonic clock, once when sent and once
+// when answered.
+func (c *Client) SetLatency(h proxywasm.MetricHistogram) { c.latency, c.timed = h, true }
 
 // BreakerOpen reports whether the client's calls fail at once.
 func (c *Client) BreakerOpen() bool { return c.breaker.Open() }
@@ -734,10 +745,17 @@ func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Valu
 // makes two calls: the chain of closures was the most of its allocations).
 func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clockRetry bool, done func(resp.Value, error)) error {
 	query := encode(bySource)
+	var sent time.Time
+	if c.timed {
+		sent = time.Now()
+	}
 	err := c.dispatchQuery(query, func(status, size int) {
 		// The host may read the query after the call returns (the test host
 		// does): keep it from being collected and reused until the reply.
 		runtime.KeepAlive(query)
+		if c.timed {
+			c.latency.Record(uint64(max(time.Since(sent).Milliseconds(), 0)))
+		}
 		v, err := c.readReply(status, size)
 		c.noteOutcome(err)
 		retry := false

@@ -43,6 +43,7 @@ const (
 	cacheCreationInputTokens // Anthropic, excluded from input_tokens
 	cacheReadInputTokens     // Anthropic, excluded from input_tokens
 	inputCachedTokens        // Responses: input_tokens_details.cached_tokens, included in input_tokens
+	outputReasoningTokens    // Responses: output_tokens_details.reasoning_tokens, included in output_tokens
 	iterations               // Anthropic: 1 when usage.iterations was reported
 	iterationsInput          // Anthropic: the sums over usage.iterations
 	iterationsOutput
@@ -80,6 +81,7 @@ var familyOf = [numFields]family{
 	cacheCreationInputTokens: inputOutputFamily,
 	cacheReadInputTokens:     inputOutputFamily,
 	inputCachedTokens:        inputOutputFamily,
+	outputReasoningTokens:    inputOutputFamily,
 	iterations:               inputOutputFamily,
 	iterationsInput:          inputOutputFamily,
 	iterationsOutput:         inputOutputFamily,
@@ -138,6 +140,8 @@ func (r *rawUsage) apply(obj []byte) {
 			r.set(cacheReadInputTokens, value)
 		case "input_tokens_details":
 			r.set(inputCachedTokens, value.Get("cached_tokens"))
+		case "output_tokens_details":
+			r.set(outputReasoningTokens, value.Get("reasoning_tokens"))
 		case "iterations":
 			r.applyIterations(value)
 		case "billed_units": // Cohere: what is billed, beside "tokens" (what the model saw)
@@ -272,6 +276,7 @@ func (r *rawUsage) usage() (Usage, bool) {
 		if v[reasoningTokens] > 0 && v[totalTokens] == v[promptTokens]+v[completionTokens]+v[reasoningTokens] {
 			u.Output += v[reasoningTokens]
 		}
+		u.Reasoning = min(v[reasoningTokens], u.Output)
 		return u, true
 	case inputOutputFamily:
 		if v[iterations] != 0 {
@@ -287,12 +292,14 @@ func (r *rawUsage) usage() (Usage, bool) {
 			Output:        v[outputTokens],
 			CacheRead:     v[cacheReadInputTokens] + v[inputCachedTokens],
 			CacheCreation: v[cacheCreationInputTokens],
+			Reasoning:     min(v[outputReasoningTokens], v[outputTokens]),
 		}, true
 	case geminiFamily:
 		return Usage{
 			Input:     v[promptTokenCount] + v[toolUsePromptTokenCount],
 			Output:    v[candidatesTokenCount] + v[thoughtsTokenCount],
 			CacheRead: v[cachedContentTokenCount],
+			Reasoning: v[thoughtsTokenCount],
 		}, true
 	case bedrockFamily:
 		u := Usage{

@@ -56,6 +56,7 @@ type Usage struct {
 	Output        int64 // completion tokens, reasoning/thinking included
 	CacheRead     int64 // part of Input served from a prompt cache
 	CacheCreation int64 // part of Input written to a prompt cache
+	Reasoning     int64 // part of Output spent reasoning (thinking), where the provider says how much: OpenAI, xAI, Gemini
 }
 
 // Total is the number of tokens the response consumed, Input plus Output.

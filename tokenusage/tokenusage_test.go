@@ -23,17 +23,17 @@ var fixtures = []fixture{
 	{"openai_chat_stream.sse", &Usage{Input: 1843, Output: 51, CacheRead: 1536}},
 	{"openai_chat_stream_no_usage.sse", nil},
 	{"openai_chat.json", &Usage{Input: 1117, Output: 46, CacheRead: 1024}},
-	{"openai_responses_stream.sse", &Usage{Input: 2315, Output: 312, CacheRead: 2048}},
-	{"openai_responses.json", &Usage{Input: 328, Output: 1052}},
+	{"openai_responses_stream.sse", &Usage{Input: 2315, Output: 312, CacheRead: 2048, Reasoning: 256}},
+	{"openai_responses.json", &Usage{Input: 328, Output: 1052, Reasoning: 960}},
 	{"anthropic_stream.sse", &Usage{Input: 27 + 1620 + 14235, Output: 503, CacheRead: 14235, CacheCreation: 1620}},
 	{"anthropic_stream_cumulative.sse", &Usage{Input: 472 + 3072, Output: 89, CacheRead: 3072}},
 	{"anthropic.json", &Usage{Input: 12 + 2051 + 18432, Output: 394, CacheRead: 18432, CacheCreation: 2051}},
-	{"gemini_stream.sse", &Usage{Input: 4211 + 35, Output: 3*51 + 618, CacheRead: 4096}},
-	{"gemini.json", &Usage{Input: 9020 + 12, Output: 211 + 310, CacheRead: 8192}},
+	{"gemini_stream.sse", &Usage{Input: 4211 + 35, Output: 3*51 + 618, CacheRead: 4096, Reasoning: 618}},
+	{"gemini.json", &Usage{Input: 9020 + 12, Output: 211 + 310, CacheRead: 8192, Reasoning: 310}},
 	// Written from the providers' documentation, each with something that
 	// looks like usage in the wrong place.
-	{"gemini_array.json", &Usage{Input: 9, Output: 21 + 40}},
-	{"xai_chat_stream.sse", &Usage{Input: 40, Output: 5 + 300, CacheRead: 32}},
+	{"gemini_array.json", &Usage{Input: 9, Output: 21 + 40, Reasoning: 40}},
+	{"xai_chat_stream.sse", &Usage{Input: 40, Output: 5 + 300, CacheRead: 32, Reasoning: 300}},
 	{"anthropic_iterations.sse", &Usage{Input: 40000 + 500 + 100, Output: 900 + 700, CacheRead: 100}},
 	{"openrouter_stream.sse", &Usage{Input: 2100, Output: 9, CacheCreation: 2048}},
 	{"ollama_chat.ndjson", &Usage{Input: 26, Output: 282}},
@@ -220,7 +220,7 @@ func TestLaterValuesOverrideFieldByField(t *testing.T) {
 		[]byte(`{"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":20,"thoughtsTokenCount":5}}`),
 		[]byte(`{"usageMetadata":{"promptTokenCount":50,"candidatesTokenCount":30}}`),
 	)
-	checkUsage(t, &Usage{Input: 50, Output: 35}, got, ok, "gemini")
+	checkUsage(t, &Usage{Input: 50, Output: 35, Reasoning: 5}, got, ok, "gemini")
 }
 
 func TestAnotherFamilyStartsOver(t *testing.T) {
@@ -541,5 +541,30 @@ func TestUsageObjects(t *testing.T) {
 		if got := p.UsageObjects(); got != s.want {
 			t.Fatalf("after %.60q: %d usage objects, want %d", s.chunk, got, s.want)
 		}
+	}
+}
+
+// Reasoning is the part of the output a provider says was spent reasoning,
+// never more than the output.
+func TestReasoningIsPartOfOutput(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		want       Usage
+	}{
+		{"OpenAI chat", `{"usage":{"prompt_tokens":5,"completion_tokens":10,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":7}}}`,
+			Usage{Input: 5, Output: 10, Reasoning: 7}},
+		{"xAI: beside the completion, and in the total", `{"usage":{"prompt_tokens":5,"completion_tokens":10,"total_tokens":22,"completion_tokens_details":{"reasoning_tokens":7}}}`,
+			Usage{Input: 5, Output: 17, Reasoning: 7}},
+		{"more reasoning than output: cut to the output", `{"usage":{"prompt_tokens":5,"completion_tokens":10,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":70}}}`,
+			Usage{Input: 5, Output: 10, Reasoning: 10}},
+		{"Responses", `{"usage":{"input_tokens":5,"output_tokens":10,"output_tokens_details":{"reasoning_tokens":8}}}`,
+			Usage{Input: 5, Output: 10, Reasoning: 8}},
+		{"Anthropic: not reported", `{"usage":{"input_tokens":5,"output_tokens":10}}`,
+			Usage{Input: 5, Output: 10}},
+		{"Gemini", `{"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":10,"thoughtsTokenCount":4}}`,
+			Usage{Input: 5, Output: 14, Reasoning: 4}},
+	} {
+		got, ok := parse([]byte(c.body))
+		checkUsage(t, &c.want, got, ok, "%s", c.name)
 	}
 }
