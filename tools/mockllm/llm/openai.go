@@ -26,18 +26,24 @@ type chatUsage struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
-	CompletionTokensDetails struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
+	CompletionTokensDetails *completionTokensDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type completionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
 }
 
 // newChatUsage is OpenAI's usage object: cached and reasoning tokens are
 // parts of prompt_tokens and completion_tokens; a cache write is not
-// reported apart.
+// reported apart. completion_tokens_details is there only with reasoning
+// tokens, so that a body without them is as it was before the mock could
+// report them (tests match its end).
 func newChatUsage(u Usage) *chatUsage {
 	c := &chatUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Total()}
 	c.PromptTokensDetails.CachedTokens = u.Cached
-	c.CompletionTokensDetails.ReasoningTokens = u.Reasoning
+	if u.Reasoning > 0 {
+		c.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: u.Reasoning}
+	}
 	return c
 }
 
