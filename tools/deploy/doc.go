@@ -8,9 +8,15 @@
 //   - wasmplugin.yaml: a Higress WasmPlugin resource using that image;
 //   - redis.yaml: the Redis that WasmPlugin names, as Kubernetes objects;
 //   - atrl.Dockerfile and exporter.yaml: the budget exporter (atrl exporter)
-//     as an image, and its Deployment beside the gateway.
+//     as an image, and its Deployment beside the gateway;
+//   - grafana-dashboard.json: a Grafana dashboard of the gateway's metrics
+//     and the exporter's (spend, tokens, rejections, budgets, Redis);
+//   - prometheus-rules.yaml: Prometheus alert rules (budgets at 80 % and
+//     100 %, Redis failing or unreachable, the circuit breaker open).
 //
 // The tests check these files against the Envoy API's validation, the Compose
 // specification, the plugin's own configuration parser, redis-server and
-// each other, so a typo fails `go test ./...` instead of a deployment.
+// each other, and every query of the dashboard and the rules against the
+// metrics a live run of the plugin and the exporter serves, so a typo fails
+// `go test ./...` instead of a deployment.
 package deploy

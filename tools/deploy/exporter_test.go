@@ -1,14 +1,11 @@
 package deploy
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -362,11 +359,7 @@ func TestExporterManifestRunsAtrl(t *testing.T) {
 	c := o.container(t)
 	flags := c.exporterFlags(t)
 
-	bin := filepath.Join(t.TempDir(), "atrl")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/atrl")
-	build.Dir = repoRoot(t)
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build ./cmd/atrl:\n%s", out)
+	bin := buildAtrl(t)
 
 	r := redistest.Start(t)
 	const password = "c0ffee9a41b7"
@@ -383,35 +376,11 @@ func TestExporterManifestRunsAtrl(t *testing.T) {
 		args = append(args, "-"+name, value)
 	}
 	args = append(args, "-redis", r.Addr)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var env []string
 	for _, e := range c.Env {
-		cmd.Env = append(cmd.Env, e.Name+"="+password) // every variable is the Secret's password
+		env = append(env, e.Name+"="+password) // every variable is the Secret's password
 	}
-	stdout, err := cmd.StdoutPipe()
-	require.NoError(t, err)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	var url string
-	select {
-	case line := <-lines:
-		m := regexp.MustCompile(`^atrl exporter listening on (http://127\.0\.0\.1:\d+)/metrics$`).FindStringSubmatch(line)
-		require.NotNil(t, m, "%q\n%s", line, stderr.String())
-		url = m[1]
-	case <-time.After(30 * time.Second):
-		t.Fatalf("atrl exporter did not listen:\n%s", stderr.String())
-	}
+	url, stderr := startExporter(t, bin, env, args...)
 
 	client := &http.Client{Timeout: 15 * time.Second}
 	get := func(path string) string {

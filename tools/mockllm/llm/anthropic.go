@@ -14,7 +14,8 @@ type messagesRequest struct {
 }
 
 // anthropicUsage is the Messages usage object. Anthropic's input_tokens
-// excludes the tokens read from or written to the prompt cache.
+// excludes the tokens read from or written to the prompt cache; it reports
+// no reasoning apart (thinking is part of output_tokens).
 type anthropicUsage struct {
 	InputTokens              int `json:"input_tokens"`
 	CacheCreationInputTokens int `json:"cache_creation_input_tokens"`
@@ -28,14 +29,14 @@ type textBlock struct {
 }
 
 type message struct {
-	ID           string         `json:"id"`
-	Type         string         `json:"type"`
-	Role         string         `json:"role"`
-	Model        string         `json:"model"`
-	Content      []textBlock    `json:"content"`
-	StopReason   *string        `json:"stop_reason"`
-	StopSequence *string        `json:"stop_sequence"`
-	Usage        anthropicUsage `json:"usage"`
+	ID           string          `json:"id"`
+	Type         string          `json:"type"`
+	Role         string          `json:"role"`
+	Model        string          `json:"model"`
+	Content      []textBlock     `json:"content"`
+	StopReason   *string         `json:"stop_reason"`
+	StopSequence *string         `json:"stop_sequence"`
+	Usage        *anthropicUsage `json:"usage,omitempty"`
 }
 
 func messages(w http.ResponseWriter, r *http.Request, body []byte, p params, id uint64) error {
@@ -44,7 +45,11 @@ func messages(w http.ResponseWriter, r *http.Request, body []byte, p params, id 
 		return err
 	}
 	u := p.tokens(req.MaxTokens)
-	usage := anthropicUsage{InputTokens: u.Input - u.Cached, CacheReadInputTokens: u.Cached, OutputTokens: u.Output}
+	var usage *anthropicUsage // none: no usage object, at the start or the end
+	if !u.None {
+		usage = &anthropicUsage{InputTokens: u.Input - u.Cached - u.CacheWrite, CacheCreationInputTokens: u.CacheWrite,
+			CacheReadInputTokens: u.Cached, OutputTokens: u.Output}
+	}
 	text := words(p.events)
 	endTurn := "end_turn"
 	msg := message{ID: fmt.Sprintf("msg_mock_%d", id), Type: "message", Role: "assistant",
@@ -58,7 +63,11 @@ func messages(w http.ResponseWriter, r *http.Request, body []byte, p params, id 
 	// message_delta at the end carries the output so far (cumulative).
 	start := msg
 	start.Content, start.StopReason = []textBlock{}, nil
-	start.Usage.OutputTokens = 1
+	if usage != nil {
+		first := *usage
+		first.OutputTokens = 1
+		start.Usage = &first
+	}
 
 	s := startSSE(w, r, p)
 	send := func(kind string, fields map[string]any) bool {
@@ -71,10 +80,13 @@ func messages(w http.ResponseWriter, r *http.Request, body []byte, p params, id 
 	for _, t := range text {
 		ok = ok && send("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": t}})
 	}
+	delta := map[string]any{"delta": map[string]any{"stop_reason": endTurn, "stop_sequence": nil}}
+	if usage != nil {
+		delta["usage"] = map[string]any{"output_tokens": u.Output}
+	}
 	_ = ok &&
 		send("content_block_stop", map[string]any{"index": 0}) &&
-		send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": endTurn, "stop_sequence": nil},
-			"usage": map[string]any{"output_tokens": u.Output}}) &&
+		send("message_delta", delta) &&
 		send("message_stop", map[string]any{})
 	return nil
 }

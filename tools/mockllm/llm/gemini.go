@@ -13,12 +13,16 @@ type geminiRequest struct {
 }
 
 // usageMetadata is Gemini's usage object; promptTokenCount includes the
-// cached tokens. In a stream every chunk carries the usage so far.
+// cached tokens; thoughtsTokenCount (reasoning) is beside
+// candidatesTokenCount, both in totalTokenCount. In a stream every chunk
+// carries the usage so far, the thoughts whole from the first (a model
+// thinks before it answers).
 type usageMetadata struct {
 	PromptTokenCount        int `json:"promptTokenCount"`
 	CandidatesTokenCount    int `json:"candidatesTokenCount"`
 	TotalTokenCount         int `json:"totalTokenCount"`
 	CachedContentTokenCount int `json:"cachedContentTokenCount,omitempty"`
+	ThoughtsTokenCount      int `json:"thoughtsTokenCount,omitempty"`
 }
 
 type geminiPart struct {
@@ -37,9 +41,9 @@ type candidate struct {
 }
 
 type generateResponse struct {
-	Candidates    []candidate   `json:"candidates"`
-	UsageMetadata usageMetadata `json:"usageMetadata"`
-	ModelVersion  string        `json:"modelVersion"`
+	Candidates    []candidate    `json:"candidates"`
+	UsageMetadata *usageMetadata `json:"usageMetadata,omitempty"` // nil: x-mock-usage none
+	ModelVersion  string         `json:"modelVersion"`
 }
 
 // geminiGenerate answers generateContent (stream false) or
@@ -53,21 +57,26 @@ func geminiGenerate(model string, streamed bool) answerFunc {
 		}
 		u := p.tokens(req.GenerationConfig.MaxOutputTokens)
 		text := words(p.events)
-		chunk := func(parts []geminiPart, output int, last bool) generateResponse {
+		answer := u.Output - u.Reasoning // candidatesTokenCount leaves the thoughts out
+		chunk := func(parts []geminiPart, candidates int, last bool) generateResponse {
 			c := candidate{Content: geminiContent{Parts: parts, Role: "model"}}
 			if last {
 				c.FinishReason = "STOP"
 			}
-			return generateResponse{Candidates: []candidate{c}, ModelVersion: model,
-				UsageMetadata: usageMetadata{PromptTokenCount: u.Input, CandidatesTokenCount: output,
-					TotalTokenCount: u.Input + output, CachedContentTokenCount: u.Cached}}
+			r := generateResponse{Candidates: []candidate{c}, ModelVersion: model}
+			if !u.None {
+				r.UsageMetadata = &usageMetadata{PromptTokenCount: u.Input, CandidatesTokenCount: candidates,
+					TotalTokenCount: u.Input + u.Reasoning + candidates, CachedContentTokenCount: u.Cached,
+					ThoughtsTokenCount: u.Reasoning}
+			}
+			return r
 		}
 		if !streamed {
 			parts := make([]geminiPart, len(text))
 			for i, t := range text {
 				parts[i] = geminiPart{Text: t}
 			}
-			writeJSON(w, r, p, chunk(parts, u.Output, true))
+			writeJSON(w, r, p, chunk(parts, answer, true))
 			return nil
 		}
 		sse := r.URL.Query().Get("alt") == "sse"
@@ -79,7 +88,7 @@ func geminiGenerate(model string, streamed bool) answerFunc {
 			s = startStream(w, r, p, "application/json")
 		}
 		for i, t := range text {
-			c := chunk([]geminiPart{{Text: t}}, share(u.Output, i+1, len(text)), i == len(text)-1)
+			c := chunk([]geminiPart{{Text: t}}, share(answer, i+1, len(text)), i == len(text)-1)
 			if sse {
 				if !s.event("", c) {
 					return nil

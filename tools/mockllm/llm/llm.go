@@ -6,18 +6,29 @@
 //
 // The usage is chosen by the caller, so tests can check what was charged:
 //
-//	x-mock-usage: <input>,<output>[,<cached>]   exact counts; cached is the part of
-//	                                            input read from a prompt cache
-//	x-mock-events: N                            content events (default 8, 1..10000)
-//	x-mock-delay-ms: D                          pause before each event after the
-//	                                            first (default 0, at most 2000)
+//	x-mock-usage: <input>,<output>[,<cached>[,<cache_write>[,<reasoning>]]]
+//	                     exact counts; cached and cache_write are the parts of
+//	                     input read from and written to a prompt cache,
+//	                     reasoning the part of output spent reasoning
+//	x-mock-usage: none   no usage reported at all
+//	x-mock-events: N     content events (default 8, 1..10000)
+//	x-mock-delay-ms: D   pause before each event after the first (default 0,
+//	                     at most 2000)
 //
 // Without x-mock-usage, input is the request body's size in bytes (decoded
 // from its Content-Encoding) divided by 4 and output is the request's output
 // cap (max_tokens, max_output_tokens, generationConfig.maxOutputTokens…) or
-// 16. Whatever the shape, a response costs input + output tokens: cached
-// tokens are reported as a part of the input in each provider's way
-// (Anthropic's input_tokens excludes them, the others include them).
+// 16. Whatever the shape, a response costs input + output tokens: the parts
+// are reported in each provider's way where it has a field for them, and
+// are in input or output otherwise. Cached tokens: Anthropic's input_tokens
+// excludes them (cache_read_input_tokens), the others include them. A
+// cache write: Anthropic's cache_creation_input_tokens, also outside its
+// input_tokens; the others report none. Reasoning: OpenAI's
+// completion_tokens_details.reasoning_tokens and Responses'
+// output_tokens_details.reasoning_tokens, parts of the output; Gemini's
+// thoughtsTokenCount, beside candidatesTokenCount; Anthropic reports none.
+// With none, a response has no usage object (Responses: "usage": null),
+// and a chat stream no usage chunk even when stream_options asks for one.
 //
 // A request body compressed with Content-Encoding gzip or deflate is read
 // decoded, as the providers' APIs read it (encoding.go).

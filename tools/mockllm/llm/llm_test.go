@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+
+	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
 // post sends one request to the mock and returns the response, body read.
@@ -253,6 +255,9 @@ func TestMalformedRequestsAreRefusedWithAReason(t *testing.T) {
 		{"/v1/chat/completions", `{}`, []string{HeaderUsage, "12"}, 400, "want <input>,<output>"},
 		{"/v1/chat/completions", `{}`, []string{HeaderUsage, "1,-2"}, 400, `"-2" is not a token count`},
 		{"/v1/chat/completions", `{}`, []string{HeaderUsage, "1,2,3"}, 400, "3 cached tokens out of 1"},
+		{"/v1/chat/completions", `{}`, []string{HeaderUsage, "10,2,6,5"}, 400, "6 cached + 5 cache-write tokens out of 10 input tokens"},
+		{"/v1/chat/completions", `{}`, []string{HeaderUsage, "10,2,0,0,3"}, 400, "3 reasoning tokens out of 2 output tokens"},
+		{"/v1/chat/completions", `{}`, []string{HeaderUsage, "nothing"}, 400, "or none"},
 		{"/v1/chat/completions", `{}`, []string{HeaderEvents, "0"}, 400, "from 1 to 10000"},
 		{"/v1/chat/completions", `{}`, []string{HeaderDelay, "soon"}, 400, "milliseconds"},
 		{"/v1/chat/completions", `{"stream":"yes"}`, nil, 400, "not the JSON this API takes"},
@@ -279,8 +284,104 @@ func TestParseUsage(t *testing.T) {
 	u, err = ParseUsage("10,5,4")
 	require.NoError(t, err)
 	assert.Equal(t, Usage{Input: 10, Output: 5, Cached: 4}, u)
-	for _, bad := range []string{"", "1", "1,2,3,4", "a,b", "1,2,3"} {
+	u, err = ParseUsage("10,5,4,6,5")
+	require.NoError(t, err)
+	assert.Equal(t, Usage{Input: 10, Output: 5, Cached: 4, CacheWrite: 6, Reasoning: 5}, u, "the whole input cached or written, the whole output reasoning")
+	assert.Equal(t, 15, u.Total(), "the parts are in input and output")
+	u, err = ParseUsage(" None ")
+	require.NoError(t, err)
+	assert.Equal(t, Usage{None: true}, u)
+	for _, bad := range []string{"", "1", "1,2,3,4,5,6", "a,b", "1,2,3", "10,2,5,6", "10,2,0,0,3", "none,1", "1,2,-1"} {
 		_, err := ParseUsage(bad)
 		assert.Error(t, err, bad)
 	}
+}
+
+// shapes are a request of every API shape, streamed or not.
+var shapes = []struct{ path, body string }{
+	{"/v1/chat/completions", `{}`},
+	{"/v1/chat/completions", `{"stream":true,"stream_options":{"include_usage":true}}`},
+	{"/v1/responses", `{}`},
+	{"/v1/responses", `{"stream":true}`},
+	{"/v1/messages", `{}`},
+	{"/v1/messages", `{"stream":true}`},
+	{"/v1beta/models/gem:generateContent", `{}`},
+	{"/v1beta/models/gem:streamGenerateContent?alt=sse", `{}`},
+	{"/v1beta/models/gem:streamGenerateContent", `{}`},
+}
+
+// pluginReads is the usage the plugin's own parser finds in a body.
+func pluginReads(body string) (tokenusage.Usage, bool) {
+	var p tokenusage.Parser
+	p.Write([]byte(body))
+	p.Finish()
+	return p.Usage()
+}
+
+// x-mock-usage's cache writes and reasoning, in each shape that has a
+// field for them, read by the plugin's own usage parser as the counts
+// asked for: input 1000 (300 read from a cache, 200 written to one),
+// output 120 (50 reasoning). A cache write is reported apart by Anthropic
+// only, reasoning by all but Anthropic; each is in input or output anyway.
+func TestEveryShapeReportsCacheWritesAndReasoning(t *testing.T) {
+	srv := httptest.NewServer(New(Options{}))
+	defer srv.Close()
+	usage := []string{HeaderUsage, "1000,120,300,200,50", HeaderEvents, "4"}
+	for _, c := range shapes {
+		resp, body := post(t, srv.URL+c.path, c.body, usage...)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		got, ok := pluginReads(body)
+		require.True(t, ok, "%s %s: %s", c.path, c.body, body)
+		want := tokenusage.Usage{Input: 1000, Output: 120, CacheRead: 300, Reasoning: 50}
+		if c.path == "/v1/messages" {
+			want.CacheCreation, want.Reasoning = 200, 0
+		}
+		assert.Equal(t, want, got, "%s %s: %s", c.path, c.body, body)
+	}
+
+	// The fields, as each provider names them.
+	u := gjson.Get(post2(t, srv.URL+"/v1/chat/completions", `{}`, usage...), "usage")
+	assert.Equal(t, int64(120), u.Get("completion_tokens").Int())
+	assert.Equal(t, int64(50), u.Get("completion_tokens_details.reasoning_tokens").Int())
+	assert.Equal(t, int64(1120), u.Get("total_tokens").Int(), "reasoning inside completion_tokens, as OpenAI counts it")
+	u = gjson.Get(post2(t, srv.URL+"/v1/responses", `{}`, usage...), "usage")
+	assert.Equal(t, int64(50), u.Get("output_tokens_details.reasoning_tokens").Int())
+	u = gjson.Get(post2(t, srv.URL+"/v1/messages", `{}`, usage...), "usage")
+	assert.Equal(t, int64(500), u.Get("input_tokens").Int(), "1000 less the 300 read and the 200 written")
+	assert.Equal(t, int64(300), u.Get("cache_read_input_tokens").Int())
+	assert.Equal(t, int64(200), u.Get("cache_creation_input_tokens").Int())
+	u = gjson.Get(post2(t, srv.URL+"/v1beta/models/gem:generateContent", `{}`, usage...), "usageMetadata")
+	assert.Equal(t, int64(70), u.Get("candidatesTokenCount").Int(), "120 output less the 50 thoughts")
+	assert.Equal(t, int64(50), u.Get("thoughtsTokenCount").Int())
+	assert.Equal(t, int64(1120), u.Get("totalTokenCount").Int())
+	data, _ := sseData(t, post2(t, srv.URL+"/v1beta/models/gem:streamGenerateContent?alt=sse", `{}`, usage...))
+	for i, d := range data {
+		assert.Equal(t, int64(50), gjson.Get(d, "usageMetadata.thoughtsTokenCount").Int(), "every chunk, the thoughts whole: %d", i)
+	}
+}
+
+// x-mock-usage: none answers as a provider that reports no usage: no usage
+// object in any shape, streamed or not (OpenAI's Responses: "usage": null,
+// as it writes it before it knows), so the plugin finds none.
+func TestUsageNoneReportsNoUsage(t *testing.T) {
+	srv := httptest.NewServer(New(Options{}))
+	defer srv.Close()
+	for _, c := range shapes {
+		resp, body := post(t, srv.URL+c.path, c.body, HeaderUsage, "none", HeaderEvents, "3")
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s %s: %s", c.path, c.body, body)
+		assert.Contains(t, body, "tok2", "the text is there: %s %s", c.path, c.body)
+		_, ok := pluginReads(body)
+		assert.False(t, ok, "%s %s: %s", c.path, c.body, body)
+		if !strings.HasPrefix(c.path, "/v1/responses") {
+			assert.NotContains(t, strings.ToLower(body), "usage", "%s %s", c.path, c.body)
+		}
+		assert.NotContains(t, body, `"usage":{`, "%s %s", c.path, c.body)
+	}
+}
+
+// post2 is post's body alone.
+func post2(t *testing.T, url, body string, headers ...string) string {
+	t.Helper()
+	_, got := post(t, url, body, headers...)
+	return got
 }

@@ -26,11 +26,24 @@ type chatUsage struct {
 	PromptTokensDetails struct {
 		CachedTokens int `json:"cached_tokens"`
 	} `json:"prompt_tokens_details"`
+	CompletionTokensDetails *completionTokensDetails `json:"completion_tokens_details,omitempty"`
 }
 
+type completionTokensDetails struct {
+	ReasoningTokens int `json:"reasoning_tokens"`
+}
+
+// newChatUsage is OpenAI's usage object: cached and reasoning tokens are
+// parts of prompt_tokens and completion_tokens; a cache write is not
+// reported apart. completion_tokens_details is there only with reasoning
+// tokens, so that a body without them is as it was before the mock could
+// report them (tests match its end).
 func newChatUsage(u Usage) *chatUsage {
 	c := &chatUsage{PromptTokens: u.Input, CompletionTokens: u.Output, TotalTokens: u.Total()}
 	c.PromptTokensDetails.CachedTokens = u.Cached
+	if u.Reasoning > 0 {
+		c.CompletionTokensDetails = &completionTokensDetails{ReasoningTokens: u.Reasoning}
+	}
 	return c
 }
 
@@ -76,13 +89,16 @@ func chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, p para
 		return err
 	}
 	u := p.tokens(max(req.MaxCompletionTokens, req.MaxTokens))
+	withUsage := req.StreamOptions.IncludeUsage && !u.None // a stream reports usage only when asked
 	base := chatCompletion{ID: fmt.Sprintf("chatcmpl-mock-%d", id), Created: time.Now().Unix(), Model: orDefault(req.Model, "mock-gpt")}
 	stop := "stop"
 	text := words(p.events)
 	if !req.Stream {
 		base.Object = "chat.completion"
 		base.Choices = []chatChoice{{Message: &chatMessage{Role: "assistant", Content: strings.Join(text, "")}, FinishReason: &stop}}
-		base.Usage = newChatUsage(u)
+		if !u.None {
+			base.Usage = newChatUsage(u)
+		}
 		writeJSON(w, r, p, base)
 		return nil
 	}
@@ -91,7 +107,7 @@ func chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, p para
 	chunk := func(delta *chatMessage, finish *string) chatCompletion {
 		c := base
 		c.Choices = []chatChoice{{Delta: delta, FinishReason: finish}}
-		if req.StreamOptions.IncludeUsage {
+		if withUsage {
 			c.Usage = nullUsage{}
 		}
 		return c
@@ -108,7 +124,7 @@ func chatCompletions(w http.ResponseWriter, r *http.Request, body []byte, p para
 	if !s.event("", chunk(&chatMessage{}, &stop)) {
 		return nil
 	}
-	if req.StreamOptions.IncludeUsage {
+	if withUsage {
 		last := base
 		last.Choices = []chatChoice{}
 		last.Usage = newChatUsage(u)
@@ -169,8 +185,12 @@ func responses(w http.ResponseWriter, r *http.Request, body []byte, p params, id
 		return err
 	}
 	u := p.tokens(req.MaxOutputTokens)
-	usage := &responsesUsage{InputTokens: u.Input, OutputTokens: u.Output, TotalTokens: u.Total()}
-	usage.InputTokensDetails.CachedTokens = u.Cached
+	var usage *responsesUsage // none: "usage": null, as in a response in progress
+	if !u.None {
+		usage = &responsesUsage{InputTokens: u.Input, OutputTokens: u.Output, TotalTokens: u.Total()}
+		usage.InputTokensDetails.CachedTokens = u.Cached
+		usage.OutputTokensDetails.ReasoningTokens = u.Reasoning
+	}
 	text := words(p.events)
 	itemID := fmt.Sprintf("msg_mock_%d", id)
 	item := outputItem{ID: itemID, Type: "message", Status: "completed", Role: "assistant",

@@ -26,13 +26,19 @@ const (
 )
 
 // Usage is the token usage a response reports. Cached is the part of Input
-// read from a prompt cache.
+// read from a prompt cache, CacheWrite the part written to one, Reasoning
+// the part of Output spent reasoning. None: the response reports no usage
+// at all (x-mock-usage: none), and the counts are not used.
 type Usage struct {
-	Input, Output, Cached int
+	Input, Output, Cached, CacheWrite, Reasoning int
+	None                                         bool
 }
 
 // Total is what the response costs: every input token plus every output token.
 func (u Usage) Total() int { return u.Input + u.Output }
+
+// UsageNone is the x-mock-usage value that asks for a response without usage.
+const UsageNone = "none"
 
 // params are what the steering headers ask for.
 type params struct {
@@ -71,14 +77,18 @@ func readParams(h http.Header, bodyLen int) (params, error) {
 	return p, nil
 }
 
-// ParseUsage parses an x-mock-usage value: "<input>,<output>" or
-// "<input>,<output>,<cached>", with cached ≤ input.
+// ParseUsage parses an x-mock-usage value:
+// "<input>,<output>[,<cached>[,<cache_write>[,<reasoning>]]]", with cached +
+// cache_write ≤ input and reasoning ≤ output, or "none".
 func ParseUsage(v string) (Usage, error) {
-	parts := strings.Split(v, ",")
-	if len(parts) < 2 || len(parts) > 3 {
-		return Usage{}, fmt.Errorf("%s: want <input>,<output>[,<cached>], got %q", HeaderUsage, v)
+	if strings.EqualFold(strings.TrimSpace(v), UsageNone) {
+		return Usage{None: true}, nil
 	}
-	var n [3]int
+	parts := strings.Split(v, ",")
+	if len(parts) < 2 || len(parts) > 5 {
+		return Usage{}, fmt.Errorf("%s: want <input>,<output>[,<cached>[,<cache_write>[,<reasoning>]]] or %s, got %q", HeaderUsage, UsageNone, v)
+	}
+	var n [5]int
 	for i, part := range parts {
 		x, err := strconv.Atoi(strings.TrimSpace(part))
 		if err != nil || x < 0 || x > maxTokensInAnyHeader {
@@ -86,10 +96,17 @@ func ParseUsage(v string) (Usage, error) {
 		}
 		n[i] = x
 	}
-	if n[2] > n[0] {
-		return Usage{}, fmt.Errorf("%s: %d cached tokens out of %d input tokens", HeaderUsage, n[2], n[0])
+	u := Usage{Input: n[0], Output: n[1], Cached: n[2], CacheWrite: n[3], Reasoning: n[4]}
+	if u.Cached+u.CacheWrite > u.Input {
+		if u.CacheWrite == 0 {
+			return Usage{}, fmt.Errorf("%s: %d cached tokens out of %d input tokens", HeaderUsage, u.Cached, u.Input)
+		}
+		return Usage{}, fmt.Errorf("%s: %d cached + %d cache-write tokens out of %d input tokens", HeaderUsage, u.Cached, u.CacheWrite, u.Input)
 	}
-	return Usage{Input: n[0], Output: n[1], Cached: n[2]}, nil
+	if u.Reasoning > u.Output {
+		return Usage{}, fmt.Errorf("%s: %d reasoning tokens out of %d output tokens", HeaderUsage, u.Reasoning, u.Output)
+	}
+	return u, nil
 }
 
 // tokens is the usage to report: the asked one, or the body's size in
