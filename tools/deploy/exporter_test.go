@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"bytes"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -15,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"gopkg.in/yaml.v3"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -114,32 +111,9 @@ type exporterObjects struct {
 func loadExporterManifest(t *testing.T) exporterObjects {
 	t.Helper()
 	var out exporterObjects
-	kinds := map[string]int{}
-	dec := yaml.NewDecoder(bytes.NewReader(readRepoFile(t, exporterManifest)))
-	for i := 0; ; i++ {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err, "%s, document %d", exporterManifest, i)
-		var head struct {
-			Kind string `yaml:"kind"`
-		}
-		require.NoError(t, doc.Decode(&head))
-		kinds[head.Kind]++
-		switch head.Kind {
-		case "Service":
-			strictDecode(t, exporterManifest, &doc, &out.svc)
-		case "Deployment":
-			strictDecode(t, exporterManifest, &doc, &out.deploy)
-		default:
-			// The password is in the gateway's Secret, the configuration
-			// in a ConfigMap made from wasmplugin.yaml: neither is copied here.
-			t.Fatalf("%s, document %d: a %s; the manifest holds a Service and a Deployment only", exporterManifest, i, head.Kind)
-		}
-	}
-	require.Equal(t, map[string]int{"Service": 1, "Deployment": 1}, kinds, exporterManifest)
+	// The password is in the gateway's Secret, the configuration in a
+	// ConfigMap made from wasmplugin.yaml: neither is copied here.
+	decodeManifest(t, exporterManifest, map[string]any{"Service": &out.svc, "Deployment": &out.deploy})
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -143,33 +144,42 @@ type redisObjects struct {
 func loadRedisManifest(t *testing.T) redisObjects {
 	t.Helper()
 	var out redisObjects
+	// A Secret in particular is refused: the password is created by kubectl
+	// from one value, never written in a file.
+	decodeManifest(t, redisManifest, map[string]any{"Service": &out.svc, "StatefulSet": &out.sts})
+	return out
+}
+
+// decodeManifest decodes each YAML document of a manifest strictly into
+// the object its kind names in into, and fails unless the manifest holds
+// exactly one object of each of those kinds and nothing else.
+func decodeManifest(t *testing.T, path string, into map[string]any) {
+	t.Helper()
 	kinds := map[string]int{}
-	dec := yaml.NewDecoder(bytes.NewReader(readRepoFile(t, redisManifest)))
+	dec := yaml.NewDecoder(bytes.NewReader(readRepoFile(t, path)))
 	for i := 0; ; i++ {
 		var doc yaml.Node
 		err := dec.Decode(&doc)
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		require.NoError(t, err, "%s, document %d", redisManifest, i)
+		require.NoError(t, err, "%s, document %d", path, i)
 		var head struct {
 			Kind string `yaml:"kind"`
 		}
 		require.NoError(t, doc.Decode(&head))
 		kinds[head.Kind]++
-		switch head.Kind {
-		case "Service":
-			strictDecode(t, redisManifest, &doc, &out.svc)
-		case "StatefulSet":
-			strictDecode(t, redisManifest, &doc, &out.sts)
-		default:
-			// A Secret in particular: the password is created by kubectl
-			// from one value, never written in a file.
-			t.Fatalf("%s, document %d: a %s; the manifest holds a Service and a StatefulSet only", redisManifest, i, head.Kind)
+		v, ok := into[head.Kind]
+		if !ok {
+			t.Fatalf("%s, document %d: a %s; the manifest holds only one each of %s", path, i, head.Kind, slices.Sorted(maps.Keys(into)))
 		}
+		strictDecode(t, path, &doc, v)
 	}
-	require.Equal(t, map[string]int{"Service": 1, "StatefulSet": 1}, kinds, redisManifest)
-	return out
+	want := map[string]int{}
+	for k := range into {
+		want[k] = 1
+	}
+	require.Equal(t, want, kinds, path)
 }
 
 // strictDecode decodes a YAML document of file into v, refusing fields v
