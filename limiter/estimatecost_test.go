@@ -113,15 +113,24 @@ func TestCompressedBodiesReadOnlyWhereUsed(t *testing.T) {
 
 // maxPluginCostRatio is how many times a real agent's body's cost a body
 // of tiny media costs the plugin at most, per KiB (its body's hook, the
-// estimate and all), under token_reservation. Before issue 51, 12 to 150
-// in WASM.
-const maxPluginCostRatio = 16
+// estimate and all), under token_reservation, in Go mode; in WASM mode
+// maxWASMPluginCostRatio. Before issue 51, 12 to 150 in WASM. Since, in
+// WASM, 5 to 10 alone, and up to 17.7 beside make test's tools suite (tiny
+// media make garbage, and the guest's collector shares the core): a wall
+// time ratio, it guards against the order-of-magnitude costs of before; the
+// estimate's counted work (estimate's TestCostPerKiBIsBounded, FuzzWork)
+// is the exact bound, independent of load.
+const (
+	maxPluginCostRatio     = 16
+	maxWASMPluginCostRatio = 32
+)
 
 // Under token_reservation, a body of tiny media costs the body's hook at
-// most maxPluginCostRatio times what an agent's body of the same size does
-// per KiB, parsed and over max_body_bytes (where its media are looked for
-// by a scan of the body): in Go mode and in WASM mode, where the estimate
-// is WASM (the fastest of 5 runs of each, one after the other).
+// most maxPluginCostRatio times (in WASM mode maxWASMPluginCostRatio) what
+// an agent's body of the same size does per KiB, parsed and over
+// max_body_bytes (where its media are looked for by a scan of the body):
+// in Go mode and in WASM mode, where the estimate is WASM (the fastest of
+// 5 runs of each, one after the other).
 func TestTinyMediaCostAFewTimesARealBody(t *testing.T) {
 	redis := redistest.Start(t)
 	key := [2]string{"x-api-key", "sk-1"}
@@ -151,7 +160,11 @@ func TestTinyMediaCostAFewTimesARealBody(t *testing.T) {
 				// in each, a burst of load on a shared machine in one.
 				realCost, cost := time.Duration(1<<62), time.Duration(1<<62)
 				ratio := math.Inf(1)
-				for round := 0; round < 3 && ratio > maxPluginCostRatio; round++ {
+				bound := float64(maxPluginCostRatio)
+				if plugintest.InWASM() {
+					bound = maxWASMPluginCostRatio
+				}
+				for round := 0; round < 3 && ratio > bound; round++ {
 					for range 5 {
 						realCost = min(realCost, hook(agent))
 						cost = min(cost, hook(media))
@@ -159,7 +172,7 @@ func TestTinyMediaCostAFewTimesARealBody(t *testing.T) {
 					ratio = perKiB(cost, media) / perKiB(realCost, agent)
 				}
 				t.Logf("tiny media: %.0f ns/KiB, an agent's body %.0f: %.1f times", perKiB(cost, media), perKiB(realCost, agent), ratio)
-				assert.LessOrEqual(t, ratio, float64(maxPluginCostRatio))
+				assert.LessOrEqual(t, ratio, bound)
 			})
 		}
 	})

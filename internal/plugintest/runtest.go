@@ -109,6 +109,9 @@ type Host interface {
 	Reset()
 }
 
+// InWASM says whether RunTest's f is running in WASM mode.
+func InWASM() bool { return wasmVM != nil }
+
 // NewTestHost starts the plugin with a configuration in the mode RunTest
 // runs (outside it: Go mode), as test.NewTestHost does: logging at trace
 // level, with the test route, cluster and request id properties.
