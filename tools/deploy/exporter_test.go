@@ -52,54 +52,13 @@ type exporterPodSpec struct {
 		RunAsUser    *int  `yaml:"runAsUser"`
 		RunAsGroup   *int  `yaml:"runAsGroup"`
 	} `yaml:"securityContext"`
-	Containers []exporterContainer `yaml:"containers"`
+	Containers []k8sContainer `yaml:"containers"`
 	Volumes    []struct {
 		Name      string `yaml:"name"`
 		ConfigMap *struct {
 			Name string `yaml:"name"`
 		} `yaml:"configMap"`
 	} `yaml:"volumes"`
-}
-
-type exporterContainer struct {
-	Name    string      `yaml:"name"`
-	Image   string      `yaml:"image"`
-	Command []string    `yaml:"command"`
-	Args    []string    `yaml:"args"`
-	Env     []k8sEnvVar `yaml:"env"`
-	Ports   []struct {
-		Name          string `yaml:"name"`
-		ContainerPort int    `yaml:"containerPort"`
-	} `yaml:"ports"`
-	ReadinessProbe *k8sHTTPProbe `yaml:"readinessProbe"`
-	LivenessProbe  *k8sHTTPProbe `yaml:"livenessProbe"`
-	Resources      struct {
-		Requests map[string]string `yaml:"requests"`
-		Limits   map[string]string `yaml:"limits"`
-	} `yaml:"resources"`
-	SecurityContext struct {
-		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
-		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
-		Capabilities             struct {
-			Drop []string `yaml:"drop"`
-		} `yaml:"capabilities"`
-	} `yaml:"securityContext"`
-	VolumeMounts []struct {
-		Name      string `yaml:"name"`
-		MountPath string `yaml:"mountPath"`
-		ReadOnly  bool   `yaml:"readOnly"`
-	} `yaml:"volumeMounts"`
-}
-
-type k8sHTTPProbe struct {
-	HTTPGet *struct {
-		Path string `yaml:"path"`
-		Port any    `yaml:"port"`
-	} `yaml:"httpGet"`
-	InitialDelaySeconds int `yaml:"initialDelaySeconds"`
-	PeriodSeconds       int `yaml:"periodSeconds"`
-	TimeoutSeconds      int `yaml:"timeoutSeconds"`
-	FailureThreshold    int `yaml:"failureThreshold"`
 }
 
 // exporterObjects is exporter.yaml, decoded: its Service and Deployment.
@@ -117,7 +76,7 @@ func loadExporterManifest(t *testing.T) exporterObjects {
 	return out
 }
 
-func (o exporterObjects) container(t *testing.T) exporterContainer {
+func (o exporterObjects) container(t *testing.T) k8sContainer {
 	t.Helper()
 	cs := o.deploy.Spec.Template.Spec.Containers
 	require.Len(t, cs, 1, "the exporter's pod runs one container")
@@ -125,7 +84,7 @@ func (o exporterObjects) container(t *testing.T) exporterContainer {
 }
 
 // exporterFlags are the container's atrl exporter flags, by name.
-func (c exporterContainer) exporterFlags(t *testing.T) map[string]string {
+func (c k8sContainer) exporterFlags(t *testing.T) map[string]string {
 	t.Helper()
 	require.Empty(t, c.Command, "the image's entrypoint (atrl) runs")
 	require.NotEmpty(t, c.Args)
@@ -187,7 +146,7 @@ func TestExporterManifestObjects(t *testing.T) {
 	require.NotEmpty(t, portName, "no container port %d (-listen)", port)
 	require.Len(t, o.svc.Spec.Ports, 1)
 	require.Contains(t, []any{portName, port}, o.svc.Spec.Ports[0].TargetPort, "the Service's targetPort")
-	for name, probe := range map[string]*k8sHTTPProbe{"readinessProbe": c.ReadinessProbe, "livenessProbe": c.LivenessProbe} {
+	for name, probe := range map[string]*k8sProbe{"readinessProbe": c.ReadinessProbe, "livenessProbe": c.LivenessProbe} {
 		require.NotNil(t, probe, name)
 		require.NotNil(t, probe.HTTPGet, "%s.httpGet", name)
 		require.Equal(t, "/healthz", probe.HTTPGet.Path, "%s: /healthz answers without reading Redis (a Redis down is no exporter to restart)", name)

@@ -103,9 +103,17 @@ type k8sContainer struct {
 		Requests map[string]string `yaml:"requests"`
 		Limits   map[string]string `yaml:"limits"`
 	} `yaml:"resources"`
+	SecurityContext struct {
+		AllowPrivilegeEscalation *bool `yaml:"allowPrivilegeEscalation"`
+		ReadOnlyRootFilesystem   *bool `yaml:"readOnlyRootFilesystem"`
+		Capabilities             struct {
+			Drop []string `yaml:"drop"`
+		} `yaml:"capabilities"`
+	} `yaml:"securityContext"`
 	VolumeMounts []struct {
 		Name      string `yaml:"name"`
 		MountPath string `yaml:"mountPath"`
+		ReadOnly  bool   `yaml:"readOnly"`
 	} `yaml:"volumeMounts"`
 }
 
@@ -122,10 +130,15 @@ type k8sSecretKeyRef struct {
 	Key  string `yaml:"key"`
 }
 
+// k8sProbe is a container's probe, of the kinds the manifests use.
 type k8sProbe struct {
 	Exec *struct {
 		Command []string `yaml:"command"`
 	} `yaml:"exec"`
+	HTTPGet *struct {
+		Path string `yaml:"path"`
+		Port any    `yaml:"port"`
+	} `yaml:"httpGet"`
 	TCPSocket *struct {
 		Port any `yaml:"port"`
 	} `yaml:"tcpSocket"`
