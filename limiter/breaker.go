@@ -36,8 +36,8 @@ type endpointBreaker struct {
 	prober    *scripts.Client
 	opened    proxywasm.MetricCounter
 	openMs    proxywasm.MetricCounter
-	latency   proxywasm.MetricHistogram // metricRedisLatency
-	accounted time.Time                 // up to when openMs counts the open time
+	latency   *histogramTally // metricRedisLatency
+	accounted time.Time       // up to when openMs counts the open time
 	ids       *vmIDs
 	numbering bool // the tick's call for the VM's number is out
 }
@@ -63,7 +63,7 @@ func (s *startState) endpointOf(r config.Redis, client *scripts.Client) *endpoin
 		prober:  client,
 		opened:  defineCounter(name + metricBreakerOpened),
 		openMs:  defineCounter(name + metricBreakerOpenMs),
-		latency: defineHistogram(name + metricRedisLatency),
+		latency: newHistogramTally(name+metricRedisLatency, &s.tallies),
 		ids:     idsOf(key),
 	}
 	eb.breaker.OnChange = func(open bool, openFor time.Duration, err error) {

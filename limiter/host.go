@@ -75,9 +75,14 @@ func (p *pluginContext) OnPluginStart(size int) types.OnPluginStartStatus {
 // charges, local windows' debts, budget alerts' bodies) would be lost with
 // it: while there is some, the plugin answers not yet, and its tick goes on
 // sending until nothing is left, or for at most finishTicks, then tells the
-// gateway it is done (see startState.finish).
+// gateway it is done (see startState.finish). What requests counted since
+// the last tick is added to the metrics at once.
 func (p *pluginContext) OnPluginDone() bool {
-	if p.start == nil || p.start.idle() {
+	if p.start == nil {
+		return true
+	}
+	p.start.flushTallies() // the counts since the last tick, which the metrics keep
+	if p.start.idle() {
 		return true
 	}
 	p.start.finishing = true

@@ -108,12 +108,13 @@ const consumerOther = "other"
 // beyond the host's copies of the route's and upstream's names and of the
 // consumer header.
 type metrics struct {
+	tallies   *tallies // its start's
 	series    map[seriesKey]*series
 	consumers map[string]string // the consumers named in the configuration, each mapped to itself
 }
 
-func newMetrics(rules *config.Config) *metrics {
-	m := &metrics{series: map[seriesKey]*series{}, consumers: map[string]string{}}
+func newMetrics(rules *config.Config, t *tallies) *metrics {
+	m := &metrics{tallies: t, series: map[seriesKey]*series{}, consumers: map[string]string{}}
 	for _, item := range rules.Items {
 		if item.Type != config.ByConsumer {
 			continue
@@ -133,12 +134,18 @@ func newMetrics(rules *config.Config) *metrics {
 type seriesKey struct{ route, cluster, model, consumer string }
 
 // series is the metrics of one route, upstream, model and consumer: those
-// of seriesMetricNames by index, and the other counters by name.
+// of seriesMetricNames by index, tallied in the VM until the tick (see
+// tally.go), and the other counters by name, added at once (they count
+// rare events: rejections, failures, fallbacks).
 type series struct {
-	prefix  string // route.<route>.upstream.<cluster>.model.<model>.consumer.<consumer>.metric.
-	ids     [numSeriesMetrics]uint32
-	defined uint32 // bit i set: ids[i] is defined
-	named   map[string]proxywasm.MetricCounter
+	prefix     string // route.<route>.upstream.<cluster>.model.<model>.consumer.<consumer>.metric.
+	ids        [firstSeriesHistogram]uint32
+	defined    uint32 // bit i set: ids[i] is defined
+	tallied    [firstSeriesHistogram]uint64
+	tallies    *tallies
+	pending    bool // in tallies
+	histograms [numSeriesMetrics - firstSeriesHistogram]*histogramTally
+	named      map[string]proxywasm.MetricCounter
 }
 
 // seriesOf returns the series of the current request's route and upstream,
@@ -152,7 +159,7 @@ func (m *metrics) seriesOf(consumer, model string) *series {
 		return s
 	}
 	key.route, key.cluster = strings.Clone(key.route), strings.Clone(key.cluster)
-	s := &series{prefix: "route." + key.route + ".upstream." + key.cluster + ".model." + key.model +
+	s := &series{tallies: m.tallies, prefix: "route." + key.route + ".upstream." + key.cluster + ".model." + key.model +
 		".consumer." + key.consumer + ".metric."}
 	m.series[key] = s
 	return s
@@ -180,24 +187,23 @@ func (s *series) count(name string) {
 // add adds n (if positive) to the series' counter k.
 func (s *series) add(k seriesMetric, n int64) {
 	if n > 0 {
-		proxywasm.MetricCounter(s.id(k)).Increment(uint64(n))
+		s.tally(k, uint64(n))
 	}
 }
 
-// record records v in the series' histogram k.
+// record records v in the series' histogram k, made on first use.
 func (s *series) record(k seriesMetric, v uint64) {
-	proxywasm.MetricHistogram(s.id(k)).Record(v)
+	h := &s.histograms[k-firstSeriesHistogram]
+	if *h == nil {
+		*h = newHistogramTally(s.prefix+seriesMetricNames[k], s.tallies)
+	}
+	(*h).Record(v)
 }
 
-// id is the id of the series' metric k, defined on first use.
+// id is the id of the series' counter k, defined on first use.
 func (s *series) id(k seriesMetric) uint32 {
 	if s.defined&(1<<k) == 0 {
-		name := s.prefix + seriesMetricNames[k]
-		if k >= firstSeriesHistogram {
-			s.ids[k] = uint32(defineHistogram(name))
-		} else {
-			s.ids[k] = uint32(defineCounter(name))
-		}
+		s.ids[k] = uint32(defineCounter(s.prefix + seriesMetricNames[k]))
 		s.defined |= 1 << k
 	}
 	return s.ids[k]

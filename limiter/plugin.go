@@ -99,8 +99,8 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 		// call retries the init and applies failure_mode while it fails.
 		log.Warnf("%v; will retry on the first request", err)
 	}
-	pc.metrics = newMetrics(rules)
 	pc.start = thisStart()
+	pc.metrics = newMetrics(rules, &pc.start.tallies)
 	pc.alerts = newAlerter(rules, pc.redis, pc.start)
 	endpoint := pc.start.endpointOf(rules.Redis, pc.redis)
 	pc.redis.SetBreaker(endpoint.breaker)

@@ -23,11 +23,19 @@ func seriesName(model, consumer, metric string) string {
 	return "route.test-route-default.upstream.test-cluster-default.model." + model + ".consumer." + consumer + ".metric." + metric
 }
 
-// metricValue reads a counter of the test route and upstream; defined says
+// metricValue reads a counter of the test route and upstream, after a tick
+// (the plugin adds what requests counted from its tick); defined says
 // whether the plugin defined it.
 func metricValue(p *plugintest.Plugin, model, consumer, metric string) (n uint64, defined bool) {
+	p.SendPostponed()
 	n, err := p.Host.GetCounterMetric(seriesName(model, consumer, metric))
 	return n, err == nil
+}
+
+// histogramValue reads the last value a histogram recorded, after a tick.
+func histogramValue(p *plugintest.Plugin, name string) (uint64, error) {
+	p.SendPostponed()
+	return p.Host.GetHistogramMetric(name)
 }
 
 // The counters of what is charged.
@@ -109,7 +117,7 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 			assert.Equal(t, uint64(176*2500+1024*1250+300*10_000), get("gpt-4o", costNanodollars))
 			_, defined := metricValue(p, "gpt-4o", "team-a", cacheWriteTok)
 			assert.False(t, defined, "no cache write reported: no counter")
-			ratio, err := p.Host.GetHistogramMetric(seriesName("gpt-4o", "team-a", estimateRatio))
+			ratio, err := histogramValue(p, seriesName("gpt-4o", "team-a", estimateRatio))
 			require.NoError(t, err)
 			assert.Equal(t, uint64((reserved*100+750)/1500), ratio, "the reservation (%d) over the charge (1,500), in percent", reserved)
 
@@ -164,7 +172,7 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 				_, defined := metricValue(p, "gpt-4o-mini", "team-a", metric)
 				assert.False(t, defined, "%s counts reported usage only", metric)
 			}
-			_, err := p.Host.GetHistogramMetric(seriesName("gpt-4o-mini", "team-a", estimateRatio))
+			_, err := histogramValue(p, seriesName("gpt-4o-mini", "team-a", estimateRatio))
 			assert.Error(t, err, "an estimate is not compared with itself")
 		})
 
@@ -182,7 +190,7 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 			}
 			_, defined := metricValue(p, "none", "team-a", costNanodollars)
 			assert.False(t, defined, "no pricing")
-			_, err := p.Host.GetHistogramMetric(seriesName("none", "team-a", estimateRatio))
+			_, err := histogramValue(p, seriesName("none", "team-a", estimateRatio))
 			assert.Error(t, err, "nothing reserved")
 
 			// An upstream error without usage is charged nothing, and counts nothing.
@@ -196,6 +204,28 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 			_, defined = metricValue(p, "none", "team-a", "token_ratelimit_estimated_count")
 			assert.False(t, defined)
 		})
+	})
+}
+
+// The counters of what is charged are added from the tick, at most 100 ms
+// after the request settled; when the gateway is done with the plugin (a
+// reload, a stop) before a tick, they are added then, not lost.
+func TestMetricsCountedBeforeThePluginIsDone(t *testing.T) {
+	redis := redistest.Start(t)
+	teamA := [2]string{"x-mse-consumer", "team-a"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, consumerConfig("", `"token_per_day": 1000000`))
+		x := p.Send(teamA).Answer()
+		require.True(t, x.Passed())
+		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 70, 30))...)
+		require.True(t, p.Host.FinishVM(), "nothing left to send: done at once")
+		n, err := p.Host.GetCounterMetric(seriesName("none", "team-a", chargedTokens))
+		require.NoError(t, err)
+		assert.Equal(t, uint64(100), n, "counted when the plugin was done, no tick between")
+		ms, err := p.Host.GetHistogramMetric(redisLatency)
+		require.NoError(t, err, "Redis's latency recorded too")
+		assert.Less(t, ms, uint64(1000))
 	})
 }
 
@@ -287,7 +317,7 @@ func TestMetricsRecordRedisLatency(t *testing.T) {
 		time.Sleep(60 * time.Millisecond)
 		x.Answer()
 		require.True(t, x.Passed())
-		ms, err := p.Host.GetHistogramMetric(redisLatency)
+		ms, err := histogramValue(p, redisLatency)
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, ms, uint64(60))
 		assert.Less(t, ms, uint64(1000))
@@ -295,7 +325,7 @@ func TestMetricsRecordRedisLatency(t *testing.T) {
 		// The charge at the end is timed too: answered at once, it records
 		// less (the emulator keeps the last value recorded).
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 10, 10))...)
-		ms, err = p.Host.GetHistogramMetric(redisLatency)
+		ms, err = histogramValue(p, redisLatency)
 		require.NoError(t, err)
 		assert.Less(t, ms, uint64(60))
 		assert.True(t, strings.HasPrefix(redisLatency, "redis.redis.static."), "per Redis endpoint, not per route")

@@ -22,6 +22,7 @@ type startState struct {
 	locals       []*localState               // the local windows of failure_mode local (local.go)
 	alerters     []*alerter                  // the budget alerts of its configurations (alerts.go)
 	injected     uint64                      // requests asked for their stream's usage since the last tick (metricInjected)
+	tallies      tallies                     // what requests counted since the last tick (tally.go)
 	ticks        uint64                      // the ticks so far (every tickMs)
 	charging     int                         // charges sent from the tick, not answered yet
 	finishing    bool                        // the gateway is done with the plugin: the tick sends what is left, then tells it
@@ -91,9 +92,10 @@ func (s *startState) finish() {
 // counter outlives the plugin's restarts.
 var injectedCounter proxywasm.MetricCounter
 
-// flushTallies adds to the gateway's counters what requests tallied since
-// the last tick.
+// flushTallies adds to the gateway's metrics what requests tallied since
+// the last tick (see tally.go).
 func (s *startState) flushTallies() {
+	s.tallies.flush()
 	if s.injected == 0 {
 		return
 	}

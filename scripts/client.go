@@ -51,10 +51,9 @@ type Client struct {
 	cluster  string // the gateway's name for the Redis cluster
 	ready    bool   // whether the gateway accepted RedisInit
 	replies  *bufio.Reader
-	flat     flatReply                 // the flat integer replies, read without the RESP reader
-	breaker  *Breaker                  // nil: none
-	latency  proxywasm.MetricHistogram // where each call's time is recorded, when timed
-	timed    bool
+	flat     flatReply       // the flat integer replies, read without the RESP reader
+	breaker  *Breaker        // nil: none
+	latency  LatencyRecorder // where each call's time is recorded; nil: not timed
 	// crossSlot: Redis refused a call whose keys span hash slots
 	// (CROSSSLOT), so it is a Redis Cluster (see CrossSlotRefused).
 	crossSlot bool
@@ -77,7 +76,11 @@ func (c *Client) SetBreaker(b *Breaker) { c.breaker = b }
 // rounded down, as Envoy records its own request times: 0 is under a
 // millisecond. Read on the host's monotonic clock, once when sent and once
 // when answered.
-func (c *Client) SetLatency(h proxywasm.MetricHistogram) { c.latency, c.timed = h, true }
+func (c *Client) SetLatency(h LatencyRecorder) { c.latency = h }
+
+// LatencyRecorder takes the time of each call, in milliseconds: a
+// proxywasm.MetricHistogram, or something that adds to one later.
+type LatencyRecorder interface{ Record(ms uint64) }
 
 // BreakerOpen reports whether the client's calls fail at once.
 func (c *Client) BreakerOpen() bool { return c.breaker.Open() }
@@ -746,14 +749,14 @@ func (c *Client) dispatch(encode func(bySource bool) []byte, done func(resp.Valu
 func (c *Client) sendRetrying(encode func(bySource bool) []byte, bySource, clockRetry bool, done func(resp.Value, error)) error {
 	query := encode(bySource)
 	var sent time.Time
-	if c.timed {
+	if c.latency != nil {
 		sent = time.Now()
 	}
 	err := c.dispatchQuery(query, func(status, size int) {
 		// The host may read the query after the call returns (the test host
 		// does): keep it from being collected and reused until the reply.
 		runtime.KeepAlive(query)
-		if c.timed {
+		if c.latency != nil {
 			c.latency.Record(uint64(max(time.Since(sent).Milliseconds(), 0)))
 		}
 		v, err := c.readReply(status, size)

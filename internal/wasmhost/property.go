@@ -2,6 +2,7 @@ package wasmhost
 
 import (
 	"context"
+	"sync"
 	"unsafe" // and go:linkname, below
 
 	"github.com/tetratelabs/wazero/api"
@@ -17,6 +18,15 @@ import (
 // copies both. So every call the module makes is followed by the same
 // call from the host with copies, which replaces the entry (a map
 // assignment with an equal string key stores the new key too).
+//
+// A property a module sets from a stream is that stream's in Envoy (its
+// filter state, wasm.<path>): the next stream starts without it. The
+// emulator has one map of properties for every stream, so Forget drops the
+// properties modules set (setByModules) when a stream is done; streams in
+// flight at once still see each other's.
+
+// setByModules holds the path of every property a module set, for Forget.
+var setByModules sync.Map // string → struct{}
 
 //go:linkname proxySetProperty github.com/higress-group/proxy-wasm-go-sdk/proxywasm/internal.ProxySetProperty
 func proxySetProperty(pathData *byte, pathSize int32, valueData *byte, valueSize int32) uint32
@@ -62,6 +72,7 @@ func (c *propertyCopier) After(_ context.Context, _ api.Module, _ api.FunctionDe
 		return
 	}
 	path, value = append([]byte(nil), path...), append([]byte(nil), value...)
+	setByModules.Store(string(path), struct{}{})
 	proxySetProperty(unsafe.SliceData(path), int32(len(path)), unsafe.SliceData(value), int32(len(value)))
 }
 

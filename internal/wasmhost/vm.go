@@ -15,7 +15,8 @@
 //   - a property the module sets is kept as a copy, as in Envoy; the
 //     emulator keeps a view of the module's memory, which the module
 //     reuses (property.go);
-//   - Forget drops what the emulator itself keeps of a finished stream;
+//   - Forget drops what the emulator itself keeps of a finished stream,
+//     and the properties the module set (a stream's own in Envoy);
 //   - Metrics lists the metrics the module defined, and Options.Recorded
 //     sees each value it records (the emulator keeps only the last).
 //

@@ -197,3 +197,19 @@ func TestPropertiesTheModuleSetAreCopied(t *testing.T) {
 		t.Errorf("the property the probe set reads %q (%v), not %q", got, err, "property")
 	}
 }
+
+// A property a module set from a stream is that stream's, as in Envoy:
+// once the stream is forgotten, the next one does not find it.
+func TestForgetDropsThePropertiesTheModuleSet(t *testing.T) {
+	host, _, _ := start(t, Options{})
+	id := host.InitializeHttpContext()
+	host.CallOnRequestHeaders(id, [][2]string{{":path", "/"}}, true)
+	host.CompleteHttpContext(id)
+	if _, err := host.GetProperty([]string{"probe"}); err != nil {
+		t.Fatalf("the property the probe set: %v", err)
+	}
+	Forget(host, id)
+	if got, err := host.GetProperty([]string{"probe"}); err == nil {
+		t.Errorf("after Forget the property the probe set reads %q", got)
+	}
+}

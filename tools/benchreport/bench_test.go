@@ -20,7 +20,7 @@ import (
 func wasmHost(b *testing.B, wasm []byte, config string) (host proxytest.HostEmulator, stop func()) {
 	b.Helper()
 	log.SetOutput(io.Discard) // the emulator prints every callout
-	vm, err := proxytest.NewWasmVMContext(wasm)
+	vm, err := newVM(wasm)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func BenchmarkQueueWASM(b *testing.B) {
 			host.CallOnResponseBody(id, e, i == len(events)-1)
 		}
 		sent += answerCanned(host, id, benchCharged)
-		host.CompleteHttpContext(id)
+		endRequest(host, id)
 		return sent
 	}
 	for _, c := range []struct {

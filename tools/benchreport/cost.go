@@ -507,7 +507,7 @@ func measureCosts(t tb, s reportScale, native goVMs) []costRow {
 
 // measureWASM times every case with the plugin and the do-nothing plugin
 // compiled to WASM, each HTTP context deleted at its end as a gateway does
-// (deleteAfterLog). At full scale each case gets fresh VMs, and a case with
+// (newVM). At full scale each case gets fresh VMs, and a case with
 // large bodies fresh VMs for each round and a fixed number of requests per
 // run: a module's memory keeps the size its largest body made it.
 func measureWASM(t tb, s reportScale, rows []costRow) {
@@ -584,7 +584,7 @@ func compileVMs(t tb, modules ...[]byte) []proxytest.WasmVMContext {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			vms[i], errs[i] = proxytest.NewWasmVMContext(m)
+			vms[i], errs[i] = newVM(m)
 		}()
 	}
 	wg.Wait()

@@ -181,12 +181,14 @@ func (r benchReport) writeMethod(b *strings.Builder) {
 		"garbage to collect.\n", strings.TrimSuffix(warmUpRequests, "x"))
 	b.WriteString("- **Go mode** is the same two plugins compiled natively (each installed by its `Register` function), " +
 		"driven through the same emulator: the plugin's work without WASM's overhead, against the same baseline.\n")
-	b.WriteString("- **Contexts deleted as a gateway deletes them**: Envoy calls a module's `proxy_on_delete` when a stream " +
-		"is done, and the SDK drops the context and all a plugin keeps for the request; the emulator never does, so in a " +
-		"long run every request would stay live in the module, its heap growing without end (collected over and over, and " +
-		"copied by wazero each time the module's memory grows). Both modules are rewritten before they run " +
-		"(`tools/benchreport/ondelete.go`) so that `proxy_on_log`, which the emulator calls at a stream's end, also " +
-		"deletes the context, as the gateway does right after.\n")
+	b.WriteString("- **Streams ended as a gateway ends them**: both modules run as `internal/wasmhost` loads them, as make " +
+		"run's gateway does. Envoy calls a module's `proxy_on_delete` when a stream is done, and the SDK drops the context " +
+		"and all a plugin keeps for the request; the emulator alone never does, so in a long run every request would stay " +
+		"live in the module, its heap growing without end. And a property a plugin sets from a stream (the access log's " +
+		"`ai_log`) is that stream's filter state in Envoy, gone with it; the emulator keeps one set of properties for " +
+		"every stream, so each request would read and merge the one before's. So each stream's context is deleted in the " +
+		"module when it ends, and what the emulator keeps of it (its headers, bodies, log lines, the properties it set) " +
+		"is dropped (`wasmhost.Forget`), on both sides. The machine's clocks and randomness, as Envoy gives them.\n")
 	fmt.Fprintf(b, "- **Large bodies** (the 64 and 256 KiB rows) run %s requests per run, on freshly compiled VMs every "+
 		"round: a module's memory keeps the size the largest body made it.\n", strings.TrimSuffix(r.scale.largeBenchTime, "x"))
 	b.WriteString("- **Allocations** are per request (per event in the event table), the do-nothing plugin's and this " +

@@ -9,10 +9,12 @@ import (
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
+	"github.com/higress-group/wasm-go/pkg/wrapper"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmhost"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -37,19 +39,8 @@ var (
 )
 
 // buildWasm compiles a plugin's main package (wasmbuild.Plugin, or
-// noopplugin.WASM) to WASM, with build tags, for the emulator to run as a
-// gateway would: each HTTP context deleted at its end (deleteAfterLog).
+// noopplugin.WASM) to WASM, with build tags, for newVM to run.
 func buildWasm(tb redistest.TB, pkg string, tags ...string) []byte {
-	tb.Helper()
-	module, err := deleteAfterLog(builtWasm(tb, pkg, tags...))
-	if err != nil {
-		tb.Fatalf("%s: %v", pkg, err)
-	}
-	return module
-}
-
-// builtWasm is the module as go build makes it.
-func builtWasm(tb redistest.TB, pkg string, tags ...string) []byte {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "plugin.wasm")
 	if err := wasmbuild.Build(pkg, out, tags...); err != nil {
@@ -60,6 +51,24 @@ func builtWasm(tb redistest.TB, pkg string, tags ...string) []byte {
 		tb.Fatalf("%v", err)
 	}
 	return wasm
+}
+
+// newVM runs a module as a gateway would (wasmhost): each HTTP context
+// deleted in the module at its end, the machine's clocks and randomness.
+func newVM(module []byte) (proxytest.WasmVMContext, error) {
+	return wasmhost.NewVM(module, wasmhost.Options{})
+}
+
+// endRequest ends a request's stream, and drops what the emulator keeps of
+// it as a gateway drops a stream's state (wasmhost.Forget): its headers,
+// bodies and log lines, and the access log the plugin set (a property that
+// is the stream's own in Envoy: the emulator's next stream would read it).
+func endRequest(host proxytest.HostEmulator, id uint32) {
+	host.CompleteHttpContext(id)
+	if c, ok := host.(*cannedHost); ok {
+		host = c.HostEmulator // the emulator itself, which Forget knows
+	}
+	wasmhost.Forget(host, id, wrapper.AILogKey)
 }
 
 // benchAllLimitsConfig adds a request window and a concurrency limit, in
@@ -138,7 +147,7 @@ func finishRequest(b redistest.TB, host proxytest.HostEmulator, id uint32, event
 	if (admitted == 0) != (charged == 0) {
 		b.Fatalf("admitted without a charge (%d, %d bytes): the reply was not taken as a verdict", admitted, charged)
 	}
-	host.CompleteHttpContext(id)
+	endRequest(host, id)
 	return charged
 }
 
