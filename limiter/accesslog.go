@@ -2,7 +2,6 @@ package limiter
 
 import (
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
 
@@ -298,7 +297,7 @@ func (r *request) writeLog(b []byte) {
 
 // The VM's buffers of the access log, reused by every request (a VM runs
 // one hook at a time): the members of ours (logBuf), another plugin's
-// object unescaped (logTheirs) and the members of it kept (logKept), and
+// value as a JSON string (logTheirs) and the members of it kept (logKept), and
 // the value written (logOut), which the host copies.
 var logBuf, logTheirs, logKept, logOut []byte
 
@@ -326,12 +325,16 @@ func mergeAILog(dst, existing, ours []byte) ([]byte, bool) {
 	if len(existing) == 0 {
 		return appendObject(dst, nil, ours), true
 	}
-	object, ok := unescapeJSONString(logTheirs[:0], existing)
-	logTheirs = keptBuffer(object)
-	if !ok || !gjson.ValidBytes(object) {
+	quoted := append(append(append(logTheirs[:0], '"'), existing...), '"') // the JSON string it is the contents of
+	logTheirs = keptBuffer(quoted)
+	if !gjson.ValidBytes(quoted) {
 		return dst, false
 	}
-	parsed := gjson.Parse(unsafe.String(unsafe.SliceData(object), len(object))) // read in place, nothing kept
+	object := gjson.ParseBytes(quoted).Str // the text it stands for
+	if !gjson.Valid(object) {
+		return dst, false
+	}
+	parsed := gjson.Parse(object)
 	if !parsed.IsObject() {
 		return dst, false
 	}
@@ -382,79 +385,6 @@ func appendEscaped(b, s []byte) []byte {
 		}
 	}
 	return b
-}
-
-// unescapeJSONString appends to dst the text the contents of a JSON string
-// s stand for; false when s is not the contents of a JSON string (a bare
-// quote or control byte, an unknown escape).
-func unescapeJSONString(dst, s []byte) ([]byte, bool) {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c < 0x20:
-			return dst, false
-		case c != '\\':
-			dst = append(dst, c)
-			continue
-		}
-		if i++; i == len(s) {
-			return dst, false
-		}
-		switch s[i] {
-		case '"', '\\', '/':
-			dst = append(dst, s[i])
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, ok := hex4(s[i+1:])
-			if !ok {
-				return dst, false
-			}
-			i += 4
-			if utf16.IsSurrogate(r) {
-				if low, ok := hex4(s[min(i+3, len(s)):]); ok && s[i+1] == '\\' && s[i+2] == 'u' && 0xdc00 <= low && low <= 0xdfff {
-					r = utf16.DecodeRune(r, low)
-					i += 6
-				} else {
-					r = utf8.RuneError
-				}
-			}
-			dst = utf8.AppendRune(dst, r)
-		default:
-			return dst, false
-		}
-	}
-	return dst, true
-}
-
-// hex4 reads the 4 hex digits a \u escape ends with, at the start of s.
-func hex4(s []byte) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range s[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 // stringEscape is how a byte of UTF-8 text is written in a JSON string
