@@ -9,8 +9,8 @@ import (
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 	"github.com/tidwall/gjson"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -93,8 +93,8 @@ var decisionNames = [...]string{"allowed", "rejected", "shadow_rejected", "fallb
 	"failure_allowed", "failure_denied", "local_allowed", "local_rejected"}
 
 // kindNames name the kinds of limit, as the admin API's status does.
-var kindNames = [...]string{scripts.KindTokens: "tokens", scripts.KindRequests: "requests",
-	scripts.KindConcurrent: "concurrent", scripts.KindUSD: "usd"}
+var kindNames = [...]string{budget.KindTokens: "tokens", budget.KindRequests: "requests",
+	budget.KindConcurrent: "concurrent", budget.KindUSD: "usd"}
 
 // accessLog is what a request keeps for its access log until it is
 // written: the limit that decided it, noted where its verdict is taken.
@@ -106,16 +106,16 @@ type accessLog struct {
 	// the limit shadow_mode let it pass. The matches and subjects of a
 	// request are not moved once it is admitted, so the pointers hold.
 	decidedBy *config.Match
-	subjectBy *scripts.Subject
+	subjectBy *budget.Subject
 	window    int
-	kind      scripts.Kind
+	kind      budget.Kind
 	shadow    bool     // shadow_mode let it through a closed limit
 	shadowAs  decision // which: shadow_rejected or shadow_fallback
 }
 
 // noteLimit notes the limit of v, group g's verdict, as the one the access
 // log names.
-func (r *request) noteLimit(g *group, v scripts.Verdict) {
+func (r *request) noteLimit(g *group, v budget.Verdict) {
 	if !r.pc.rules.AccessLog || g == nil || v.Subject < 0 || v.Subject >= len(g.matches) || v.Subject >= len(g.subjects) {
 		return
 	}
@@ -136,7 +136,7 @@ func (r *request) noteShadow(d decision, g *group) {
 // logRejected writes the access log of a request rejected by the verdict
 // v of group g (nil: not known, as for a request that gave up waiting
 // behind others in a queue).
-func (r *request) logRejected(g *group, v scripts.Verdict) {
+func (r *request) logRejected(g *group, v budget.Verdict) {
 	if !r.pc.rules.AccessLog {
 		return
 	}
@@ -270,7 +270,7 @@ func (r *request) appendLimit(b []byte, known bool) []byte {
 		b = appendStringMember(b, logLimitKind, kindNames[r.kind])
 	}
 	switch s := r.subjectBy; {
-	case r.window < 0 && r.kind == scripts.KindConcurrent:
+	case r.window < 0 && r.kind == budget.KindConcurrent:
 		b = appendStringMember(b, logWindow, "max_concurrent_requests")
 	case s != nil && r.window >= 0 && r.window < len(s.Windows):
 		b = appendStringMember(b, logWindow, s.Windows[r.window].Field)

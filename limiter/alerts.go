@@ -12,6 +12,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
@@ -112,7 +113,7 @@ type alerter struct {
 // outbox.
 type newAlert struct {
 	outbox []byte
-	member string // as the outbox holds it (scripts.Crossing.Member)
+	member string // as the outbox holds it (scripts.AlertMember)
 	body   []byte
 	made   uint64 // the tick it was made at
 	busy   bool   // its calls are in flight
@@ -175,7 +176,7 @@ func newAlerter(rules *config.Config, redis *scripts.Client, s *startState) *ale
 // alertCrossings makes the alert of each crossing of a call about the
 // subjects (those of one of the request's groups): its body goes to its
 // outbox, and the outbox to its index, from the tick.
-func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.Crossing) {
+func (r *request) alertCrossings(subjects []budget.Subject, crossed []budget.Crossing) {
 	a := r.pc.alerts
 	if a == nil || len(crossed) == 0 {
 		return
@@ -187,7 +188,7 @@ func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.C
 		}
 		w := subjects[c.Subject].Windows[c.Window]
 		outbox := scripts.Outbox(subjects[c.Subject].Key, a.owner)
-		member := c.Member(scripts.OverrideName(w.Unit, w.Seconds))
+		member := scripts.AlertMember(c, scripts.OverrideName(w.Unit, w.Seconds))
 		id := scripts.AlertID(outbox, member[:strings.IndexByte(member, '|')])
 		body := alertJSON(r.pc.rules, id, quota.ShownNameOf(r.pc.rules, matches[c.Subject].WindowFrom(c.Window)), w.Unit, w.Seconds, c)
 		log.Infof("budget alert: %s", body)
@@ -197,7 +198,7 @@ func (r *request) alertCrossings(subjects []scripts.Subject, crossed []scripts.C
 
 // matchesOf returns the matches of the request's group whose subjects
 // these are (nil: none).
-func (r *request) matchesOf(subjects []scripts.Subject) []config.Match {
+func (r *request) matchesOf(subjects []budget.Subject) []config.Match {
 	for i := range r.groups {
 		if g := &r.groups[i]; len(g.subjects) > 0 && len(subjects) > 0 && &g.subjects[0] == &subjects[0] {
 			return g.matches
@@ -209,8 +210,8 @@ func (r *request) matchesOf(subjects []scripts.Subject) []config.Match {
 // alertJSON is the body of the alert id of a crossing of a window (its
 // unit and length) of subject s; the posted and logged name shows a
 // credential as its fingerprint.
-func alertJSON(rules *config.Config, id string, s quota.Name, unit config.Unit, seconds int64, c scripts.Crossing) []byte {
-	kind := quota.KindName(scripts.KindOf(unit))
+func alertJSON(rules *config.Config, id string, s quota.Name, unit config.Unit, seconds int64, c budget.Crossing) []byte {
+	kind := quota.KindName(budget.KindOf(unit))
 	body, _ := json.Marshal(alertBody{ID: id, RuleName: rules.RuleName, Subject: s, Kind: kind, Window: config.WindowName(seconds),
 		Limit: quota.Amount(kind, c.Limit), Used: quota.Amount(kind, c.Used), ResetSeconds: c.Reset, Threshold: c.Threshold,
 		Time: time.Unix(c.At, 0).UTC().Format(time.RFC3339)})
@@ -239,7 +240,7 @@ func alertFromKey(rules *config.Config, outbox string, a scripts.Alert, foreign 
 	if m, ok := strings.CutPrefix(tail, cachekey.ModelSeparator); ok {
 		s.Model, _, _ = strings.Cut(m, cachekey.OutboxSuffix)
 	}
-	c := scripts.Crossing{Threshold: a.Threshold, Used: a.Used, Limit: a.Limit, Reset: a.Reset, At: a.At}
+	c := budget.Crossing{Threshold: a.Threshold, Used: a.Used, Limit: a.Limit, Reset: a.Reset, At: a.At}
 	return alertJSON(rules, scripts.AlertID([]byte(outbox), a.Head), s, a.Unit, a.Seconds, c)
 }
 
@@ -516,7 +517,7 @@ func (a *alerter) sweep(first int) {
 // shownKey is a key of a subject as logs show it: its value, which may be
 // a credential, as a fingerprint (the key does not say whether it is one).
 func shownKey(key string) string {
-	s := scripts.Subject{Key: []byte(key), Secret: true}
+	s := budget.Subject{Key: []byte(key), Secret: true}
 	return s.LogName()
 }
 

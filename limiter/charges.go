@@ -7,6 +7,7 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -43,9 +44,9 @@ const giveBackRetriesPerTick = 100
 // pendingCharge is one charge call of a request and how it is going.
 type pendingCharge struct {
 	r        *request
-	subjects []scripts.Subject
-	amounts  scripts.Amounts
-	spent    *scripts.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
+	subjects []budget.Subject
+	amounts  budget.Amounts
+	spent    *budget.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
 	at       int64
 	id       string         // marks it applied in Redis (see charge.lua)
 	cancel   string         // the marker of an admission it cancels instead (see cancelAdmission)
@@ -62,14 +63,14 @@ type pendingCharge struct {
 // given back to the buckets of time at (the admission's; 0: now). From the
 // hook of the response's last chunk it goes out at once and holds that chunk
 // until answered; otherwise it goes out from the next tick.
-func (r *request) charge(subjects []scripts.Subject, a scripts.Amounts, at int64) {
+func (r *request) charge(subjects []budget.Subject, a budget.Amounts, at int64) {
 	r.chargeSpent(subjects, a, nil, at)
 }
 
 // chargeSpent is charge, of the usage spent when the request had a
 // reservation (a is then the difference; nil otherwise): budget alerts are
 // decided on it, not on buckets that hold reservations too.
-func (r *request) chargeSpent(subjects []scripts.Subject, a scripts.Amounts, spent *scripts.Amounts, at int64) {
+func (r *request) chargeSpent(subjects []budget.Subject, a budget.Amounts, spent *budget.Amounts, at int64) {
 	if r.chargedLocally { // admitted by the local windows: charged there, and caught up later
 		r.pc.local.Charge(subjects, a, at, time.Now().Unix(), true)
 		return
@@ -110,7 +111,7 @@ func (c *pendingCharge) send() error {
 	if c.cancel != "" {
 		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, c.reply)
 	}
-	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.spent, c.at, r.leaseID, c.id, func(crossed []scripts.Crossing, err error) {
+	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.spent, c.at, r.leaseID, c.id, func(crossed []budget.Crossing, err error) {
 		r.alertCrossings(c.subjects, crossed) // budget alerts: sent from the tick
 		c.reply(err)
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
@@ -50,7 +51,7 @@ type endpoint struct {
 
 	// The status calls, one per Redis Cluster slot, and their answers.
 	matches  []config.Match
-	statuses [][]scripts.LimitStatus
+	statuses [][]budget.LimitStatus
 	pending  int
 	failure  error
 }
@@ -223,9 +224,9 @@ func (e *endpoint) serveAdmin() types.Action {
 	options := quota.Options(e.pc.rules)
 	switch e.op {
 	case quota.OpReset:
-		write = options.ResetCall([]scripts.Subject{plan.Target})
+		write = options.ResetCall([]budget.Subject{plan.Target})
 	case quota.OpGrant:
-		write = options.GrantCall([]scripts.Subject{plan.Target}, req.Tokens)
+		write = options.GrantCall([]budget.Subject{plan.Target}, req.Tokens)
 	case quota.OpSetOverrides:
 		write = scripts.OverrideCall(plan.Target.Key, plan.Overrides)
 	case quota.OpRemoveOverrides:
@@ -263,11 +264,11 @@ func describeRequest(rules *config.Config, r quota.Request) string {
 // endpoint's matches and answers once every call has: 200 with the
 // document, or 503.
 func (e *endpoint) readStatus() types.Action {
-	subjects := make([]scripts.Subject, len(e.matches))
+	subjects := make([]budget.Subject, len(e.matches))
 	for i, m := range e.matches {
-		subjects[i] = scripts.SubjectOf(e.pc.rules, m)
+		subjects[i] = budget.SubjectOf(e.pc.rules, m)
 	}
-	e.statuses = make([][]scripts.LimitStatus, len(subjects))
+	e.statuses = make([][]budget.LimitStatus, len(subjects))
 	if len(subjects) == 0 {
 		return e.answer()
 	}
@@ -290,13 +291,13 @@ func (e *endpoint) readStatus() types.Action {
 	options := quota.Options(e.pc.rules)
 	inHook := true
 	for _, idx := range groups {
-		call := make([]scripts.Subject, len(idx))
+		call := make([]budget.Subject, len(idx))
 		for k, i := range idx {
 			call[k] = subjects[i]
 		}
 		err := e.pc.redis.Run(options.StatusCall(call), func(v resp.Value, err error) {
 			if err == nil {
-				var st [][]scripts.LimitStatus
+				var st [][]budget.LimitStatus
 				if st, err = scripts.ParseStatus(v, call); err == nil {
 					for k, i := range idx {
 						e.statuses[i] = st[k]

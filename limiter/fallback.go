@@ -7,6 +7,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
@@ -122,7 +123,7 @@ func groupCandidates(rules *config.Config, perCandidate [][]config.Match, oneCal
 	slots := inline[:0]
 	for c, matches := range perCandidate {
 		for _, m := range matches {
-			s := scripts.SubjectOf(rules, m)
+			s := budget.SubjectOf(rules, m)
 			var i int
 			i, groups, slots = slotGroup(groups, slots, s, oneCall)
 			g := &groups[i]
@@ -157,27 +158,27 @@ func (r *request) admitFirst(g *group) error {
 	for i := f.first; i < len(f.candidates); i++ {
 		subjects := g.alternatives[i].subjects
 		empty = empty && len(subjects) == 0
-		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: scripts.Amounts(f.candidates[i].cost)})
+		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: budget.Amounts(f.candidates[i].cost)})
 	}
 	if empty {
 		g.marker = ""
-		r.answer(g, scripts.Verdict{Allowed: true, Subject: -1, Window: -1, WouldServe: -1}, nil)
+		r.answer(g, budget.Verdict{Allowed: true, Subject: -1, Window: -1, WouldServe: -1}, nil)
 		return nil
 	}
 	if len(candidates) == 1 { // the last one alone: a plain admission
 		c := candidates[0]
-		return r.pc.redis.Admit(c.Subjects, c.Cost, r.leaseID, g.marker, func(v scripts.Verdict, err error) {
+		return r.pc.redis.Admit(c.Subjects, c.Cost, r.leaseID, g.marker, func(v budget.Verdict, err error) {
 			v.WouldServe = -1
 			r.answer(g, v, err)
 		})
 	}
-	return r.pc.redis.AdmitFirst(candidates, r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+	return r.pc.redis.AdmitFirst(candidates, r.leaseID, g.marker, func(v budget.Verdict, err error) { r.answer(g, v, err) })
 }
 
 // serving notes which candidate a group's answer is about: the group's
 // subjects are that candidate's from then on (the verdict's subject indexes
 // are among them).
-func (r *request) serving(g *group, v scripts.Verdict) {
+func (r *request) serving(g *group, v budget.Verdict) {
 	if g.alternatives == nil {
 		return
 	}
@@ -214,9 +215,9 @@ func (r *request) agree() bool {
 	}
 	r.rollBack()
 	for i := range r.groups {
-		r.groups[i].answered, r.groups[i].verdict = false, scripts.Verdict{}
+		r.groups[i].answered, r.groups[i].verdict = false, budget.Verdict{}
 	}
-	r.verdict, r.byKind = scripts.Verdict{}, nil
+	r.verdict, r.byKind = budget.Verdict{}, nil
 	r.fallback.first = latest
 	r.admit(r.fallback.candidates[0].cost)
 	return false

@@ -5,7 +5,7 @@ import (
 
 	"github.com/higress-group/wasm-go/pkg/log"
 
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 )
 
 // maxRenewInterval is the longest a request in progress goes without
@@ -74,7 +74,7 @@ func (s *startState) renewDueLeases() {
 
 // leased returns the subjects with a concurrency limit, reusing the slice
 // when they all have one.
-func leased(subjects []scripts.Subject) []scripts.Subject {
+func leased(subjects []budget.Subject) []budget.Subject {
 	n := 0
 	for _, s := range subjects {
 		if s.Concurrent > 0 {
@@ -84,7 +84,7 @@ func leased(subjects []scripts.Subject) []scripts.Subject {
 	if n == len(subjects) {
 		return subjects
 	}
-	out := make([]scripts.Subject, 0, n)
+	out := make([]budget.Subject, 0, n)
 	for _, s := range subjects {
 		if s.Concurrent > 0 {
 			out = append(out, s)

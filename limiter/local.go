@@ -6,6 +6,7 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/locallimit"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
@@ -68,7 +69,7 @@ func (r *request) decideLocally() {
 	now := time.Now().Unix()
 	for i := range r.groups {
 		g := &r.groups[i]
-		v := r.pc.local.Admit(g.subjects, scripts.Amounts(r.reserved), now)
+		v := r.pc.local.Admit(g.subjects, budget.Amounts(r.reserved), now)
 		if !v.Allowed {
 			for j := range i { // give back what the groups before it took
 				r.pc.local.Charge(r.groups[j].subjects, r.reserved.givenBack(), now, now, true)
@@ -102,7 +103,7 @@ func (s *startState) catchUp() {
 			continue
 		}
 		for _, d := range ls.limiter.TakeDebts(catchUpPerTick, now) {
-			subject := []scripts.Subject{{Key: []byte(d.Key), Windows: []config.Window{d.Window}}}
+			subject := []budget.Subject{{Key: []byte(d.Key), Windows: []config.Window{d.Window}}}
 			err := ls.client.Charge(subject, locallimit.AmountsOf(d.Window.Unit, d.Amount), 0, "", d.ID, func(err error) { ls.caughtUpOrNot(d, err) })
 			if err != nil {
 				ls.caughtUpOrNot(d, err)

@@ -3,8 +3,8 @@ package limiter
 import (
 	"strconv"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // Money. A request's usage is charged in tokens to token windows and, by
@@ -14,12 +14,12 @@ import (
 
 // reservation is what an admission reserves, or a request costs: tokens in
 // token windows, nanodollars in money windows (Requests unused).
-type reservation scripts.Amounts
+type reservation budget.Amounts
 
 // givenBack is what undoing an admission that reserved r adds: r taken
 // back, and one request less.
-func (r reservation) givenBack() scripts.Amounts {
-	return scripts.Amounts{Tokens: -r.Tokens, Requests: -1, USD: -r.USD}
+func (r reservation) givenBack() budget.Amounts {
+	return budget.Amounts{Tokens: -r.Tokens, Requests: -1, USD: -r.USD}
 }
 
 // atLeast is r, each amount at least other's.
@@ -28,14 +28,14 @@ func (r reservation) atLeast(other reservation) reservation {
 }
 
 // exceeds says whether r is more than a window of kind k can ever hold.
-func (r reservation) exceeds(k scripts.Kind, limit int64) bool {
-	return k == scripts.KindTokens && r.Tokens > limit || k == scripts.KindUSD && r.USD > limit
+func (r reservation) exceeds(k budget.Kind, limit int64) bool {
+	return k == budget.KindTokens && r.Tokens > limit || k == budget.KindUSD && r.USD > limit
 }
 
 // quotaValue writes a limit or what is left of it for the quota headers:
 // tokens and requests as integers, money in US dollars ("20", "0.5").
-func quotaValue(k scripts.Kind, n int64) string {
-	if k == scripts.KindUSD {
+func quotaValue(k budget.Kind, n int64) string {
+	if k == budget.KindUSD {
 		return config.FormatUSD(n)
 	}
 	return strconv.FormatInt(n, 10)

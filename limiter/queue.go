@@ -9,8 +9,8 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // over_limit_action: queue keeps an over-limit request paused and asks Redis
@@ -47,10 +47,10 @@ type waitingRoom struct {
 type waitLine struct {
 	key     string
 	waiting []*request
-	retryAt uint64          // the tick at which waiting[0] asks again (0: at once)
-	asking  bool            // waiting[0]'s retry is with Redis
-	verdict scripts.Verdict // the latest rejection: what those who give up are told
-	scope   string          // and the limit it names (see rejectedScope)
+	retryAt uint64         // the tick at which waiting[0] asks again (0: at once)
+	asking  bool           // waiting[0]'s retry is with Redis
+	verdict budget.Verdict // the latest rejection: what those who give up are told
+	scope   string         // and the limit it names (see rejectedScope)
 }
 
 // ticksFor converts a wait in milliseconds to ticks, rounding up.
@@ -116,7 +116,7 @@ func (r *request) join(line *waitLine) *waitLine {
 // off, the room comes after the request's maximum wait, or never comes (a
 // reservation larger than a token window). scope names the limit that
 // closed, for those who give up.
-func (r *request) wait(v scripts.Verdict, scope string) bool {
+func (r *request) wait(v budget.Verdict, scope string) bool {
 	if r.httpCtx == nil || !r.fits() || r.reserved.exceeds(v.Kind, v.Limit) {
 		return false
 	}
@@ -150,7 +150,7 @@ func (r *request) fits() bool {
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
 			for j, w := range s.Windows { // the share of it open to the request's priority level
-				if r.reserved.exceeds(scripts.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
+				if r.reserved.exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
 					return false
 				}
 			}
@@ -223,9 +223,9 @@ func (line *waitLine) pump(tick uint64) {
 // context the tick (or the answer to the retry before) runs on, which is
 // the plugin's: its answer comes even if the request's stream ends first.
 func (r *request) retry() {
-	r.pending, r.failure, r.rejected, r.verdict = 0, nil, nil, scripts.Verdict{}
+	r.pending, r.failure, r.rejected, r.verdict = 0, nil, nil, budget.Verdict{}
 	for i := range r.groups {
-		r.groups[i].verdict, r.groups[i].answered = scripts.Verdict{}, false
+		r.groups[i].verdict, r.groups[i].answered = budget.Verdict{}, false
 	}
 	if r.admit(r.reserved) == types.ActionContinue {
 		r.actOnItsContext()

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // The quota headers (quota_headers) a limited request's response carries,
@@ -52,20 +52,20 @@ const (
 )
 
 // kindQuota is the tightest window of one kind among every group of a
-// request (scripts.Verdict.ByKind), and the group it is in (nil: none).
+// request (budget.Verdict.ByKind), and the group it is in (nil: none).
 type kindQuota struct {
-	scripts.Tightest
+	budget.Tightest
 	g *group
 }
 
 // noteByKind merges a group's tightest window of each kind into the
 // request's: the one with the least left, then the later reset.
-func (r *request) noteByKind(g *group, v scripts.Verdict) {
+func (r *request) noteByKind(g *group, v budget.Verdict) {
 	if v.ByKind == nil {
 		return
 	}
 	if r.byKind == nil {
-		r.byKind = new([scripts.KindUSD + 1]kindQuota)
+		r.byKind = new([budget.KindUSD + 1]kindQuota)
 	}
 	for k, t := range v.ByKind {
 		cur := &r.byKind[k]
@@ -78,7 +78,7 @@ func (r *request) noteByKind(g *group, v scripts.Verdict) {
 // appendQuotaHeaders appends the configured quota headers for v, the
 // verdict that decided the request (rejected: the closed limit; a
 // rejection carries X-TokenRateLimit-Reset and Retry-After already).
-func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejected bool) [][2]string {
+func (r *request) appendQuotaHeaders(dst [][2]string, v budget.Verdict, rejected bool) [][2]string {
 	forms := r.pc.rules.QuotaHeaders
 	if forms&config.QuotaHeadersTokenRateLimit != 0 && v.Limit > 0 {
 		remaining := v.Remaining
@@ -91,13 +91,13 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejecte
 		}
 	}
 	if forms&config.QuotaHeadersOpenAI != 0 && r.byKind != nil && (!rejected || openAINames(v.Kind)) {
-		for _, k := range [...]scripts.Kind{scripts.KindTokens, scripts.KindRequests} {
+		for _, k := range [...]budget.Kind{budget.KindTokens, budget.KindRequests} {
 			q := &r.byKind[k]
 			if q.g == nil {
 				continue
 			}
 			unit := "tokens"
-			if k == scripts.KindRequests {
+			if k == budget.KindRequests {
 				unit = "requests"
 			}
 			dst = append(dst,
@@ -125,8 +125,8 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v scripts.Verdict, rejecte
 // limits. The SDKs wait by retry-after-ms and Retry-After, and stop at
 // x-should-retry, which name the closed limit; so do the X-TokenRateLimit
 // form and RateLimit.
-func openAINames(k scripts.Kind) bool {
-	return k == scripts.KindTokens || k == scripts.KindRequests
+func openAINames(k budget.Kind) bool {
+	return k == budget.KindTokens || k == budget.KindRequests
 }
 
 // openAIDuration writes milliseconds as OpenAI writes a reset: Go's
@@ -196,7 +196,7 @@ const concurrencyField = "max_concurrent_requests"
 // ratelimit is the RateLimit value: the tightest window of each kind, as
 // "<policy id>";r=<remaining>;t=<seconds to its reset>, and on a
 // rejection by a concurrency limit, that limit (r=0;t=1).
-func (r *request) ratelimit(v scripts.Verdict, rejected bool) string {
+func (r *request) ratelimit(v budget.Verdict, rejected bool) string {
 	var b strings.Builder
 	item := func(g *group, subject, window int, field string, remaining, seconds int64) {
 		if b.Len() > 0 {
@@ -209,13 +209,13 @@ func (r *request) ratelimit(v scripts.Verdict, rejected bool) string {
 		b.WriteString(strconv.FormatInt(seconds, 10))
 	}
 	if r.byKind != nil {
-		for _, k := range [...]scripts.Kind{scripts.KindTokens, scripts.KindRequests, scripts.KindUSD} {
+		for _, k := range [...]budget.Kind{budget.KindTokens, budget.KindRequests, budget.KindUSD} {
 			if q := &r.byKind[k]; q.g != nil {
 				item(q.g, q.Subject, q.Window, q.g.subjects[q.Subject].Windows[q.Window].Field, q.Remaining, (q.ResetMs+999)/1000)
 			}
 		}
 	}
-	if rejected && v.Kind == scripts.KindConcurrent && r.rejectedBy != nil {
+	if rejected && v.Kind == budget.KindConcurrent && r.rejectedBy != nil {
 		item(r.rejectedBy, v.Subject, -1, concurrencyField, 0, 1)
 	}
 	return b.String()

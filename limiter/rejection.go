@@ -10,9 +10,9 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/wasm-go/pkg/log"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // HeaderScope names, on a rejection, the limit that closed: see
@@ -63,7 +63,7 @@ const (
 // has room again (see rejectionBody). A limit that has room again only
 // after max_retry_wait adds x-should-retry: false, so that an SDK raises
 // its error at once rather than sleep for hours with the call held.
-func (r *request) reject(v scripts.Verdict, scope string) {
+func (r *request) reject(v budget.Verdict, scope string) {
 	r.enter(phaseRejected)
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
@@ -78,7 +78,7 @@ func (r *request) reject(v scripts.Verdict, scope string) {
 	spent := waitMs > rules.MaxRetryWaitSeconds*1000
 	body, contentType := r.rejectionBody(v, scope, waitMs, spent)
 	detail := "ai-token-ratelimit.rejected"
-	if v.Kind == scripts.KindConcurrent {
+	if v.Kind == budget.KindConcurrent {
 		detail = "ai-token-ratelimit.concurrency"
 	}
 	headers := make([][2]string, 0, 16)
@@ -127,10 +127,10 @@ func apiOf(path string) api {
 // a message naming the limit and when it has room again (with spent, an
 // OpenAI code saying the quota is spent); a path of no API known gets the
 // default text.
-func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64, spent bool) (string, string) {
+func (r *request) rejectionBody(v budget.Verdict, scope string, waitMs int64, spent bool) (string, string) {
 	rules := r.pc.rules
 	switch {
-	case rules.RejectedMsgSet && v.Kind == scripts.KindConcurrent:
+	case rules.RejectedMsgSet && v.Kind == budget.KindConcurrent:
 		return concurrencyMsg + strconv.FormatInt(v.Limit, 10), contentTypeText
 	case rules.RejectedMsgSet:
 		return rules.RejectedMsg, r.pc.rejectedType
@@ -141,7 +141,7 @@ func (r *request) rejectionBody(v scripts.Verdict, scope string, waitMs int64, s
 	}
 	which := apiOf(path)
 	if which == apiOther {
-		if v.Kind == scripts.KindConcurrent {
+		if v.Kind == budget.KindConcurrent {
 			return concurrencyMsg + strconv.FormatInt(v.Limit, 10), contentTypeText
 		}
 		return rules.RejectedMsg, contentTypeText
@@ -197,16 +197,16 @@ type (
 // of limit that closed: what it counts, as OpenAI's own 429s say "tokens"
 // or "requests".
 var openAIErrorType = [...]string{
-	scripts.KindTokens:     "tokens",
-	scripts.KindRequests:   "requests",
-	scripts.KindConcurrent: "concurrent_requests",
-	scripts.KindUSD:        "usd",
+	budget.KindTokens:     "tokens",
+	budget.KindRequests:   "requests",
+	budget.KindConcurrent: "concurrent_requests",
+	budget.KindUSD:        "usd",
 }
 
 // rejectionMessage says which limit closed (v, the verdict of group g)
 // and when it has room again: "Token rate limit exceeded: the limit of 1000
 // tokens per minute is used up (rule_item=0; key=alice). Try again in 12s."
-func rejectionMessage(p *config.Priority, g *group, v scripts.Verdict, scope string, waitMs int64) string {
+func rejectionMessage(p *config.Priority, g *group, v budget.Verdict, scope string, waitMs int64) string {
 	var b strings.Builder
 	per := ""
 	if g != nil && v.Subject < len(g.subjects) && v.Window >= 0 && v.Window < len(g.subjects[v.Subject].Windows) {
@@ -215,16 +215,16 @@ func rejectionMessage(p *config.Priority, g *group, v scripts.Verdict, scope str
 		}
 	}
 	switch v.Kind {
-	case scripts.KindConcurrent:
+	case budget.KindConcurrent:
 		b.WriteString("Too many concurrent requests: at most ")
 		b.WriteString(strconv.FormatInt(v.Limit, 10))
 		b.WriteString(" may be in progress at once")
-	case scripts.KindUSD:
+	case budget.KindUSD:
 		b.WriteString("Spending limit exceeded: the budget of $")
 		b.WriteString(config.FormatUSD(v.Limit))
 		b.WriteString(per)
 		b.WriteString(" is used up")
-	case scripts.KindRequests:
+	case budget.KindRequests:
 		b.WriteString("Request rate limit exceeded: the limit of ")
 		b.WriteString(strconv.FormatInt(v.Limit, 10))
 		b.WriteString(" requests")
@@ -257,7 +257,7 @@ func rejectionMessage(p *config.Priority, g *group, v scripts.Verdict, scope str
 
 // openShare is the name of the request's priority level and the percent of
 // the limit that decided v open to it (100: all of it, or no priority).
-func openShare(p *config.Priority, g *group, v scripts.Verdict) (level string, open int64) {
+func openShare(p *config.Priority, g *group, v budget.Verdict) (level string, open int64) {
 	if p == nil || g == nil || v.Subject < 0 || v.Subject >= len(g.subjects) {
 		return "", 100
 	}
@@ -265,7 +265,7 @@ func openShare(p *config.Priority, g *group, v scripts.Verdict) (level string, o
 	switch {
 	case v.Window >= 0 && v.Window < len(s.Windows):
 		open = s.Open(v.Window)
-	case v.Kind == scripts.KindConcurrent:
+	case v.Kind == budget.KindConcurrent:
 		open = s.Open(-1)
 	default:
 		open = 100
@@ -296,7 +296,7 @@ func (r *request) rejectedScope() string { return scopeOf(r.pc.rules, r.rejected
 
 // scopeOf names the limit of v, the verdict of group g, as rejectedScope
 // does.
-func scopeOf(rules *config.Config, g *group, v *scripts.Verdict) string {
+func scopeOf(rules *config.Config, g *group, v *budget.Verdict) string {
 	if g == nil || v == nil || v.Subject < 0 || v.Subject >= len(g.matches) {
 		return ""
 	}

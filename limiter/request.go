@@ -11,6 +11,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
@@ -75,12 +76,12 @@ type admission struct {
 	// sentFromStream says the pending admission calls were sent from the
 	// request's own hooks (not the tick): their answers go with its stream.
 	sentFromStream bool
-	failure        error                           // the first admission call that failed
-	rejected       *scripts.Verdict                // the closed window that resets last, if any
-	rejectedBy     *group                          // the group it belongs to
-	verdict        scripts.Verdict                 // the tightest open window, once admitted
-	shadowedBy     *group                          // a group that admitted it only because its closed limits are soft (shadow_mode)
-	byKind         *[scripts.KindUSD + 1]kindQuota // the tightest window of each kind (quota headers, quotaheaders.go)
+	failure        error                          // the first admission call that failed
+	rejected       *budget.Verdict                // the closed window that resets last, if any
+	rejectedBy     *group                         // the group it belongs to
+	verdict        budget.Verdict                 // the tightest open window, once admitted
+	shadowedBy     *group                         // a group that admitted it only because its closed limits are soft (shadow_mode)
+	byKind         *[budget.KindUSD + 1]kindQuota // the tightest window of each kind (quota headers, quotaheaders.go)
 	// chargedLocally says the local windows admitted it (failure_mode
 	// local): its usage is charged there.
 	chargedLocally bool
@@ -136,11 +137,11 @@ func (r *request) readsBody() bool {
 // slot, or every subject of the request when one Redis holds them all
 // (see PluginConfig.oneCall).
 type group struct {
-	limits                   // the subjects it limits by: with fallbacks, those of the candidate served
-	verdict  scripts.Verdict // its answer; At is the time its buckets were taken at
-	answered bool            // got a verdict (allowed or not)
-	marker   string          // names its admission call in Redis, to cancel it ("": it takes nothing)
-	canceled bool            // its admission was cancelled: a late answer is ignored
+	limits                  // the subjects it limits by: with fallbacks, those of the candidate served
+	verdict  budget.Verdict // its answer; At is the time its buckets were taken at
+	answered bool           // got a verdict (allowed or not)
+	marker   string         // names its admission call in Redis, to cancel it ("": it takes nothing)
+	canceled bool           // its admission was cancelled: a late answer is ignored
 	// With model_fallbacks (fallback.go): each candidate's subjects in this
 	// slot, the asked model's first (nil: none), and the candidate its
 	// answer is about.
@@ -150,7 +151,7 @@ type group struct {
 
 // limits are subjects of one call, with what the call does in them.
 type limits struct {
-	subjects []scripts.Subject
+	subjects []budget.Subject
 	matches  []config.Match // the match of each subject, in the same order
 	tokens   bool           // some subject has a token window: usage is charged to it
 	usd      bool           // some subject has a money window: what the usage costs is charged to it
@@ -159,7 +160,7 @@ type limits struct {
 }
 
 // add appends a match's subject.
-func (l *limits) add(s scripts.Subject, m config.Match) {
+func (l *limits) add(s budget.Subject, m config.Match) {
 	l.subjects = append(l.subjects, s)
 	l.matches = append(l.matches, m)
 	l.leases = l.leases || s.Concurrent > 0
@@ -371,14 +372,14 @@ func (pc PluginConfig) oneCall() bool {
 // groupBySlot builds each match's subject and groups them by Redis Cluster
 // slot, in order of first appearance; with oneCall, all in one group, in
 // the matches' order (a per_model subject still follows its parent, so is
-// still sent as a suffix of its key: see scripts.Subject).
+// still sent as a suffix of its key: see budget.Subject).
 func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []group {
 	oneCall = oneCall || len(matches) == 1 // one subject: one group, whatever its slot (no hash of its key)
 	groups := make([]group, 0, 1)
 	var inline [4]uint16 // the groups' slots, on the stack for a few groups
 	slots := inline[:0]
 	for _, m := range matches {
-		s := scripts.SubjectOf(rules, m)
+		s := budget.SubjectOf(rules, m)
 		var i int
 		i, groups, slots = slotGroup(groups, slots, s, oneCall)
 		groups[i].add(s, m)
@@ -414,7 +415,7 @@ func (r *request) applyLevel() {
 // slotGroup returns the index of the group of subject s's slot (the one
 // group with oneCall) among groups, whose slots are slots, appending it
 // (and its slot) when it is new; and the groups and slots so extended.
-func slotGroup(groups []group, slots []uint16, s scripts.Subject, oneCall bool) (int, []group, []uint16) {
+func slotGroup(groups []group, slots []uint16, s budget.Subject, oneCall bool) (int, []group, []uint16) {
 	slot := uint16(0) // one group
 	if !oneCall {
 		slot = cachekey.Slot(s.Key)
@@ -461,7 +462,7 @@ func (r *request) admit(cost reservation) types.Action {
 	r.pending = len(r.groups)
 	r.shadowedBy = nil
 	if r.byKind != nil {
-		*r.byKind = [scripts.KindUSD + 1]kindQuota{}
+		*r.byKind = [budget.KindUSD + 1]kindQuota{}
 	}
 	r.sentFromStream = fromStream
 	if r.leaseID != "" {
@@ -479,10 +480,10 @@ func (r *request) admit(cost reservation) types.Action {
 		if g.alternatives != nil {
 			err = r.admitFirst(g)
 		} else {
-			err = r.pc.redis.Admit(g.subjects, scripts.Amounts(cost), r.leaseID, g.marker, func(v scripts.Verdict, err error) { r.answer(g, v, err) })
+			err = r.pc.redis.Admit(g.subjects, budget.Amounts(cost), r.leaseID, g.marker, func(v budget.Verdict, err error) { r.answer(g, v, err) })
 		}
 		if err != nil { // the call never left: that group fails now
-			r.answer(g, scripts.Verdict{}, err)
+			r.answer(g, budget.Verdict{}, err)
 		}
 	}
 	switch r.phase {
@@ -511,7 +512,7 @@ func (r *request) takesLeases() bool {
 }
 
 // answer takes one group's answer; the last one decides.
-func (r *request) answer(g *group, v scripts.Verdict, err error) {
+func (r *request) answer(g *group, v budget.Verdict, err error) {
 	if g.canceled {
 		return // answered after all, but its stream is gone and its admission was cancelled
 	}
@@ -549,7 +550,7 @@ func (r *request) answer(g *group, v scripts.Verdict, err error) {
 // allowedBy notes a group's verdict that allows the request, keeping as
 // the request's (the quota headers show it) the one that decides among the
 // groups as each group's script chose among its windows.
-func (r *request) allowedBy(g *group, v scripts.Verdict) {
+func (r *request) allowedBy(g *group, v budget.Verdict) {
 	g.verdict, g.answered = v, true
 	if v.OverSoft && r.shadowedBy == nil {
 		r.shadowedBy = g

@@ -8,8 +8,8 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -105,15 +105,15 @@ func (r *request) settle(complete bool) {
 	r.countSpend(how, u, cost, complete && !failed)
 	r.compressed = nil // inflated by estimated, or not needed
 	r.logSettled(u, ok, !ok && !failed, cost)
-	delta := scripts.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
-	var spent *scripts.Amounts // with a reservation, what the charge is of: alerts decide on it
+	delta := budget.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
+	var spent *budget.Amounts // with a reservation, what the charge is of: alerts decide on it
 	if r.reserved != (reservation{}) {
-		spent = &scripts.Amounts{Tokens: cost.Tokens, USD: cost.USD}
+		spent = &budget.Amounts{Tokens: cost.Tokens, USD: cost.USD}
 	}
-	alertsOnly := spent != nil && r.pc.alerts != nil && *spent != scripts.Amounts{} // the usage to alert on, if not to add
+	alertsOnly := spent != nil && r.pc.alerts != nil && *spent != budget.Amounts{} // the usage to alert on, if not to add
 	for i := range r.groups {
 		g := &r.groups[i]
-		if (delta == scripts.Amounts{} && !alertsOnly || !g.tokens && !g.usd) && !g.leases {
+		if (delta == budget.Amounts{} && !alertsOnly || !g.tokens && !g.usd) && !g.leases {
 			continue // nothing to charge, nothing to release
 		}
 		// What the response used beyond its reservation goes to the windows

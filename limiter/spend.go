@@ -3,7 +3,7 @@ package limiter
 import (
 	"math"
 
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -69,11 +69,11 @@ var seriesMetricNames = [numSeriesMetrics]string{
 }
 
 // rejectedBy is the counter of rejections by a limit of kind k.
-var rejectedBy = [scripts.KindUSD + 1]seriesMetric{
-	scripts.KindTokens:     metricRejectedTokens,
-	scripts.KindRequests:   metricRejectedRequests,
-	scripts.KindConcurrent: metricRejectedConcurrency,
-	scripts.KindUSD:        metricRejectedMoney,
+var rejectedBy = [budget.KindUSD + 1]seriesMetric{
+	budget.KindTokens:     metricRejectedTokens,
+	budget.KindRequests:   metricRejectedRequests,
+	budget.KindConcurrent: metricRejectedConcurrency,
+	budget.KindUSD:        metricRejectedMoney,
 }
 
 // maxEstimateRatioPercent bounds what the estimate's histogram records: a
@@ -130,7 +130,7 @@ func estimateRatioPercent(reserved, charged int64) uint64 {
 
 // countRejection counts a rejection (token_ratelimit_count, the Higress
 // counter) and the kind of limit that closed.
-func (r *request) countRejection(k scripts.Kind) {
+func (r *request) countRejection(k budget.Kind) {
 	s := r.pc.metrics.seriesOf(requestHeader(consumerHeader), r.model)
 	s.count(metricRejected)
 	if int(k) < len(rejectedBy) {

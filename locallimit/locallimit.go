@@ -20,8 +20,8 @@ import (
 	"container/list"
 	"time"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // Limiter is one worker's local windows, for the subjects of one
@@ -112,34 +112,34 @@ func (l *Limiter) limit(configured int64) int64 { return max(configured/l.share,
 // reserves), each request window room for one more, each concurrency limit
 // room for one more in progress. The verdict names the first limit that
 // has no room.
-func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now int64) scripts.Verdict {
+func (l *Limiter) Admit(subjects []budget.Subject, cost budget.Amounts, now int64) budget.Verdict {
 	cost.Requests = 1
 	held := make([]*subject, len(subjects))
 	for i, s := range subjects {
 		held[i] = l.subject(s, now)
 	}
-	best := scripts.Verdict{Allowed: true, Subject: -1}
+	best := budget.Verdict{Allowed: true, Subject: -1}
 	for i, h := range held {
 		for j := range h.windows {
 			w := &h.windows[j]
 			limit, take := l.limit(config.Share(w.Limit, subjects[i].Open(j))), max(amountOf(cost, w.Unit), 0) // its level's share
 			_, end := l.bucket(w.Window, now)
-			kind, reset := scripts.KindOf(w.Unit), end-now
+			kind, reset := budget.KindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
 			if !fits && !subjects[i].WindowSoft(j) { // a soft window counts, but never rejects
-				return scripts.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i, Window: j}
+				return budget.Verdict{Kind: kind, Limit: limit, Reset: reset, WaitMs: 1000 * reset, Subject: i, Window: j}
 			}
 			if left := max(limit-w.used-take, 0); best.Subject < 0 || !fits && !best.OverSoft || fits == !best.OverSoft && left < best.Remaining {
-				best = scripts.Verdict{Allowed: true, OverSoft: !fits, Kind: kind, Limit: limit, Remaining: left, Reset: reset, Subject: i, Window: j}
+				best = budget.Verdict{Allowed: true, OverSoft: !fits, Kind: kind, Limit: limit, Remaining: left, Reset: reset, Subject: i, Window: j}
 			}
 		}
 		c := config.Share(subjects[i].Concurrent, subjects[i].Open(-1)) // its level's share (0: none of it)
 		if subjects[i].Concurrent > 0 && h.inProgress+1 > l.limit(c) {
 			if !subjects[i].SoftConcurrency {
-				return scripts.Verdict{Kind: scripts.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}
+				return budget.Verdict{Kind: budget.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}
 			}
 			if !best.OverSoft {
-				best = scripts.Verdict{Allowed: true, OverSoft: true, Kind: scripts.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}
+				best = budget.Verdict{Allowed: true, OverSoft: true, Kind: budget.KindConcurrent, Limit: l.limit(c), Reset: 1, Subject: i, Window: -1}
 			}
 		}
 	}
@@ -165,7 +165,7 @@ func (l *Limiter) Admit(subjects []scripts.Subject, cost scripts.Amounts, now in
 // of at ended has nothing to give back to. A give-back takes from a
 // bucket no more than it holds; of it, what Redis was told already
 // becomes a refund owed to Redis.
-func (l *Limiter) Charge(subjects []scripts.Subject, a scripts.Amounts, at, now int64, release bool) {
+func (l *Limiter) Charge(subjects []budget.Subject, a budget.Amounts, at, now int64, release bool) {
 	if at == 0 {
 		at = now
 	}
@@ -211,7 +211,7 @@ func (l *Limiter) count(w *window, n int64) {
 // goes where what it gives back went, unless Redis's window turned between
 // the two.
 type Debt struct {
-	ID     string // the charge id (see scripts.Client.Charge)
+	ID     string // its charge id, the same on every attempt
 	Key    string
 	Window config.Window
 	Amount int64
@@ -292,7 +292,7 @@ func (l *Limiter) sent(d Debt) *window {
 
 // subject returns a subject's state, made (and the least recently used
 // one evicted when full) on first use, its windows rolled to now.
-func (l *Limiter) subject(s scripts.Subject, now int64) *subject {
+func (l *Limiter) subject(s budget.Subject, now int64) *subject {
 	h, ok := l.subjects[string(s.Key)]
 	if !ok {
 		if len(l.subjects) >= l.maxSubjects {
@@ -375,7 +375,7 @@ func (l *Limiter) dequeue(w *window) {
 }
 
 // amountOf is what amounts add to a window of unit u.
-func amountOf(a scripts.Amounts, u config.Unit) int64 {
+func amountOf(a budget.Amounts, u config.Unit) int64 {
 	switch u {
 	case config.UnitTokens:
 		return a.Tokens
@@ -387,12 +387,12 @@ func amountOf(a scripts.Amounts, u config.Unit) int64 {
 
 // AmountsOf are amounts that add n to the windows of unit u alone: what a
 // debt sends.
-func AmountsOf(u config.Unit, n int64) scripts.Amounts {
+func AmountsOf(u config.Unit, n int64) budget.Amounts {
 	switch u {
 	case config.UnitTokens:
-		return scripts.Amounts{Tokens: n}
+		return budget.Amounts{Tokens: n}
 	case config.UnitUSD:
-		return scripts.Amounts{USD: n}
+		return budget.Amounts{USD: n}
 	}
-	return scripts.Amounts{Requests: n}
+	return budget.Amounts{Requests: n}
 }

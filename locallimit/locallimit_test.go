@@ -8,12 +8,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
-func subjectOf(key string, concurrent int64, windows ...config.Window) scripts.Subject {
-	return scripts.Subject{Key: []byte(key), Windows: windows, Concurrent: concurrent}
+func subjectOf(key string, concurrent int64, windows ...config.Window) budget.Subject {
+	return budget.Subject{Key: []byte(key), Windows: windows, Concurrent: concurrent}
 }
 
 var (
@@ -36,50 +36,50 @@ func newLimiter(share int64, maxSubjects int) *Limiter {
 // after, as Redis's admission does without reservation.
 func TestLocalWindowsHoldTheShareOfALimit(t *testing.T) {
 	l := newLimiter(2, 10) // two workers share: 500 tokens a minute here
-	s := []scripts.Subject{subjectOf("a", 0, minute1000)}
+	s := []budget.Subject{subjectOf("a", 0, minute1000)}
 	used := int64(0)
 	for i := 0; ; i++ {
-		v := l.Admit(s, scripts.Amounts{Tokens: 0}, t0+int64(i%50))
+		v := l.Admit(s, budget.Amounts{Tokens: 0}, t0+int64(i%50))
 		if !v.Allowed {
-			assert.Equal(t, scripts.KindTokens, v.Kind)
+			assert.Equal(t, budget.KindTokens, v.Kind)
 			assert.Equal(t, int64(500), v.Limit)
 			assert.Equal(t, int64(60-i%50), v.Reset)
 			break
 		}
-		l.Charge(s, scripts.Amounts{Tokens: 120, Requests: 0}, 0, t0+int64(i%50), false)
+		l.Charge(s, budget.Amounts{Tokens: 120, Requests: 0}, 0, t0+int64(i%50), false)
 		used += 120
 		require.Less(t, i, 100)
 	}
 	assert.Equal(t, int64(600), used, "the last request admitted under the limit uses more: ± one request's usage")
-	assert.True(t, l.Admit(s, scripts.Amounts{Tokens: 0}, t0+60).Allowed, "the next minute is a new window")
+	assert.True(t, l.Admit(s, budget.Amounts{Tokens: 0}, t0+60).Allowed, "the next minute is a new window")
 	assert.Equal(t, int64(600), l.LostTokens, "the first minute's usage was never told to Redis")
 }
 
 func TestReservationRequestsAndConcurrencyAllOrNothing(t *testing.T) {
 	l := newLimiter(1, 10)
-	s := []scripts.Subject{subjectOf("a", 2, minute1000, hour3), subjectOf("b", 0, minute1000)}
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 600}, t0).Allowed)
-	v := l.Admit(s, scripts.Amounts{Tokens: 600}, t0)
+	s := []budget.Subject{subjectOf("a", 2, minute1000, hour3), subjectOf("b", 0, minute1000)}
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 600}, t0).Allowed)
+	v := l.Admit(s, budget.Amounts{Tokens: 600}, t0)
 	require.False(t, v.Allowed, "1,200 reserved would pass 1,000")
 	assert.Equal(t, 0, v.Subject)
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 400}, t0).Allowed)
-	v = l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 400}, t0).Allowed)
+	v = l.Admit(s, budget.Amounts{Tokens: 0}, t0)
 	assert.False(t, v.Allowed)
-	assert.Equal(t, scripts.KindTokens, v.Kind, "the token window, full, decides first")
+	assert.Equal(t, budget.KindTokens, v.Kind, "the token window, full, decides first")
 
 	l = newLimiter(1, 10)
 	for range 2 {
-		require.True(t, l.Admit(s, scripts.Amounts{Tokens: 0}, t0).Allowed)
+		require.True(t, l.Admit(s, budget.Amounts{Tokens: 0}, t0).Allowed)
 	}
-	v = l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
-	assert.Equal(t, scripts.KindConcurrent, v.Kind)
+	v = l.Admit(s, budget.Amounts{Tokens: 0}, t0)
+	assert.Equal(t, budget.KindConcurrent, v.Kind)
 	assert.Equal(t, int64(2), v.Limit)
-	l.Charge(s, scripts.Amounts{Tokens: 10, Requests: 0}, 0, t0, true)
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 0}, t0).Allowed, "one ended: room for one")
-	l.Charge(s, scripts.Amounts{Tokens: 0, Requests: 0}, 0, t0, true)
-	l.Charge(s, scripts.Amounts{Tokens: 0, Requests: 0}, 0, t0, true)
-	v = l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
-	assert.Equal(t, scripts.KindRequests, v.Kind, "three requests this hour")
+	l.Charge(s, budget.Amounts{Tokens: 10, Requests: 0}, 0, t0, true)
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 0}, t0).Allowed, "one ended: room for one")
+	l.Charge(s, budget.Amounts{Tokens: 0, Requests: 0}, 0, t0, true)
+	l.Charge(s, budget.Amounts{Tokens: 0, Requests: 0}, 0, t0, true)
+	v = l.Admit(s, budget.Amounts{Tokens: 0}, t0)
+	assert.Equal(t, budget.KindRequests, v.Kind, "three requests this hour")
 	assert.False(t, v.Allowed)
 	assert.Equal(t, int64(3), v.Limit)
 }
@@ -88,13 +88,13 @@ func TestReservationRequestsAndConcurrencyAllOrNothing(t *testing.T) {
 // the rest is counted as lost.
 func TestDebtsAreTakenOnceAndOnlyForCurrentWindows(t *testing.T) {
 	l := newLimiter(1, 10)
-	a := []scripts.Subject{subjectOf("a", 0, minute1000, hour3)}
-	b := []scripts.Subject{subjectOf("b", 0, minute1000)}
+	a := []budget.Subject{subjectOf("a", 0, minute1000, hour3)}
+	b := []budget.Subject{subjectOf("b", 0, minute1000)}
 	assert.False(t, l.Owes())
-	l.Admit(a, scripts.Amounts{Tokens: 0}, t0)
-	l.Charge(a, scripts.Amounts{Tokens: 70, Requests: 0}, 0, t0, false)
-	l.Admit(b, scripts.Amounts{Tokens: 0}, t0)
-	l.Charge(b, scripts.Amounts{Tokens: 30, Requests: 0}, 0, t0, false)
+	l.Admit(a, budget.Amounts{Tokens: 0}, t0)
+	l.Charge(a, budget.Amounts{Tokens: 70, Requests: 0}, 0, t0, false)
+	l.Admit(b, budget.Amounts{Tokens: 0}, t0)
+	l.Charge(b, budget.Amounts{Tokens: 30, Requests: 0}, 0, t0, false)
 	require.True(t, l.Owes())
 	debts := l.TakeDebts(2, t0+61) // a's minute ended; two windows visited
 	assert.Equal(t, []Debt{{ID: "1", Key: "a", Window: hour3, Amount: 1}}, debts)
@@ -105,18 +105,18 @@ func TestDebtsAreTakenOnceAndOnlyForCurrentWindows(t *testing.T) {
 	assert.False(t, l.Owes())
 	l.Paid(debts[0])
 
-	l.Admit(b, scripts.Amounts{Tokens: 0}, t0+62)
-	l.Charge(b, scripts.Amounts{Tokens: 30, Requests: 0}, 0, t0+62, false)
-	l.Admit(a, scripts.Amounts{Tokens: 0}, t0+62)
+	l.Admit(b, budget.Amounts{Tokens: 0}, t0+62)
+	l.Charge(b, budget.Amounts{Tokens: 30, Requests: 0}, 0, t0+62, false)
+	l.Admit(a, budget.Amounts{Tokens: 0}, t0+62)
 	debts = l.TakeDebts(1, t0+62)
 	assert.Equal(t, []Debt{{ID: "2", Key: "b", Window: minute1000, Amount: 30}}, debts, "at most n")
 	assert.True(t, l.Owes())
 	assert.Equal(t, []Debt{{ID: "3", Key: "a", Window: hour3, Amount: 1}}, l.TakeDebts(10, t0+62))
 	// Taken, but still counted for the local limit should Redis fail again.
-	l.Charge(b, scripts.Amounts{Tokens: 460, Requests: 0}, 0, t0+62, false)
-	assert.True(t, l.Admit(b, scripts.Amounts{Tokens: 0}, t0+63).Allowed)
-	l.Charge(b, scripts.Amounts{Tokens: 600, Requests: 0}, 0, t0+63, false)
-	assert.False(t, l.Admit(b, scripts.Amounts{Tokens: 0}, t0+63).Allowed)
+	l.Charge(b, budget.Amounts{Tokens: 460, Requests: 0}, 0, t0+62, false)
+	assert.True(t, l.Admit(b, budget.Amounts{Tokens: 0}, t0+63).Allowed)
+	l.Charge(b, budget.Amounts{Tokens: 600, Requests: 0}, 0, t0+63, false)
+	assert.False(t, l.Admit(b, budget.Amounts{Tokens: 0}, t0+63).Allowed)
 	assert.Empty(t, l.TakeDebts(10, t0+63), "b's debt of 30 is out: what came since waits for its answer")
 	l.Paid(debts[0])
 	assert.Equal(t, []Debt{{ID: "4", Key: "b", Window: minute1000, Amount: 1060}}, l.TakeDebts(10, t0+63),
@@ -129,8 +129,8 @@ func TestDebtsAreTakenOnceAndOnlyForCurrentWindows(t *testing.T) {
 // reservation went into, never more than the bucket holds locally.
 func TestARefundAfterTheDebtWasTakenIsOwedToRedis(t *testing.T) {
 	l := newLimiter(1, 10)
-	s := []scripts.Subject{subjectOf("a", 1, minute1000, hour3)}
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 1000}, t0+5).Allowed)
+	s := []budget.Subject{subjectOf("a", 1, minute1000, hour3)}
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 1000}, t0+5).Allowed)
 	debts := l.TakeDebts(10, t0+6)
 	require.Equal(t, []Debt{
 		{ID: "1", Key: "a", Window: minute1000, Amount: 1000},
@@ -141,37 +141,37 @@ func TestARefundAfterTheDebtWasTakenIsOwedToRedis(t *testing.T) {
 	}
 	assert.False(t, l.Owes())
 
-	l.Charge(s, scripts.Amounts{Tokens: 30 - 1000, Requests: 0}, t0+5, t0+20, true) // used 30 of the 1,000 reserved at t0+5
+	l.Charge(s, budget.Amounts{Tokens: 30 - 1000, Requests: 0}, t0+5, t0+20, true) // used 30 of the 1,000 reserved at t0+5
 	assert.Equal(t, []Debt{{ID: "3", Key: "a", Window: minute1000, Amount: -970}}, l.TakeDebts(10, t0+21))
-	assert.True(t, l.Admit(s, scripts.Amounts{Tokens: 970}, t0+22).Allowed, "the local window holds 30: room for 970")
-	assert.False(t, l.Admit(s, scripts.Amounts{Tokens: 1}, t0+22).Allowed)
+	assert.True(t, l.Admit(s, budget.Amounts{Tokens: 970}, t0+22).Allowed, "the local window holds 30: room for 970")
+	assert.False(t, l.Admit(s, budget.Amounts{Tokens: 1}, t0+22).Allowed)
 
 	// A give-back takes no more than the bucket holds: Redis is never owed
 	// back more than it was told.
 	l = newLimiter(1, 10)
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 600}, t0).Allowed)
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 600}, t0).Allowed)
 	for _, d := range l.TakeDebts(10, t0) {
 		l.Paid(d)
 	}
-	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
-	l.Charge(s, scripts.Amounts{Tokens: -5000, Requests: -1}, t0, t0, true)
+	l.Charge(s, budget.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: -5000, Requests: -1}, t0, t0, true)
 	debts = l.TakeDebts(10, t0)
 	assert.ElementsMatch(t, []Debt{
 		{ID: "3", Key: "a", Window: minute1000, Amount: -600},
 		{ID: "4", Key: "a", Window: hour3, Amount: -1},
 	}, debts, "the 100 owed and the 600 told, given back: 600 owed back")
-	assert.True(t, l.Admit(s, scripts.Amounts{Tokens: 1000}, t0).Allowed, "the local window is empty, not below")
+	assert.True(t, l.Admit(s, budget.Amounts{Tokens: 1000}, t0).Allowed, "the local window is empty, not below")
 
 	// A give-back to a bucket that ended has nothing to give back to, in
 	// the new bucket nor in Redis.
 	l = newLimiter(1, 10)
-	s = []scripts.Subject{subjectOf("a", 0, minute1000, hour3)}
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 600}, t0+50).Allowed)
+	s = []budget.Subject{subjectOf("a", 0, minute1000, hour3)}
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 600}, t0+50).Allowed)
 	for _, d := range l.TakeDebts(10, t0+50) {
 		l.Paid(d)
 	}
-	require.True(t, l.Admit(s, scripts.Amounts{Tokens: 100}, t0+61).Allowed)
-	l.Charge(s, scripts.Amounts{Tokens: -580, Requests: 0}, t0+50, t0+62, true)
+	require.True(t, l.Admit(s, budget.Amounts{Tokens: 100}, t0+61).Allowed)
+	l.Charge(s, budget.Amounts{Tokens: -580, Requests: 0}, t0+50, t0+62, true)
 	debts = l.TakeDebts(10, t0+62)
 	assert.Equal(t, []Debt{{ID: "3", Key: "a", Window: minute1000, Amount: 100}, {ID: "4", Key: "a", Window: hour3, Amount: 1}}, debts)
 }
@@ -182,12 +182,12 @@ func TestARefundAfterTheDebtWasTakenIsOwedToRedis(t *testing.T) {
 // the meantime goes after it, as a new debt with an id of its own.
 func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 	l := newLimiter(1, 10)
-	s := []scripts.Subject{subjectOf("a", 0, minute1000)}
-	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	s := []budget.Subject{subjectOf("a", 0, minute1000)}
+	l.Charge(s, budget.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts := l.TakeDebts(10, t0)
 	require.Equal(t, []Debt{{ID: "1", Key: "a", Window: minute1000, Amount: 100}}, debts)
-	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0+1, false)
-	l.Charge(s, scripts.Amounts{Tokens: -20, Requests: 0}, t0, t0+1, false)
+	l.Charge(s, budget.Amounts{Tokens: 50, Requests: 0}, 0, t0+1, false)
+	l.Charge(s, budget.Amounts{Tokens: -20, Requests: 0}, t0, t0+1, false)
 	assert.False(t, l.Owes(), "its debt is out: the window waits for the answer")
 	l.Owe(debts[0], t0+2)
 	require.True(t, l.Owes())
@@ -202,28 +202,28 @@ func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 
 	// Given back after its bucket ended: lost, with what waited behind it.
 	l = newLimiter(1, 10)
-	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts = l.TakeDebts(10, t0)
-	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: 50, Requests: 0}, 0, t0, false)
 	l.Owe(debts[0], t0+60)
 	assert.Equal(t, int64(150), l.LostTokens)
 	assert.False(t, l.Owes())
 
 	// Given back, then its bucket ended before it went again: lost too.
 	l = newLimiter(1, 10)
-	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	l.Owe(l.TakeDebts(10, t0)[0], t0+1)
-	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0+2, false)
+	l.Charge(s, budget.Amounts{Tokens: 50, Requests: 0}, 0, t0+2, false)
 	assert.Empty(t, l.TakeDebts(10, t0+60))
 	assert.Equal(t, int64(150), l.LostTokens)
 
 	// Paid after its bucket ended: nothing more of it to send, nothing lost
 	// but what waited behind it.
 	l = newLimiter(1, 10)
-	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts = l.TakeDebts(10, t0)
-	l.Charge(s, scripts.Amounts{Tokens: 50, Requests: 0}, 0, t0, false)
-	l.Charge(s, scripts.Amounts{Tokens: 7, Requests: 0}, 0, t0+60, false)
+	l.Charge(s, budget.Amounts{Tokens: 50, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: 7, Requests: 0}, 0, t0+60, false)
 	l.Paid(debts[0])
 	assert.Equal(t, []Debt{{ID: "2", Key: "a", Window: minute1000, Amount: 7}}, l.TakeDebts(10, t0+60))
 	assert.Equal(t, int64(50), l.LostTokens)
@@ -231,10 +231,10 @@ func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 	// A refund given back and never delivered loses nothing; what it
 	// would have given back of a lost debt is taken from the loss.
 	l = newLimiter(1, 10)
-	l.Charge(s, scripts.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: 100, Requests: 0}, 0, t0, false)
 	debts = l.TakeDebts(10, t0)
 	l.Owe(debts[0], t0)
-	l.Charge(s, scripts.Amounts{Tokens: -70, Requests: 0}, t0, t0, false)
+	l.Charge(s, budget.Amounts{Tokens: -70, Requests: 0}, t0, t0, false)
 	assert.Empty(t, l.TakeDebts(10, t0+60))
 	assert.Equal(t, int64(30), l.LostTokens, "the 100 never delivered, less the 70 given back")
 }
@@ -244,11 +244,11 @@ func TestAFailedDebtIsSentAgainAsItWas(t *testing.T) {
 func TestTakingDebtsVisitsOnlyTheWindowsThatOwe(t *testing.T) {
 	l := newLimiter(1, 200_000)
 	for i := range 100_000 {
-		require.True(t, l.Admit([]scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, scripts.Amounts{}, t0).Allowed)
+		require.True(t, l.Admit([]budget.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, budget.Amounts{}, t0).Allowed)
 	}
 	assert.False(t, l.Owes(), "admitted without a reservation: nothing counted yet")
 	for _, i := range []int{5, 50_000, 99_999} {
-		l.Charge([]scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, scripts.Amounts{Tokens: 10}, 0, t0+1, false)
+		l.Charge([]budget.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}, budget.Amounts{Tokens: 10}, 0, t0+1, false)
 	}
 	assert.Equal(t, 3, l.owing.Len(), "what TakeDebts walks: the 3 windows that owe")
 	debts := l.TakeDebts(100, t0+2)
@@ -264,15 +264,15 @@ func BenchmarkTakeDebts(b *testing.B) {
 	for _, held := range []int{100, 100_000} {
 		b.Run(strconv.Itoa(held)+" subjects", func(b *testing.B) {
 			l := newLimiter(1, held)
-			subjects := make([][]scripts.Subject, held)
+			subjects := make([][]budget.Subject, held)
 			for i := range subjects {
-				subjects[i] = []scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}
-				l.Admit(subjects[i], scripts.Amounts{}, t0)
+				subjects[i] = []budget.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}
+				l.Admit(subjects[i], budget.Amounts{}, t0)
 			}
 			b.ResetTimer()
 			for i := range b.N {
 				for k := range 3 {
-					l.Charge(subjects[(i+k*held/3)%held], scripts.Amounts{Tokens: 1}, 0, t0, false)
+					l.Charge(subjects[(i+k*held/3)%held], budget.Amounts{Tokens: 1}, 0, t0, false)
 				}
 				debts := l.TakeDebts(100, t0)
 				if len(debts) != 3 {
@@ -291,9 +291,9 @@ func BenchmarkTakeDebts(b *testing.B) {
 func TestSubjectsAreBounded(t *testing.T) {
 	l := newLimiter(1, 100)
 	for i := range 100_000 {
-		s := []scripts.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}
-		l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
-		l.Charge(s, scripts.Amounts{Tokens: 1, Requests: 0}, 0, t0, false)
+		s := []budget.Subject{subjectOf("subject-"+strconv.Itoa(i), 0, minute1000)}
+		l.Admit(s, budget.Amounts{Tokens: 0}, t0)
+		l.Charge(s, budget.Amounts{Tokens: 1, Requests: 0}, 0, t0, false)
 		require.LessOrEqual(t, l.Len(), 100)
 	}
 	assert.Equal(t, 100, l.Len())
@@ -313,9 +313,9 @@ func heapHeld(maxSubjects, subjects int) (held uint64, l *Limiter) {
 	day := config.Window{Field: "token_per_day", Unit: config.UnitTokens, Seconds: 86400, Limit: 100000}
 	for i := range subjects {
 		key := "atrl:{chat|limit_by_per_ip|from-remote-addr|10." + strconv.Itoa(i>>16&255) + "." + strconv.Itoa(i>>8&255) + "." + strconv.Itoa(i&255) + "}"
-		s := []scripts.Subject{subjectOf(key, 0, minute1000, day)}
-		l.Admit(s, scripts.Amounts{Tokens: 0}, t0)
-		l.Charge(s, scripts.Amounts{Tokens: 10, Requests: 0}, 0, t0, false)
+		s := []budget.Subject{subjectOf(key, 0, minute1000, day)}
+		l.Admit(s, budget.Amounts{Tokens: 0}, t0)
+		l.Charge(s, budget.Amounts{Tokens: 10, Requests: 0}, 0, t0, false)
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m)
@@ -347,28 +347,28 @@ func TestLocalWindowsKeepTheReserveOfHigherLevels(t *testing.T) {
 		"redis": {"service_name": "redis.static"}}`)
 	require.NoError(t, err)
 	l := newLimiter(1, 10)
-	low := []scripts.Subject{{Key: []byte("g"), Windows: c.Global.Windows, Level: 1}}
-	high := []scripts.Subject{{Key: []byte("g"), Windows: c.Global.Windows, Level: 0}}
+	low := []budget.Subject{{Key: []byte("g"), Windows: c.Global.Windows, Level: 1}}
+	high := []budget.Subject{{Key: []byte("g"), Windows: c.Global.Windows, Level: 0}}
 	for i := 0; i < 7; i++ {
-		require.True(t, l.Admit(low, scripts.Amounts{}, t0).Allowed, "low request %d", i+1)
-		l.Charge(low, scripts.Amounts{Tokens: 100}, 0, t0, false)
+		require.True(t, l.Admit(low, budget.Amounts{}, t0).Allowed, "low request %d", i+1)
+		l.Charge(low, budget.Amounts{Tokens: 100}, 0, t0, false)
 	}
-	v := l.Admit(low, scripts.Amounts{}, t0)
+	v := l.Admit(low, budget.Amounts{}, t0)
 	assert.False(t, v.Allowed)
 	assert.Equal(t, int64(700), v.Limit, "70 % open to low")
 	for i := 0; i < 3; i++ {
-		require.True(t, l.Admit(high, scripts.Amounts{}, t0).Allowed, "high request %d", i+1)
-		l.Charge(high, scripts.Amounts{Tokens: 100}, 0, t0, false)
+		require.True(t, l.Admit(high, budget.Amounts{}, t0).Allowed, "high request %d", i+1)
+		l.Charge(high, budget.Amounts{Tokens: 100}, 0, t0, false)
 	}
-	assert.False(t, l.Admit(high, scripts.Amounts{}, t0).Allowed)
+	assert.False(t, l.Admit(high, budget.Amounts{}, t0).Allowed)
 
 	// Concurrency: 1 of 2 slots (70 % of 2, rounded down) for low.
-	lowC := []scripts.Subject{{Key: []byte("c"), Concurrent: 2, ConcurrentOpen: c.Global.ConcurrentOpen(1), Level: 1}}
-	highC := []scripts.Subject{{Key: []byte("c"), Concurrent: 2, ConcurrentOpen: c.Global.ConcurrentOpen(0)}}
-	require.True(t, l.Admit(lowC, scripts.Amounts{}, t0).Allowed)
-	v = l.Admit(lowC, scripts.Amounts{}, t0)
+	lowC := []budget.Subject{{Key: []byte("c"), Concurrent: 2, ConcurrentOpen: c.Global.ConcurrentOpen(1), Level: 1}}
+	highC := []budget.Subject{{Key: []byte("c"), Concurrent: 2, ConcurrentOpen: c.Global.ConcurrentOpen(0)}}
+	require.True(t, l.Admit(lowC, budget.Amounts{}, t0).Allowed)
+	v = l.Admit(lowC, budget.Amounts{}, t0)
 	assert.False(t, v.Allowed)
 	assert.Equal(t, int64(1), v.Limit)
-	assert.True(t, l.Admit(highC, scripts.Amounts{}, t0).Allowed)
-	assert.False(t, l.Admit(highC, scripts.Amounts{}, t0).Allowed)
+	assert.True(t, l.Admit(highC, budget.Amounts{}, t0).Allowed)
+	assert.False(t, l.Admit(highC, budget.Amounts{}, t0).Allowed)
 }

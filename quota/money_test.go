@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -32,10 +33,10 @@ func TestDescribeMoneyLimit(t *testing.T) {
 	c := moneyRules(t)
 	p, err := Request{Op: OpStatus, Ref: sk1}.Plan(c)
 	require.NoError(t, err)
-	d := Describe(c, p.Matches, [][]scripts.LimitStatus{{
-		{Kind: scripts.KindTokens, Seconds: 60, Limit: 1000, Used: 300, Reset: 42},
-		{Kind: scripts.KindUSD, Seconds: 86400, Limit: 20 * config.NanoPerDollar, Used: 9_870_000, Reset: 3600},
-		{Kind: scripts.KindUSD, Seconds: 3600, Limit: 3_251, Used: 9_000_000_000, Reset: 7, Overridden: true},
+	d := Describe(c, p.Matches, [][]budget.LimitStatus{{
+		{Kind: budget.KindTokens, Seconds: 60, Limit: 1000, Used: 300, Reset: 42},
+		{Kind: budget.KindUSD, Seconds: 86400, Limit: 20 * config.NanoPerDollar, Used: 9_870_000, Reset: 3600},
+		{Kind: budget.KindUSD, Seconds: 3600, Limit: 3_251, Used: 9_000_000_000, Reset: 7, Overridden: true},
 	}}, false)
 	js, err := json.Marshal(d)
 	require.NoError(t, err)
@@ -53,10 +54,10 @@ func TestDescribeMoneyLimit(t *testing.T) {
 // Every kind is named: a status of any kind the scripts report has a
 // document.
 func TestEveryKindIsNamed(t *testing.T) {
-	for k := scripts.KindTokens; k <= scripts.KindUSD; k++ {
+	for k := budget.KindTokens; k <= budget.KindUSD; k++ {
 		assert.NotEmpty(t, kindNames[k], "kind %d", k)
 	}
-	assert.Equal(t, KindUSD, kindNames[scripts.KindUSD])
+	assert.Equal(t, KindUSD, kindNames[budget.KindUSD])
 }
 
 // The other kinds' limits are written byte for byte as before money: as

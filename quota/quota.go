@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -132,11 +133,11 @@ const (
 )
 
 // KindName is the name of a kind of limit, as the document writes it.
-func KindName(k scripts.Kind) string { return kindNames[k] }
+func KindName(k budget.Kind) string { return kindNames[k] }
 
-// kindNames names every scripts.Kind.
-var kindNames = [...]string{scripts.KindTokens: KindTokens, scripts.KindRequests: KindRequests, scripts.KindConcurrent: KindConcurrent,
-	scripts.KindUSD: KindUSD}
+// kindNames names every budget.Kind.
+var kindNames = [...]string{budget.KindTokens: KindTokens, budget.KindRequests: KindRequests, budget.KindConcurrent: KindConcurrent,
+	budget.KindUSD: KindUSD}
 
 // Amount writes an amount of a limit of kind as the document does: a
 // count, or for KindUSD nanodollars as US dollars, exactly ("20",
@@ -259,7 +260,7 @@ func parseUSD(s string) (int64, error) {
 // are the limits of matches[i]. Subjects are named by NameOf, or with
 // shown by ShownNameOf (a credential fingerprinted): the raw value is for
 // the client's own quota request, and an operator's tool.
-func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts.LimitStatus, shown bool) Document {
+func Describe(rules *config.Config, matches []config.Match, statuses [][]budget.LimitStatus, shown bool) Document {
 	name := NameOf
 	if shown {
 		name = ShownNameOf
@@ -273,7 +274,7 @@ func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts
 		windows := m.Windows()
 		for j, l := range statuses[i] {
 			out := Limit{Kind: kindNames[l.Kind], Limit: l.Limit, Used: l.Used, Remaining: l.Remaining(), Overridden: l.Overridden}
-			if l.Kind != scripts.KindConcurrent {
+			if l.Kind != budget.KindConcurrent {
 				out.Window, out.ResetSeconds = config.WindowName(l.Seconds), l.Reset
 			}
 			if p := rules.Priority; p != nil {
@@ -293,7 +294,7 @@ func Describe(rules *config.Config, matches []config.Match, statuses [][]scripts
 // levelShares are each level's share of a limit whose share open to a
 // level is open(level) percent, and what is left of it; nil when every
 // level may use all of it.
-func levelShares(p *config.Priority, l scripts.LimitStatus, open func(level int) int64) []LevelShare {
+func levelShares(p *config.Priority, l budget.LimitStatus, open func(level int) int64) []LevelShare {
 	if open(len(p.Levels)-1) >= 100 { // the lowest level has all of it: so has every level
 		return nil
 	}
@@ -415,10 +416,10 @@ type Plan struct {
 	// a model, its per_model match last): the status shows them all.
 	Matches []config.Match
 	// Status reads the status of Matches (one slot).
-	Status []scripts.Subject
+	Status []budget.Subject
 	// Target is the subject the operation changes (the per_model one when
 	// a model is named), with the windows it acts on.
-	Target scripts.Subject
+	Target budget.Subject
 	// Overrides are a set's, as the scripts name them.
 	Overrides []scripts.Override
 }
@@ -434,10 +435,10 @@ func (r Request) Plan(rules *config.Config) (Plan, error) {
 	}
 	p := Plan{Matches: matches}
 	for _, m := range matches {
-		p.Status = append(p.Status, scripts.SubjectOf(rules, m))
+		p.Status = append(p.Status, budget.SubjectOf(rules, m))
 	}
 	target := matches[len(matches)-1]
-	p.Target = scripts.SubjectOf(rules, target)
+	p.Target = budget.SubjectOf(rules, target)
 	p.Target.Suffix = 0 // sent alone: a key of its own
 	switch r.Op {
 	case OpReset, OpGrant:

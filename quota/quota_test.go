@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -31,11 +32,11 @@ func TestDescribeHasTheDocumentedShape(t *testing.T) {
 	require.NoError(t, err)
 	u, err := Request{Op: OpStatus, Ref: config.SubjectRef{Threshold: config.UnmatchedThreshold}}.Plan(c)
 	require.NoError(t, err)
-	d := Describe(c, append(p.Matches, u.Matches...), [][]scripts.LimitStatus{
-		{{Kind: scripts.KindTokens, Seconds: 60, Limit: 1000, Used: 300, Reset: 42}, {Kind: scripts.KindRequests, Seconds: 3600, Limit: 50, Used: 60, Reset: 7},
-			{Kind: scripts.KindConcurrent, Limit: 5, Used: 1, Overridden: true}},
-		{{Kind: scripts.KindTokens, Seconds: 60, Limit: 100, Used: 30, Reset: 42}},
-		{{Kind: scripts.KindRequests, Seconds: 60, Limit: 3, Used: 0, Reset: 1}},
+	d := Describe(c, append(p.Matches, u.Matches...), [][]budget.LimitStatus{
+		{{Kind: budget.KindTokens, Seconds: 60, Limit: 1000, Used: 300, Reset: 42}, {Kind: budget.KindRequests, Seconds: 3600, Limit: 50, Used: 60, Reset: 7},
+			{Kind: budget.KindConcurrent, Limit: 5, Used: 1, Overridden: true}},
+		{{Kind: budget.KindTokens, Seconds: 60, Limit: 100, Used: 30, Reset: 42}},
+		{{Kind: budget.KindRequests, Seconds: 60, Limit: 3, Used: 0, Reset: 1}},
 	}, false)
 	js, err := json.Marshal(d)
 	require.NoError(t, err)
@@ -205,7 +206,7 @@ func TestPlanOfASharedSubject(t *testing.T) {
 		p, err = Request{Op: OpSetOverrides, Ref: ref, Limits: []FieldLimit{{"token_per_day", 5}, {config.MaxConcurrentField, 1}}}.Plan(c)
 		require.NoError(t, err)
 		assert.Len(t, p.Overrides, 2)
-		d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil}, false)
+		d := Describe(c, p.Matches, [][]budget.LimitStatus{nil}, false)
 		require.Len(t, d.Subjects, 1)
 		require.Len(t, d.Subjects[0].Merged, 1)
 		assert.Equal(t, item, *d.Subjects[0].RuleItem)
@@ -214,7 +215,7 @@ func TestPlanOfASharedSubject(t *testing.T) {
 	p, err := Request{Op: OpReset, Ref: config.SubjectRef{Item: 1, Value: "sk-paid"}}.Plan(c)
 	require.NoError(t, err)
 	assert.Equal(t, int64(5000), p.Target.Windows[0].Limit, "a value only one item matches: its limits alone")
-	d := Describe(c, p.Matches, [][]scripts.LimitStatus{nil}, false)
+	d := Describe(c, p.Matches, [][]budget.LimitStatus{nil}, false)
 	js, err := json.Marshal(d)
 	require.NoError(t, err)
 	assert.NotContains(t, string(js), "merged")

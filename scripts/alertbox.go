@@ -9,6 +9,7 @@ import (
 
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
@@ -69,10 +70,10 @@ type Alert struct {
 	Raw       string // the member, as Redis holds it
 }
 
-// Member is the alert of a crossing of a subject's window (its name in
-// keys, see OverrideName: "t86400") as its outbox holds it until its body
-// is attached.
-func (c Crossing) Member(window string) string {
+// AlertMember is the alert of a crossing of a subject's window (its name
+// in keys, see OverrideName: "t86400") as its outbox holds it until its
+// body is attached (ParseAlert reads it).
+func AlertMember(c budget.Crossing, window string) string {
 	return fmt.Sprintf("%s:%d:!%d|%d|%d|%d|%d", window, c.Bucket, c.Threshold, c.Used, c.Limit, c.Reset, c.At)
 }
 
@@ -124,7 +125,7 @@ func AlertID(outbox []byte, head string) string {
 // empty time (Redis's clock) and the arguments.
 func alertCall(keys [][]byte, op string, args ...string) Call {
 	return func(bySource bool) []byte {
-		subjects := make([]Subject, len(keys))
+		subjects := make([]budget.Subject, len(keys))
 		for i, k := range keys {
 			subjects[i].Key = k
 		}
@@ -264,7 +265,7 @@ func parseClaimed(v resp.Value) (Claimed, error) {
 	return cl, nil
 }
 
-// AttachAlert gives an alert in an outbox (Crossing.Member) its body and
+// AttachAlert gives an alert in an outbox (AlertMember) its body and
 // makes it due now; done gets whether it was still there.
 func (c *Client) AttachAlert(outbox []byte, member string, body []byte, done func(bool, error)) error {
 	return c.dispatch(alertCall([][]byte{outbox}, "attach", member, string(body)), func(v resp.Value, err error) {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
@@ -30,11 +31,11 @@ func TestOutboxHandsAlertsOutUntilRemoved(t *testing.T) {
 	require.Equal(t, subject+":!o:1a2b3c4d", outbox)
 	unlisted := cachekey.Unlisted(cachekey.Slot([]byte(subject)), "chat")
 	c := &Client{options: Options{Thresholds: []int64{50}, OneServer: true, AlertOwner: owner}}
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000)}}}
-	crossed, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, Amounts{Tokens: 600}, nil, 0, "", "c1", "", true, true)), subjects, true, true)
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000)}}}
+	crossed, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, budget.Amounts{Tokens: 600}, nil, 0, "", "c1", "", true, true)), subjects, true, true)
 	require.NoError(t, err)
 	require.Len(t, crossed, 1)
-	member := crossed[0].Member(OverrideName(config.UnitTokens, 60))
+	member := AlertMember(crossed[0], OverrideName(config.UnitTokens, 60))
 	assert.Equal(t, "t60:29453820:!50|600|1000|50|1767229210", member)
 	assert.Equal(t, []string{member}, r.Strings("ZRANGE", outbox, "0", "-1"))
 	assert.Equal(t, int64(at+10), r.Int("ZSCORE", index, outbox), "listed in the same call, due after the grace")
@@ -133,8 +134,8 @@ func TestSweepAndSilentOwners(t *testing.T) {
 	slot := cachekey.Slot([]byte(subject))
 	unlisted := cachekey.Unlisted(slot, "chat")
 	c := &Client{options: Options{Thresholds: []int64{50}, AlertOwner: "0000000b"}}
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000)}}}
-	_, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, Amounts{Tokens: 600}, nil, 0, "", "c1", "", true, true)), subjects, true, true)
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000)}}}
+	_, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, budget.Amounts{Tokens: 600}, nil, 0, "", "c1", "", true, true)), subjects, true, true)
 	require.NoError(t, err)
 	outboxB := subject + ":!o:0000000b"
 	require.Equal(t, []string{outboxB}, r.Strings("ZRANGE", string(unlisted), "0", "-1"))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
@@ -17,8 +18,8 @@ import (
 
 // alertSubjects are a key with a token minute, a request hour and 5
 // requests in progress, and within it a model's money day.
-func alertSubjects() []Subject {
-	return []Subject{
+func alertSubjects() []budget.Subject {
+	return []budget.Subject{
 		{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000), {Unit: config.UnitRequests, Seconds: 3600, Limit: 100}}, Concurrent: 5},
 		{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"), Windows: []config.Window{{Unit: config.UnitUSD, Seconds: 86400, Limit: 20 * config.NanoPerDollar}}},
 	}
@@ -38,11 +39,11 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 		"$1\r\n0\r\n$2\r\n2c\r\n$3\r\nt60\r\n$5\r\nq3600\r\n$10\r\n1:m:gpt-4o\r\n$6\r\nu86400\r\n"
 	cancel := "*15\r\n" + head + "$6\r\ncharge\r\n$0\r\n\r\n$0\r\n\r\n$21\r\nf:lease.1!35/marker.2\r\n$4\r\n-300\r\n$2\r\n-1\r\n" +
 		"$2\r\n2c\r\n$3\r\nt60\r\n$5\r\nq3600\r\n$10\r\n1:m:gpt-4o\r\n$6\r\nu86400\r\n"
-	assert.Equal(t, admit, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
-	assert.Equal(t, charge, string(c.encodeCharge(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)))
-	assert.Equal(t, charge, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)),
+	assert.Equal(t, admit, string(c.encodeAdmit(subjects, budget.Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
+	assert.Equal(t, charge, string(c.encodeCharge(subjects, budget.Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)))
+	assert.Equal(t, charge, string(c.encodeChargeCall(subjects, budget.Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)),
 		"a charge that may alert, without thresholds")
-	assert.Equal(t, cancel, string(c.encodeCharge(subjects, Amounts{Tokens: -300, Requests: -1}, 0, "lease.1", "", "marker.2", false)))
+	assert.Equal(t, cancel, string(c.encodeCharge(subjects, budget.Amounts{Tokens: -300, Requests: -1}, 0, "lease.1", "", "marker.2", false)))
 
 	// With thresholds, an admission adds them to its options, a soft
 	// window an 's' to its limit; a charge that may alert adds them (and
@@ -51,22 +52,22 @@ func TestCallsWithoutAlertsAreUnchanged(t *testing.T) {
 	// slot's tag: "#1a2b3c4dDBNE50,80,100".
 	c.options.Thresholds, c.options.AlertOwner = []int64{50, 80, 100}, "1a2b3c4d"
 	tag := string(cachekey.AppendSlotTag(nil, cachekey.Slot([]byte(subject))))
-	subjects[0].SoftWindows = AllSoft
+	subjects[0].SoftWindows = budget.AllSoft
 	admitAlerting := strings.NewReplacer("$24\r\nfo60:lease.1!35/marker.2", "$46\r\nfo60:lease.1!35/marker.2#1a2b3c4d"+tag+"50,80,100",
 		"$4\r\n1000\r\n", "$5\r\n1000s\r\n", "$3\r\n100\r\n", "$4\r\n100s\r\n").Replace(admit)
-	assert.Equal(t, admitAlerting, string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
+	assert.Equal(t, admitAlerting, string(c.encodeAdmit(subjects, budget.Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)))
 	assert.Equal(t, len(admit)+22+2, len(admitAlerting), "22 bytes of thresholds, owner and slot, 1 per soft window")
 	c.options.OneServer = true
 	assert.Equal(t, strings.Replace(admitAlerting, "$46\r\nfo60:lease.1!35/marker.2#1a2b3c4d"+tag, "$43\r\nfo60:lease.1!35/marker.2#i1a2b3c4d", 1),
-		string(c.encodeAdmit(subjects, Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)), "one server: 'i', no slot")
+		string(c.encodeAdmit(subjects, budget.Amounts{Tokens: 1200, USD: 3250000}, "lease.1", "marker.2", false)), "one server: 'i', no slot")
 	c.options.OneServer = false
 	chargeAlerting := strings.NewReplacer("*15\r\n", "*18\r\n", "$21\r\nf:lease.1/60/charge.3", "$44\r\nf:lease.1/60/charge.3#o1a2b3c4d"+tag+"50,80,100",
 		"$3\r\nt60\r\n", "$3\r\nt60\r\n$4\r\n1000\r\n", "$5\r\nq3600\r\n", "$5\r\nq3600\r\n$3\r\n100\r\n",
 		"$6\r\nu86400\r\n", "$6\r\nu86400\r\n$11\r\n20000000000\r\n").Replace(charge)
-	assert.Equal(t, chargeAlerting, string(c.encodeChargeCall(subjects, Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)))
-	assert.Equal(t, charge, string(c.encodeCharge(subjects, Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)),
+	assert.Equal(t, chargeAlerting, string(c.encodeChargeCall(subjects, budget.Amounts{Tokens: 300, USD: 975000}, nil, 1767229200, "lease.1", "charge.3", "", true, false)))
+	assert.Equal(t, charge, string(c.encodeCharge(subjects, budget.Amounts{Tokens: 300, USD: 975000}, 1767229200, "lease.1", "charge.3", "", false)),
 		"Charge (the local windows' catch-up) does not alert")
-	assert.Equal(t, cancel, string(c.encodeCharge(subjects, Amounts{Tokens: -300, Requests: -1}, 0, "lease.1", "", "marker.2", false)))
+	assert.Equal(t, cancel, string(c.encodeCharge(subjects, budget.Amounts{Tokens: -300, Requests: -1}, 0, "lease.1", "", "marker.2", false)))
 }
 
 // run sends an encoded call by source to Redis and returns its reply.
@@ -86,12 +87,12 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	r.SetClock(1767229210) // 10 s into an hour
 	subjects := alertSubjects()
 	c := &Client{options: Options{LeaseSeconds: 60, Overrides: true, Thresholds: []int64{50, 100}, AlertOwner: "1a2b3c4d"}}
-	admit := func() Verdict {
-		v, err := c.parseAdmit(runReply(t, r, c.encodeAdmit(subjects, Amounts{}, "lease.1", "", true)), subjects)
+	admit := func() budget.Verdict {
+		v, err := c.parseAdmit(runReply(t, r, c.encodeAdmit(subjects, budget.Amounts{}, "lease.1", "", true)), subjects)
 		require.NoError(t, err)
 		return v
 	}
-	charge := func(a Amounts, id string) []Crossing {
+	charge := func(a budget.Amounts, id string) []budget.Crossing {
 		crossed, err := c.parseCharge(runReply(t, r, c.encodeChargeCall(subjects, a, nil, 0, "", id, "", true, true)), subjects, true, true)
 		require.NoError(t, err)
 		return crossed
@@ -102,23 +103,23 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	assert.Nil(t, admit().Crossings, "1 of 4 requests")
 	v := admit()
 	require.Len(t, v.Crossings, 1, "2 of 4 requests: 50 %")
-	assert.Equal(t, Crossing{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3590, Bucket: 1767229210 / 3600, At: 1767229210}, v.Crossings[0])
+	assert.Equal(t, budget.Crossing{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3590, Bucket: 1767229210 / 3600, At: 1767229210}, v.Crossings[0])
 
 	// 1,500 tokens of 1,000 pass 50 and 100 % at once; $12 of $20 passes 50 %.
-	crossed := charge(Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1")
+	crossed := charge(budget.Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1")
 	require.Len(t, crossed, 3)
 	assert.Equal(t, []int64{50, 100, 50}, []int64{crossed[0].Threshold, crossed[1].Threshold, crossed[2].Threshold})
-	assert.Equal(t, Crossing{Subject: 0, Window: 0, Threshold: 100, Used: 1500, Limit: 1000, Reset: 50, Bucket: 1767229210 / 60, At: 1767229210}, crossed[1])
-	assert.Equal(t, Crossing{Subject: 1, Window: 0, Threshold: 50, Used: 12 * config.NanoPerDollar, Limit: 20 * config.NanoPerDollar,
+	assert.Equal(t, budget.Crossing{Subject: 0, Window: 0, Threshold: 100, Used: 1500, Limit: 1000, Reset: 50, Bucket: 1767229210 / 60, At: 1767229210}, crossed[1])
+	assert.Equal(t, budget.Crossing{Subject: 1, Window: 0, Threshold: 50, Used: 12 * config.NanoPerDollar, Limit: 20 * config.NanoPerDollar,
 		Reset: 82790, Bucket: 1767229210 / 86400, At: 1767229210}, crossed[2])
-	assert.Equal(t, crossed, charge(Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1"),
+	assert.Equal(t, crossed, charge(budget.Amounts{Tokens: 1500, USD: 12 * config.NanoPerDollar}, "c1"),
 		"a retried charge (its first answer lost): applied once, and telling what its first try crossed")
 	assert.Equal(t, int64(1500), r.Int("GET", subject+":t60:29453820"), "applied once")
 
 	// Given back under 50 % and taken past it again in the same bucket: no
 	// second alert.
-	assert.Nil(t, charge(Amounts{Tokens: -1400}, "c2"))
-	assert.Nil(t, charge(Amounts{Tokens: 1400}, "c3"))
+	assert.Nil(t, charge(budget.Amounts{Tokens: -1400}, "c2"))
+	assert.Nil(t, charge(budget.Amounts{Tokens: 1400}, "c3"))
 	assert.Equal(t, 4, len(r.Keys(subject+"*:![0-9]*")), "one marker per bucket and threshold")
 	assert.Equal(t, []string{
 		"q3600:490897:!50|2|4|3590|1767229210", "t60:29453820:!100|1500|1000|50|1767229210", "t60:29453820:!50|1500|1000|50|1767229210",
@@ -132,7 +133,7 @@ func TestCrossingsReportedOnce(t *testing.T) {
 	assert.Equal(t, int64(1767229210), r.Int("ZSCORE", unlisted, subject+":!o:1a2b3c4d"), "by when it was first noted")
 
 	// Soft: over its limit, an admission still goes, and counts.
-	subjects[0].SoftWindows = AllSoft
+	subjects[0].SoftWindows = budget.AllSoft
 	v = admit()
 	assert.True(t, v.Allowed, "the token minute is used up, but soft")
 	assert.Equal(t, int64(0), v.Remaining)
@@ -160,7 +161,7 @@ func TestCrossingRepliesAreChecked(t *testing.T) {
 	good := []int{1, 2, 50, 2, 4, 3000, 490896}
 	v, err := alerting.parseAdmit(reply(append(verdict, good...)...), subjects)
 	require.NoError(t, err)
-	assert.Equal(t, []Crossing{{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3000, Bucket: 490896, At: 1767229200}}, v.Crossings)
+	assert.Equal(t, []budget.Crossing{{Subject: 0, Window: 1, Threshold: 50, Used: 2, Limit: 4, Reset: 3000, Bucket: 490896, At: 1767229200}}, v.Crossings)
 	_, err = (&Client{}).parseAdmit(reply(append(verdict, good...)...), subjects)
 	assert.ErrorIs(t, err, ErrMalformed, "crossings from a call that sent no thresholds")
 	for name, bad := range map[string][]int{

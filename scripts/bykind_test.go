@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -36,17 +37,17 @@ func TestAdmitReportsEachKindsTightestWindow(t *testing.T) {
 	assert.Equal(t, []int64{5, 4, 30_000, 1, 3}, reply[14:19], "requests: this one counted")
 	assert.Equal(t, []int64{0, 0, 0, 0, 0}, reply[19:24], "no money window")
 
-	// The client reads it into each kind's Tightest.
+	// The client reads it into each kind's budget.Tightest.
 	c := &Client{options: Options{ByKind: true}}
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{
 		{Unit: config.UnitTokens, Seconds: 60, Limit: 1000}, {Unit: config.UnitTokens, Seconds: 86400, Limit: 100000}, {Unit: config.UnitRequests, Seconds: 60, Limit: 5},
 	}}}
 	v, err := c.parseAdmit(replyOf(reply), subjects)
 	require.NoError(t, err)
 	require.NotNil(t, v.ByKind)
-	assert.Equal(t, Tightest{Limit: 1000, Remaining: 100, ResetMs: 30_000}, v.ByKind[KindTokens])
-	assert.Equal(t, Tightest{Limit: 5, Remaining: 4, ResetMs: 30_000, Window: 2}, v.ByKind[KindRequests])
-	assert.Zero(t, v.ByKind[KindUSD].Limit)
+	assert.Equal(t, budget.Tightest{Limit: 1000, Remaining: 100, ResetMs: 30_000}, v.ByKind[budget.KindTokens])
+	assert.Equal(t, budget.Tightest{Limit: 5, Remaining: 4, ResetMs: 30_000, Window: 2}, v.ByKind[budget.KindRequests])
+	assert.Zero(t, v.ByKind[budget.KindUSD].Limit)
 
 	// Rejected by the minute: its kind reports the wait; requests still show.
 	chargeAt(r, now, 100, 60, 86400)

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/tidwall/resp"
+
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 )
 
 // Admissions with fallbacks (model_fallbacks): a request that may be served
@@ -16,20 +18,20 @@ import (
 // subjects that limit it in the call's slot (none: nothing here stops it)
 // and what it reserves.
 type Candidate struct {
-	Subjects []Subject
-	Cost     Amounts
+	Subjects []budget.Subject
+	Cost     budget.Amounts
 }
 
 // AdmitFirst is Admit for a request that may be served as any of the
 // candidates (all their subjects in one slot), in order: it admits the first
 // whose limits all have room (or are soft), taking for it alone, and
-// Verdict.Served says which; rejected, the verdict is about the candidate
-// that has room first. Candidate i's admission marker is FallbackMarker(markerID, i).
-func (c *Client) AdmitFirst(candidates []Candidate, leaseID, markerID string, done func(Verdict, error)) error {
+// budget.Verdict.Served says which; rejected, the verdict is about the
+// candidate that has room first. Candidate i's admission marker is FallbackMarker(markerID, i).
+func (c *Client) AdmitFirst(candidates []Candidate, leaseID, markerID string, done func(budget.Verdict, error)) error {
 	encode := func(bySource bool) []byte { return c.encodeAdmitFirst(candidates, leaseID, markerID, bySource) }
 	return c.dispatch(encode, func(v resp.Value, err error) {
 		if err != nil {
-			done(Verdict{}, err)
+			done(budget.Verdict{}, err)
 			return
 		}
 		done(c.parseAdmitFirst(v, candidates))
@@ -49,7 +51,7 @@ func FallbackMarker(markerID string, i int) string {
 // encodeAdmitFirst encodes a call of admit.lua with fallbacks: the first
 // candidate as an admission, each other one after '|' and what it reserves.
 func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID string, bySource bool) []byte {
-	lists := make([][]Subject, len(candidates))
+	lists := make([][]budget.Subject, len(candidates))
 	size, nargs := len(leaseID)+len(markerID)+20, 3
 	for i, cand := range candidates {
 		lists[i] = cand.Subjects
@@ -79,14 +81,14 @@ func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID stri
 // verdict's 9 numbers, the candidate served and the one that would have
 // been (see admit.lua), then the rest as parseAdmit reads it, about the
 // served candidate's subjects.
-func (c *Client) parseAdmitFirst(v resp.Value, candidates []Candidate) (Verdict, error) {
+func (c *Client) parseAdmitFirst(v resp.Value, candidates []Candidate) (budget.Verdict, error) {
 	a := v.Array()
 	if len(a) < verdictLen+2 || a[verdictLen].Type() != resp.Integer || a[verdictLen+1].Type() != resp.Integer {
-		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+		return budget.Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	served, would := a[verdictLen].Integer(), a[verdictLen+1].Integer()
 	if served < 0 || served >= len(candidates) || would < -1 || would >= len(candidates) {
-		return Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
+		return budget.Verdict{}, fmt.Errorf("%w: admit returned %s", ErrMalformed, describe(v))
 	}
 	rest := make([]resp.Value, 0, len(a)-2)
 	rest = append(append(rest, a[:verdictLen]...), a[verdictLen+2:]...)

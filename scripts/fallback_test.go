@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -137,7 +138,7 @@ func FuzzAdmitFirstReply(f *testing.F) {
 	f.Add([]byte("*11\r\n:2\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n:0\r\n:1\r\n"))
 	f.Add([]byte("*9\r\n:1\r\n:100\r\n:5\r\n:3\r\n:9\r\n:0\r\n:0\r\n:1\r\n:1\r\n"))
 	window := config.Window{Unit: config.UnitTokens, Seconds: 60, Limit: 100}
-	subjects := []Subject{{Key: []byte("a"), Windows: []config.Window{window}}, {Key: []byte("b"), Windows: []config.Window{window, window}}}
+	subjects := []budget.Subject{{Key: []byte("a"), Windows: []config.Window{window}}, {Key: []byte("b"), Windows: []config.Window{window, window}}}
 	candidates := []Candidate{{Subjects: subjects[:1]}, {Subjects: subjects}, {}}
 	c := &Client{}
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 )
 
@@ -27,7 +28,7 @@ func FuzzReply(f *testing.F) {
 		if v, err := ParseReply(raw, nil); err == nil {
 			verdict, err := parseVerdict(v, 2)
 			if err == nil && (verdict.Limit <= 0 || verdict.Remaining < 0 || verdict.Reset < 0 || verdict.At <= 0 ||
-				verdict.WaitMs < 0 || verdict.Kind > KindUSD || verdict.Subject < 0 || verdict.Subject > 1 || verdict.Window < -1) {
+				verdict.WaitMs < 0 || verdict.Kind > budget.KindUSD || verdict.Subject < 0 || verdict.Subject > 1 || verdict.Window < -1) {
 				t.Fatalf("accepted a verdict the limiter cannot act on: %+v from %q", verdict, raw)
 			}
 			if err != nil && !errors.Is(err, ErrMalformed) {
@@ -51,7 +52,7 @@ func FuzzReply(f *testing.F) {
 			t.Fatal(err)
 		}
 		got, err := parseVerdict(v, 2)
-		want := Verdict{Allowed: allowed != 0, OverSoft: allowed == 2, Kind: KindRequests, Limit: limit, Remaining: remaining, Reset: 42, At: 1763726400, WaitMs: 250, Subject: 1}
+		want := budget.Verdict{Allowed: allowed != 0, OverSoft: allowed == 2, Kind: budget.KindRequests, Limit: limit, Remaining: remaining, Reset: 42, At: 1763726400, WaitMs: 250, Subject: 1}
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Fatalf("%q read as %+v, %v; want %+v", wire, got, err, want)
 		}
@@ -150,8 +151,8 @@ func FuzzOutbox(f *testing.F) {
 		if !ok || bucket < 0 || threshold < 1 || threshold > 100 || used < 0 {
 			return
 		}
-		c := Crossing{Threshold: threshold, Used: used, Limit: 1000, Reset: 60, Bucket: bucket, At: 1767229210}
-		a, ok := ParseAlert(c.Member(OverrideName(unit, seconds)))
+		c := budget.Crossing{Threshold: threshold, Used: used, Limit: 1000, Reset: 60, Bucket: bucket, At: 1767229210}
+		a, ok := ParseAlert(AlertMember(c, OverrideName(unit, seconds)))
 		if !ok || a.Unit != unit || a.Seconds != seconds || a.Threshold != threshold || a.Used != used || a.At != c.At {
 			t.Fatalf("%+v read back as %+v (%v)", c, a, ok)
 		}

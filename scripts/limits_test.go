@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
 
@@ -26,7 +27,7 @@ func TestRequestWindowsCountEachAdmission(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		v := admit(now + float64(i))
 		require.Equal(t, []int64{1, 5, int64(4 - i)}, v[:3], "request %d", i+1)
-		assert.Equal(t, int64(KindRequests), v[5])
+		assert.Equal(t, int64(budget.KindRequests), v[5])
 	}
 	v := admit(now + 10)
 	assert.Equal(t, []int64{0, 5, 0, 86390}, v[:4], "the sixth: rejected until the day resets")
@@ -51,7 +52,7 @@ func TestTokenAndRequestWindowsTogether(t *testing.T) {
 	assert.Equal(t, int64(1), admit()[0])
 	v = admit()
 	assert.Equal(t, []int64{0, 3, 0}, v[:3], "fourth request: tokens left, but the request window is full")
-	assert.Equal(t, int64(KindRequests), v[5])
+	assert.Equal(t, int64(budget.KindRequests), v[5])
 }
 
 // The boundary burst: a fixed window lets 10 through at 0:59 and 10 more at
@@ -118,11 +119,11 @@ func TestConcurrencyLeases(t *testing.T) {
 	}
 	v := admit(now, "a")
 	assert.Equal(t, []int64{1, 2, 1}, v[:3])
-	assert.Equal(t, int64(KindConcurrent), v[5])
+	assert.Equal(t, int64(budget.KindConcurrent), v[5])
 	assert.Equal(t, int64(1), admit(now, "b")[0])
 	v = admit(now, "c")
 	assert.Equal(t, []int64{0, 2, 0, 1}, v[:4], "two in progress: the third waits, told to retry in a second")
-	assert.Equal(t, int64(KindConcurrent), v[5])
+	assert.Equal(t, int64(budget.KindConcurrent), v[5])
 	assert.Equal(t, []string{"a", "b"}, members(r, set))
 	assert.InDelta(t, 601, r.Int("TTL", set), 1, "the set goes when its last lease would")
 
@@ -192,7 +193,7 @@ func TestRejectionSaysHowLongToWait(t *testing.T) {
 	lease("a")
 	v = lease("b")
 	assert.Equal(t, []int64{0, 1, 0, 1}, v[:4])
-	assert.Equal(t, int64(KindConcurrent), v[5])
+	assert.Equal(t, int64(budget.KindConcurrent), v[5])
 	assert.Equal(t, int64(0), v[6])
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 )
 
@@ -22,27 +23,9 @@ func (c *Client) Run(call Call, done func(resp.Value, error)) error {
 	return c.dispatch(call, done)
 }
 
-// LimitStatus is one limit of a subject, as status.lua reads it.
-type LimitStatus struct {
-	Kind    Kind  // KindTokens, KindRequests, KindUSD (counting nanodollars) or KindConcurrent
-	Seconds int64 // the window's length; 0 for KindConcurrent
-	// Limit is what admissions apply: the subject's override when it has
-	// one (with Options.Overrides), else the configured limit.
-	Limit int64
-	// Used is what the window counts now (sliding: with the previous
-	// bucket's share, rounded up); for KindConcurrent, the requests in
-	// progress.
-	Used       int64
-	Reset      int64 // seconds until the window's bucket ends; 0 for KindConcurrent
-	Overridden bool  // Limit is an override
-}
-
-// Remaining is what the limit leaves: Limit − Used, never below zero.
-func (l LimitStatus) Remaining() int64 { return max(l.Limit-l.Used, 0) }
-
 // StatusCall reads the status of subjects (all in one slot): each of their
 // windows and concurrency limits (see status.lua). Nothing is written.
-func (o Options) StatusCall(subjects []Subject) Call {
+func (o Options) StatusCall(subjects []budget.Subject) Call {
 	return func(bySource bool) []byte {
 		q := Quota.appendCall(make([]byte, 0, callSize(subjects, 24)), bySource, opStatus, subjects, true, 2+windowArgs(subjects, 2))
 		q = appendBulkString(q, "") // now, by Redis's clock
@@ -65,7 +48,7 @@ func (o Options) StatusCall(subjects []Subject) Call {
 
 // ParseStatus reads the reply of a StatusCall about subjects: the limits
 // of each subject, its windows in order, then its concurrency limit.
-func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
+func ParseStatus(v resp.Value, subjects []budget.Subject) ([][]budget.LimitStatus, error) {
 	a := v.Array()
 	want := 0
 	for _, s := range subjects {
@@ -77,10 +60,10 @@ func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
 	if v.Type() != resp.Array || len(a) != 4*want {
 		return nil, fmt.Errorf("%w: status returned %s", ErrMalformed, describe(v))
 	}
-	out := make([][]LimitStatus, len(subjects))
+	out := make([][]budget.LimitStatus, len(subjects))
 	for i, s := range subjects {
-		limits := make([]LimitStatus, 0, len(s.Windows)+1)
-		next := func(kind Kind, seconds int64) error {
+		limits := make([]budget.LimitStatus, 0, len(s.Windows)+1)
+		next := func(kind budget.Kind, seconds int64) error {
 			e := a[:4]
 			a = a[4:]
 			for _, x := range e {
@@ -88,7 +71,7 @@ func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
 					return fmt.Errorf("%w: status returned %s", ErrMalformed, describe(v))
 				}
 			}
-			l := LimitStatus{Kind: kind, Seconds: seconds, Limit: int64(e[0].Integer()), Used: int64(e[1].Integer()),
+			l := budget.LimitStatus{Kind: kind, Seconds: seconds, Limit: int64(e[0].Integer()), Used: int64(e[1].Integer()),
 				Reset: int64(e[2].Integer()), Overridden: e[3].Integer() == 1}
 			if l.Limit <= 0 || l.Reset < 0 || l.Used < 0 {
 				return fmt.Errorf("%w: status returned %s", ErrMalformed, describe(v))
@@ -97,12 +80,12 @@ func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
 			return nil
 		}
 		for _, w := range s.Windows {
-			if err := next(KindOf(w.Unit), w.Seconds); err != nil {
+			if err := next(budget.KindOf(w.Unit), w.Seconds); err != nil {
 				return nil, err
 			}
 		}
 		if s.Concurrent > 0 {
-			if err := next(KindConcurrent, 0); err != nil {
+			if err := next(budget.KindConcurrent, 0); err != nil {
 				return nil, err
 			}
 		}
@@ -111,10 +94,10 @@ func ParseStatus(v resp.Value, subjects []Subject) ([][]LimitStatus, error) {
 	return out, nil
 }
 
-// ResetCall clears the windows of subjects (one slot): each Subject's
+// ResetCall clears the windows of subjects (one slot): each budget.Subject's
 // Windows are the windows to clear (see manage.lua). Its reply is the
 // number of buckets deleted.
-func (o Options) ResetCall(subjects []Subject) Call {
+func (o Options) ResetCall(subjects []budget.Subject) Call {
 	return o.manageCall(opReset, subjects, "")
 }
 
@@ -123,11 +106,11 @@ func (o Options) ResetCall(subjects []Subject) Call {
 // used, down to zero (see manage.lua). tokens is
 // taken within [1, config.MaxLimit]. Its reply is the new count of each
 // window's current bucket.
-func (o Options) GrantCall(subjects []Subject, tokens int64) Call {
+func (o Options) GrantCall(subjects []budget.Subject, tokens int64) Call {
 	return o.manageCall(opGrant, subjects, strconv.FormatInt(min(max(tokens, 1), config.MaxLimit), 10))
 }
 
-func (o Options) manageCall(op string, subjects []Subject, amount string) Call {
+func (o Options) manageCall(op string, subjects []budget.Subject, amount string) Call {
 	return func(bySource bool) []byte {
 		q := Quota.appendCall(make([]byte, 0, callSize(subjects, 12)), bySource, op, subjects, true, 3+windowArgs(subjects, 1))
 		q = appendBulkString(q, "") // now, by Redis's clock
@@ -154,7 +137,7 @@ func ParseReset(v resp.Value) (int64, error) {
 
 // ParseGrant checks the reply of a GrantCall about subjects: a count per
 // window.
-func ParseGrant(v resp.Value, subjects []Subject) error {
+func ParseGrant(v resp.Value, subjects []budget.Subject) error {
 	if n := len(v.Array()); v.Type() != resp.Array || n != windowArgs(subjects, 1)-len(subjects) {
 		return fmt.Errorf("%w: grant returned %s", ErrMalformed, describe(v))
 	}
@@ -206,7 +189,7 @@ type Override struct {
 // none removes them. Its reply is the overrides after (ParseOverrides).
 func OverrideCall(key []byte, limits []Override) Call {
 	return func(bySource bool) []byte {
-		q := Quota.appendCall(make([]byte, 0, 128+len(key)+24*len(limits)), bySource, opOverride, []Subject{{Key: key}}, false, 1+2*len(limits))
+		q := Quota.appendCall(make([]byte, 0, 128+len(key)+24*len(limits)), bySource, opOverride, []budget.Subject{{Key: key}}, false, 1+2*len(limits))
 		q = appendBulkString(q, "") // the time (unused)
 		for _, l := range limits {
 			q = appendBulkString(q, l.Name)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -46,16 +47,16 @@ func tokens(seconds, limit int64) config.Window {
 func TestStatusReadsWhatAdmissionsCounted(t *testing.T) {
 	r := redistest.Start(t)
 	r.AvoidWindowEdge(60, 5)
-	parent := Subject{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000), {Unit: config.UnitRequests, Seconds: 3600, Limit: 50}}, Concurrent: 3}
-	child := Subject{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"), Windows: []config.Window{tokens(60, 100)}}
-	subjects := []Subject{parent, child}
+	parent := budget.Subject{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000), {Unit: config.UnitRequests, Seconds: 3600, Limit: 50}}, Concurrent: 3}
+	child := budget.Subject{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"), Windows: []config.Window{tokens(60, 100)}}
+	subjects := []budget.Subject{parent, child}
 	c := &Client{options: Options{LeaseSeconds: 60}}
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 80}, "lease-1", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: 80}, "lease-1", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, 2)
 	require.NoError(t, err)
 	require.True(t, verdict.Allowed)
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 5, Requests: 0}, verdict.At, "", "", "", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 5, Requests: 0}, verdict.At, "", "", "", true)), nil)
 	require.NoError(t, err)
 
 	before := snapshot(r)
@@ -66,11 +67,11 @@ func TestStatusReadsWhatAdmissionsCounted(t *testing.T) {
 	require.Len(t, st[0], 3)
 	reset := st[0][0].Reset
 	assert.True(t, reset >= 1 && reset <= 60, "reset %d", reset)
-	assert.Equal(t, LimitStatus{Kind: KindTokens, Seconds: 60, Limit: 1000, Used: 85, Reset: reset}, st[0][0])
-	assert.Equal(t, KindRequests, st[0][1].Kind)
+	assert.Equal(t, budget.LimitStatus{Kind: budget.KindTokens, Seconds: 60, Limit: 1000, Used: 85, Reset: reset}, st[0][0])
+	assert.Equal(t, budget.KindRequests, st[0][1].Kind)
 	assert.Equal(t, int64(1), st[0][1].Used)
-	assert.Equal(t, LimitStatus{Kind: KindConcurrent, Limit: 3, Used: 1}, st[0][2], "the lease held")
-	assert.Equal(t, []LimitStatus{{Kind: KindTokens, Seconds: 60, Limit: 100, Used: 85, Reset: reset}}, st[1])
+	assert.Equal(t, budget.LimitStatus{Kind: budget.KindConcurrent, Limit: 3, Used: 1}, st[0][2], "the lease held")
+	assert.Equal(t, []budget.LimitStatus{{Kind: budget.KindTokens, Seconds: 60, Limit: 100, Used: 85, Reset: reset}}, st[1])
 	assert.Equal(t, int64(15), st[1][0].Remaining())
 }
 
@@ -109,7 +110,7 @@ func TestOverridesReplaceConfiguredLimits(t *testing.T) {
 	assert.Equal(t, []int64{1, 1, 0}, call(r, opAdmit, at, "0", "fo60:l1", "0c5")[:3])
 	v := call(r, opAdmit, at, "0", "fo60:l2", "0c5")
 	assert.Equal(t, []int64{0, 1, 0}, v[:3])
-	assert.Equal(t, int64(KindConcurrent), v[5])
+	assert.Equal(t, int64(budget.KindConcurrent), v[5])
 	assert.Equal(t, []int64{10, 11, 60, 1, 1, 1, 0, 1}, quota(r, opStatus, at, "fo", "1c5", "t60", "1000"), "status shows what applies")
 	assert.Equal(t, []int64{1000, 11, 60, 0}, quota(r, opStatus, at, "f", "1", "t60", "1000"), "not read without 'o'")
 
@@ -182,13 +183,13 @@ func TestGrantGivesTokensBack(t *testing.T) {
 func TestQuotaCallsRunEncoded(t *testing.T) {
 	r := redistest.Start(t)
 	r.AvoidWindowEdge(60, 5)
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000)}}}
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{tokens(60, 1000)}}}
 	o := Options{Overrides: true}
 	_, err := ParseReply(r.Forward(o.StatusCall(subjects)(false)), nil)
 	require.ErrorContains(t, err, "NOSCRIPT")
 
 	c := &Client{options: o}
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 100, Requests: 0}, 0, "", "", "", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 100, Requests: 0}, 0, "", "", "", true)), nil)
 	require.NoError(t, err)
 	require.NoError(t, ParseGrant(run(t, r, o.GrantCall(subjects, 30)), subjects))
 	st, err := ParseStatus(run(t, r, o.StatusCall(subjects)), subjects)
@@ -203,8 +204,8 @@ func TestQuotaCallsRunEncoded(t *testing.T) {
 	// does not, and pays nothing for them.
 	_, err = ParseOverrides(run(t, r, OverrideCall([]byte(subject), []Override{{"t60", 5}})))
 	require.NoError(t, err)
-	verdict := func(c *Client) Verdict {
-		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", true)), nil)
+	verdict := func(c *Client) budget.Verdict {
+		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: 0}, "", "", true)), nil)
 		require.NoError(t, err)
 		verdict, err := parseVerdict(v, 1)
 		require.NoError(t, err)
@@ -212,7 +213,7 @@ func TestQuotaCallsRunEncoded(t *testing.T) {
 	}
 	assert.Equal(t, int64(5), verdict(c).Limit)
 	assert.Equal(t, int64(1000), verdict(&Client{}).Limit)
-	assert.NotContains(t, string((&Client{}).encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", false)), "fo")
+	assert.NotContains(t, string((&Client{}).encodeAdmit(subjects, budget.Amounts{Tokens: 0}, "", "", false)), "fo")
 
 	// Malformed replies are errors, not panics.
 	for _, raw := range []string{"*1\r\n:1\r\n", ":3\r\n", "*4\r\n:0\r\n:1\r\n:1\r\n:0\r\n", "*4\r\n$1\r\na\r\n:1\r\n:1\r\n:0\r\n"} {
@@ -241,12 +242,12 @@ func TestQuotaCallsOfMoneyWindows(t *testing.T) {
 	tokenMinute := tokens(60, 1000)
 	usdDay := config.Window{Unit: config.UnitUSD, Seconds: 86400, Limit: 20 * config.NanoPerDollar}
 	usdHour := config.Window{Unit: config.UnitUSD, Seconds: 3600, Limit: config.NanoPerDollar}
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{tokenMinute, usdDay, usdHour}}}
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{tokenMinute, usdDay, usdHour}}}
 	o := Options{Overrides: true}
 	c := &Client{options: o}
-	_, err := ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 100, USD: 9_870_000}, 0, "", "", "", true)), nil)
+	_, err := ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 100, USD: 9_870_000}, 0, "", "", "", true)), nil)
 	require.NoError(t, err)
-	status := func() []LimitStatus {
+	status := func() []budget.LimitStatus {
 		st, err := ParseStatus(run(t, r, o.StatusCall(subjects)), subjects)
 		require.NoError(t, err)
 		for i := range st[0] {
@@ -254,10 +255,10 @@ func TestQuotaCallsOfMoneyWindows(t *testing.T) {
 		}
 		return st[0]
 	}
-	assert.Equal(t, []LimitStatus{
-		{Kind: KindTokens, Seconds: 60, Limit: 1000, Used: 100},
-		{Kind: KindUSD, Seconds: 86400, Limit: 20_000_000_000, Used: 9_870_000},
-		{Kind: KindUSD, Seconds: 3600, Limit: 1_000_000_000, Used: 9_870_000},
+	assert.Equal(t, []budget.LimitStatus{
+		{Kind: budget.KindTokens, Seconds: 60, Limit: 1000, Used: 100},
+		{Kind: budget.KindUSD, Seconds: 86400, Limit: 20_000_000_000, Used: 9_870_000},
+		{Kind: budget.KindUSD, Seconds: 3600, Limit: 1_000_000_000, Used: 9_870_000},
 	}, status())
 
 	// An override of the day's dollars, stored under its spec: the status
@@ -265,9 +266,9 @@ func TestQuotaCallsOfMoneyWindows(t *testing.T) {
 	assert.Equal(t, "u86400", OverrideName(config.UnitUSD, 86400))
 	_, err = ParseOverrides(run(t, r, OverrideCall([]byte(subject), []Override{{"u86400", 10_000_000}})))
 	require.NoError(t, err)
-	assert.Equal(t, LimitStatus{Kind: KindUSD, Seconds: 86400, Limit: 10_000_000, Used: 9_870_000, Overridden: true}, status()[1])
-	admit := func(usd int64) Verdict {
-		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 1, USD: usd}, "", "", true)), nil)
+	assert.Equal(t, budget.LimitStatus{Kind: budget.KindUSD, Seconds: 86400, Limit: 10_000_000, Used: 9_870_000, Overridden: true}, status()[1])
+	admit := func(usd int64) budget.Verdict {
+		v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: 1, USD: usd}, "", "", true)), nil)
 		require.NoError(t, err)
 		verdict, err := parseVerdict(v, 1)
 		require.NoError(t, err)
@@ -280,12 +281,12 @@ func TestQuotaCallsOfMoneyWindows(t *testing.T) {
 
 	// A grant gives tokens only: the money windows' counts stay (0 in its
 	// reply).
-	money := []Subject{{Key: []byte(subject), Windows: []config.Window{tokenMinute, usdDay}}}
+	money := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{tokenMinute, usdDay}}}
 	assert.Equal(t, []int64{51, 0}, ints(run(t, r, o.GrantCall(money, 50))))
 	assert.Equal(t, int64(10_000_000), status()[1].Used)
 
 	// A reset of the money windows alone.
-	n, err := ParseReset(run(t, r, o.ResetCall([]Subject{{Key: []byte(subject), Windows: []config.Window{usdDay, usdHour}}})))
+	n, err := ParseReset(run(t, r, o.ResetCall([]budget.Subject{{Key: []byte(subject), Windows: []config.Window{usdDay, usdHour}}})))
 	require.NoError(t, err)
 	assert.Equal(t, int64(2), n)
 	st := status()

@@ -2,6 +2,7 @@
 // this one, embedded) and the Go that calls them: it encodes each call as one
 // RESP command, sends it with EVALSHA (falling back to EVAL once when Redis
 // answers NOSCRIPT, after a restart or a SCRIPT FLUSH), and decodes the reply.
+// What the calls are about (subjects, amounts, verdicts) is package budget's.
 package scripts
 
 import (
@@ -10,6 +11,8 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"strconv"
+
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 )
 
 var (
@@ -103,9 +106,9 @@ func newScript(name, source string) *Script {
 // EVALSHA and the digest (or EVAL and the source when bySource), the key count
 // and the keys (one per subject, every counter of a subject being derived from
 // its key; with relative, none for a subject sent as a suffix of the one
-// before it, see Subject.Suffix), and the operation. The caller appends
+// before it, see budget.Subject.Suffix), and the operation. The caller appends
 // exactly nargs more arguments.
-func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Subject, relative bool, nargs int) []byte {
+func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []budget.Subject, relative bool, nargs int) []byte {
 	return s.appendCallOf(dst, bySource, op, relative, nargs, subjects)
 }
 
@@ -113,7 +116,7 @@ func (s *Script) appendCall(dst []byte, bySource bool, op string, subjects []Sub
 // follow one another in KEYS (an admission with fallbacks: each candidate's
 // subjects, see Client.AdmitFirst); a subject is relative only to the
 // subject before it in its own list.
-func (s *Script) appendCallOf(dst []byte, bySource bool, op string, relative bool, nargs int, lists ...[]Subject) []byte {
+func (s *Script) appendCallOf(dst []byte, bySource bool, op string, relative bool, nargs int, lists ...[]budget.Subject) []byte {
 	keys := 0
 	for _, subjects := range lists {
 		keys += len(subjects)
@@ -147,7 +150,7 @@ func (s *Script) appendCallOf(dst []byte, bySource bool, op string, relative boo
 // isRelative says whether subject i is sent as a suffix of the subject
 // before it: its Suffix says it ends with one, and what precedes the suffix
 // is that subject's key.
-func isRelative(subjects []Subject, i int) bool {
+func isRelative(subjects []budget.Subject, i int) bool {
 	s := subjects[i]
 	if i == 0 || s.Suffix <= 0 || s.Suffix >= len(s.Key) || s.Key[len(s.Key)-s.Suffix] != ':' {
 		return false

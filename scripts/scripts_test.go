@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/resp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
@@ -127,25 +128,25 @@ func TestScriptsUseRedisTimeWhenNoTimeIsGiven(t *testing.T) {
 
 func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 	r := redistest.Start(t)
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}}}
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 1000}, {Seconds: 86400, Limit: 5000}}}}
 	c := &Client{}
 
-	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", false)), nil)
+	_, err := ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: 0}, "", "", false)), nil)
 	require.Error(t, err, "a fresh Redis does not know the script")
 	assert.Contains(t, err.Error(), "NOSCRIPT")
 
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: 0}, "", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
-	assert.Equal(t, Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
+	assert.Equal(t, budget.Verdict{Allowed: true, Limit: 1000, Remaining: 1000, Reset: verdict.Reset, At: verdict.At}, verdict)
 	assert.True(t, verdict.Reset >= 1 && verdict.Reset <= 60)
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 1200, Requests: 0}, 0, "", "", "", false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 1200, Requests: 0}, 0, "", "", "", false)), nil)
 	require.NoError(t, err, "loading the script for the admission loaded the charge too")
 	assert.Len(t, v.Array(), 2)
 
-	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: 0}, "", "", false)), nil)
+	v, err = ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: 0}, "", "", false)), nil)
 	require.NoError(t, err, "EVAL cached the script: EVALSHA works now")
 	verdict, err = parseVerdict(v, len(subjects))
 	require.NoError(t, err)
@@ -158,19 +159,19 @@ func TestEncodedCallsRunOnRedisAndRecoverFromNoScript(t *testing.T) {
 // subject's slot and expires.
 func TestChargeIDAppliesARetriedChargeOnce(t *testing.T) {
 	r := redistest.Start(t)
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 86400, Limit: 1000}}}}
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 86400, Limit: 1000}}}}
 	c := &Client{endpoint: Endpoint{TimeoutMs: 1000}}
 	day := func() int64 { return r.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, r.Now()/86400)) }
 
-	v, err := ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 300, Requests: 0}, 0, "", "req-1", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 300, Requests: 0}, 0, "", "req-1", "", true)), nil)
 	require.NoError(t, err)
 	assert.Len(t, v.Array(), 1, "the first try reports the window's total")
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 300, Requests: 0}, 0, "", "req-1", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 300, Requests: 0}, 0, "", "req-1", "", true)), nil)
 	require.NoError(t, err)
 	assert.Empty(t, v.Array(), "the retry finds the marker: nothing added")
 	assert.Equal(t, int64(300), day())
 
-	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 5, Requests: 0}, 0, "", "req-2", "", true)), nil)
+	_, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 5, Requests: 0}, 0, "", "req-2", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(305), day(), "another charge id is another charge")
 
@@ -179,9 +180,9 @@ func TestChargeIDAppliesARetriedChargeOnce(t *testing.T) {
 }
 
 func TestCallsAreSmall(t *testing.T) {
-	one := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 10000}}}}
+	one := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: 10000}}}}
 	c := &Client{}
-	admit, charge := c.encodeAdmit(one, Amounts{Tokens: 0}, "", "", false), c.encodeCharge(one, Amounts{Tokens: 1234, Requests: 0}, 0, "", "", "", false)
+	admit, charge := c.encodeAdmit(one, budget.Amounts{Tokens: 0}, "", "", false), c.encodeCharge(one, budget.Amounts{Tokens: 1234, Requests: 0}, 0, "", "", "", false)
 	t.Logf("admit %d bytes, charge %d bytes", len(admit), len(charge))
 	assert.LessOrEqual(t, len(admit)+len(charge), 450, "bytes sent to Redis per request")
 }
@@ -371,19 +372,19 @@ func TestBucketsHoldAtMostTwoToThe53(t *testing.T) {
 func TestClientBoundsWhatItSends(t *testing.T) {
 	r := redistest.Start(t)
 	r.AvoidWindowEdge(60, 5)
-	subjects := []Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: config.MaxLimit}}}}
+	subjects := []budget.Subject{{Key: []byte(subject), Windows: []config.Window{{Seconds: 60, Limit: config.MaxLimit}}}}
 	c := &Client{}
-	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, Amounts{Tokens: math.MaxInt64}, "", "", true)), nil)
+	v, err := ParseReply(r.Forward(c.encodeAdmit(subjects, budget.Amounts{Tokens: math.MaxInt64}, "", "", true)), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
 	assert.True(t, verdict.Allowed)
 	assert.Equal(t, config.MaxLimit-estimate.MaxTokens, verdict.Remaining, "MaxTokens reserved")
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: math.MinInt64, Requests: 0}, verdict.At, "", "", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: math.MinInt64, Requests: 0}, verdict.At, "", "", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "[0]", fmt.Sprint(ints(v)), "MaxTokens given back")
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: math.MaxInt64, Requests: 0}, 0, "", "", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: math.MaxInt64, Requests: 0}, 0, "", "", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{estimate.MaxTokens}, ints(v))
 }
@@ -413,30 +414,30 @@ func TestOneCallCoversSeveralSubjects(t *testing.T) {
 func TestSubjectSentAsASuffixOfTheOneBefore(t *testing.T) {
 	r := redistest.Start(t)
 	r.AvoidWindowEdge(60, 5)
-	parent := Subject{Key: []byte(subject), Windows: []config.Window{{Unit: config.UnitTokens, Seconds: 60, Limit: 1000}}}
-	child := Subject{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"),
+	parent := budget.Subject{Key: []byte(subject), Windows: []config.Window{{Unit: config.UnitTokens, Seconds: 60, Limit: 1000}}}
+	child := budget.Subject{Key: []byte(subject + ":m:gpt-4o"), Suffix: len(":m:gpt-4o"),
 		Windows: []config.Window{{Unit: config.UnitTokens, Seconds: 60, Limit: 100}}, Concurrent: 1}
-	subjects := []Subject{parent, child}
+	subjects := []budget.Subject{parent, child}
 	c := &Client{options: Options{LeaseSeconds: 60}}
 
-	admit := c.encodeAdmit(subjects, Amounts{Tokens: 80}, "lease-1", "", true)
+	admit := c.encodeAdmit(subjects, budget.Amounts{Tokens: 80}, "lease-1", "", true)
 	assert.Equal(t, 1, bytes.Count(admit, []byte(subject)), "the parent's key once, the child's as a suffix")
 	v, err := ParseReply(r.Forward(admit), nil)
 	require.NoError(t, err)
 	verdict, err := parseVerdict(v, len(subjects))
 	require.NoError(t, err)
-	assert.Equal(t, Verdict{Allowed: true, Limit: 100, Remaining: 20, Reset: verdict.Reset, At: verdict.At, Subject: 1}, verdict, "the child's window is the tightest")
+	assert.Equal(t, budget.Verdict{Allowed: true, Limit: 100, Remaining: 20, Reset: verdict.Reset, At: verdict.At, Subject: 1}, verdict, "the child's window is the tightest")
 	minute := strconv.FormatInt(verdict.At/60, 10)
 	assert.Equal(t, int64(80), r.Int("GET", subject+":t60:"+minute))
 	assert.Equal(t, int64(80), r.Int("GET", subject+":m:gpt-4o:t60:"+minute))
 	assert.Equal(t, int64(1), r.Int("ZCARD", subject+":m:gpt-4o:c"), "the child's lease")
 
-	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, Amounts{Tokens: 5, Requests: 0}, verdict.At, "lease-1", "", "", true)), nil)
+	v, err = ParseReply(r.Forward(c.encodeCharge(subjects, budget.Amounts{Tokens: 5, Requests: 0}, verdict.At, "lease-1", "", "", true)), nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int64{85, 85}, ints(v))
 	assert.Equal(t, int64(0), r.Int("ZCARD", subject+":m:gpt-4o:c"), "released")
 
 	// Not after its parent (or not a suffix of it): a key of its own.
-	q := c.encodeAdmit([]Subject{child, parent}, Amounts{Tokens: 0}, "", "", true)
+	q := c.encodeAdmit([]budget.Subject{child, parent}, budget.Amounts{Tokens: 0}, "", "", true)
 	assert.Equal(t, 2, bytes.Count(q, []byte(subject)))
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
@@ -320,15 +321,15 @@ func readBudgets(c *redisClient, rules *config.Config, n, scanLimit int) (*budge
 		return nil, err
 	}
 	var matches []config.Match
-	var known, unknown []scripts.Subject
+	var known, unknown []budget.Subject
 	for _, f := range scan.subjects {
 		ms, _ := resolveFound(rules, f.key)
 		if ms == nil {
-			unknown = append(unknown, scripts.Subject{Key: []byte(f.key.subject), Windows: f.windows})
+			unknown = append(unknown, budget.Subject{Key: []byte(f.key.subject), Windows: f.windows})
 			continue
 		}
 		m := ms[len(ms)-1]
-		target := scripts.SubjectOf(rules, m)
+		target := budget.SubjectOf(rules, m)
 		target.Suffix = 0 // read alone: a key of its own
 		matches, known = append(matches, m), append(known, target)
 	}
@@ -423,8 +424,8 @@ func amount(kind string, n int64) float64 {
 // readStatuses reads the status of subjects (each with a key of its own),
 // statusBatch to a call; on a Redis Cluster a call's subjects share a
 // slot. statuses[i] are subjects[i]'s limits.
-func readStatuses(c *redisClient, o scripts.Options, subjects []scripts.Subject) ([][]scripts.LimitStatus, error) {
-	out := make([][]scripts.LimitStatus, len(subjects))
+func readStatuses(c *redisClient, o scripts.Options, subjects []budget.Subject) ([][]budget.LimitStatus, error) {
+	out := make([][]budget.LimitStatus, len(subjects))
 	groups := map[uint16][]int{}
 	var slots []uint16
 	for i, s := range subjects {
@@ -441,7 +442,7 @@ func readStatuses(c *redisClient, o scripts.Options, subjects []scripts.Subject)
 		for idx := groups[slot]; len(idx) > 0; {
 			batch := idx[:min(len(idx), statusBatch)]
 			idx = idx[len(batch):]
-			call := make([]scripts.Subject, len(batch))
+			call := make([]budget.Subject, len(batch))
 			for j, i := range batch {
 				call[j] = subjects[i]
 			}

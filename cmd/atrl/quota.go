@@ -19,6 +19,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
@@ -366,7 +367,7 @@ func (q *quotaCommand) printStatus(c *redisClient, plan quota.Plan, done string)
 }
 
 // readStatus reads the limits of subjects, all in one slot.
-func readStatus(c *redisClient, o scripts.Options, subjects []scripts.Subject) ([][]scripts.LimitStatus, error) {
+func readStatus(c *redisClient, o scripts.Options, subjects []budget.Subject) ([][]budget.LimitStatus, error) {
 	v, err := c.run(o.StatusCall(subjects), subjects[0].Key)
 	if err != nil {
 		return nil, err
@@ -482,7 +483,7 @@ func runReset(args []string, s streams) int {
 		return status
 	}
 	defer c.Close()
-	v, err := c.run(quota.Options(q.rules).ResetCall([]scripts.Subject{plan.Target}), plan.Target.Key)
+	v, err := c.run(quota.Options(q.rules).ResetCall([]budget.Subject{plan.Target}), plan.Target.Key)
 	if err != nil {
 		return q.fail(err)
 	}
@@ -504,7 +505,7 @@ func runGrant(args []string, s streams) int {
 		return status
 	}
 	defer c.Close()
-	subjects := []scripts.Subject{plan.Target}
+	subjects := []budget.Subject{plan.Target}
 	v, err := c.run(quota.Options(q.rules).GrantCall(subjects, req.Tokens), plan.Target.Key)
 	if err == nil {
 		err = scripts.ParseGrant(v, subjects)

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
@@ -390,9 +391,9 @@ func moreUsed(a string, x int64, b string, y int64) bool {
 // it has used the largest part of.
 func (q *quotaCommand) limitRow(c *redisClient, matches []config.Match, key string) (topRow, error) {
 	m := matches[len(matches)-1:]
-	target := scripts.SubjectOf(q.rules, m[0])
+	target := budget.SubjectOf(q.rules, m[0])
 	target.Suffix = 0 // read alone: a key of its own
-	subjects := []scripts.Subject{target}
+	subjects := []budget.Subject{target}
 	st, err := readStatus(c, quota.Options(q.rules), subjects)
 	if err != nil {
 		return topRow{}, err
@@ -416,14 +417,14 @@ func (q *quotaCommand) limitRow(c *redisClient, matches []config.Match, key stri
 // plugin counts it) and a limit of 1 it never shows, and returns its row:
 // its most used window.
 func (q *quotaCommand) unknownRow(c *redisClient, f *foundSubject, note string) (topRow, error) {
-	subjects := []scripts.Subject{{Key: []byte(f.key.subject), Windows: f.windows}}
+	subjects := []budget.Subject{{Key: []byte(f.key.subject), Windows: f.windows}}
 	st, err := readStatus(c, scripts.Options{Sliding: q.rules.WindowType == config.Sliding}, subjects)
 	if err != nil {
 		return topRow{}, err
 	}
 	row := topRow{Value: f.key.parts[3], Model: f.key.model, RedisKey: f.key.subject, Note: note}
 	row.RuleItem, row.Threshold = itemOf(q.rules, f.key)
-	var best *scripts.LimitStatus
+	var best *budget.LimitStatus
 	for i, l := range st[0] {
 		if best == nil || moreUsed(quota.KindName(l.Kind), l.Used, quota.KindName(best.Kind), best.Used) {
 			best = &st[0][i]
@@ -449,7 +450,7 @@ func resolveFound(rules *config.Config, k bucketKey) (matches []config.Match, no
 		} else {
 			ms, err = rules.Resolve(ref)
 		}
-		if err == nil && string(scripts.SubjectOf(rules, ms[len(ms)-1]).Key) == k.subject {
+		if err == nil && string(budget.SubjectOf(rules, ms[len(ms)-1]).Key) == k.subject {
 			return ms, ""
 		}
 	}
