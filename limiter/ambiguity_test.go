@@ -38,6 +38,10 @@ func gzipped(t *testing.T, s string) string {
 	return b.String()
 }
 
+// opusWeighted prices claude-opus-4 at 5 per input and 25 per output token,
+// every other model at 1: 100 input and 10 output tokens cost 750 or 110.
+const opusWeighted = `"token_count_strategy": "weighted", "token_weights": {"models": {"claude-opus-4": {"input": 5, "output": 25}}},`
+
 // "(2) Per-model limits and weights dodged by bodies upstreams accept. A
 // UTF-8 BOM before the JSON, a bare NaN member or a gzip body … yield no
 // model … A gpt-4o minute already used up admitted all three", and "(3)
@@ -114,6 +118,41 @@ func TestOneReadingWeights(t *testing.T) {
 				x := p.SendBody(c.body, key).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 100, 10))...)
+				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
+			})
+		}
+	})
+}
+
+// A body too large to parse whole (over token_reservation.max_body_bytes)
+// is priced as the last top-level "model" it names, the one upstreams
+// read, however it is spelt, and not as one nested deeper. Issue 14, point
+// 6: "(6, model part) Per-model weights (token_count_strategy: weighted,
+// token_weights.models) can be dodged: (a) a large body (over
+// token_reservation.max_body_bytes) with the "model" key twice:
+// estimate.Request reads the first with gjson.GetBytes, upstreams read the
+// last — make it the last top-level "model"".
+func TestHardening6LastModelOfALargeBody(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	padding := `"messages":[{"role":"user","content":"` + strings.Repeat("pad ", 64) + `"}]`
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for _, c := range []struct {
+			name, body string
+			want       int64
+		}{
+			{"the last of two models", `{"model":"claude-sonnet-4",` + padding + `,"model":"claude-opus-4"}`, 750},
+			{"the last, written with an escape", `{"model":"claude-sonnet-4",` + padding + `,"\u006dodel":"claude-opus-4"}`, 750},
+			{"not one nested deeper", `{"model":"claude-opus-4",` + padding + `,"metadata":{"model":"claude-sonnet-4"}}`, 750},
+			{"one model, priced as such", `{"model":"claude-sonnet-4",` + padding + `}`, 110},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"max_body_bytes": 64}, `+opusWeighted, `"token_per_day": 1000000`))
+				x := p.SendBody(c.body, key).Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 0, 0, 10))...)
 				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
 			})
 		}

@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -177,5 +178,48 @@ func TestMetricsGiveAtMostSoManyModelsCountersOfTheirOwn(t *testing.T) {
 		assert.Equal(t, uint64(2), counted(p, model(0), rejected))
 		assert.Equal(t, uint64(6), counted(p, "other", rejected))
 		assert.Zero(t, counted(p, "none", rejected))
+	})
+}
+
+// Consumers the configuration names get counters of their own; every
+// other consumer counts under "other", so a client header cannot make
+// counters without end. Issue 14, point 5: "Unbounded metrics from a
+// client header. A counter is created per distinct x-mse-consumer value
+// [...] 200 rejected requests with distinct 8 KB values made 200
+// counters."
+func TestHardening5MetricsDoNotGrowWithClientConsumers(t *testing.T) {
+	redis := redistest.Start(t)
+	config := `{"rule_name": "chat", "rule_items": [
+		{"limit_by_consumer": "", "limit_keys": [{"key": "alice", "query_per_day": 1}]},
+		{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "query_per_day": 1}]}],
+		` + plugintest.RedisSection + `}`
+	counter := func(p *plugintest.Plugin, consumer string) (uint64, error) {
+		return p.Host.GetCounterMetric("route.test-route-default.upstream.test-cluster-default.model.none.consumer." +
+			consumer + ".metric.token_ratelimit_count")
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, config)
+		for i := 0; i < 2; i++ {
+			p.Request([2]string{"x-mse-consumer", "alice"})
+		}
+		const clients = 200
+		consumers := make([]string, clients)
+		for i := range consumers {
+			consumers[i] = strconv.Itoa(i) + strings.Repeat("x", 8<<10)
+			require.True(t, p.Request([2]string{"x-mse-consumer", consumers[i]}).Passed())
+			p.Request([2]string{"x-mse-consumer", consumers[i]}).RequireRejected(429)
+		}
+		n, err := counter(p, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), n, "a configured consumer by name")
+		n, err = counter(p, "other")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(clients), n, "every other consumer under one name")
+		for _, c := range consumers[:5] {
+			_, err := counter(p, c)
+			assert.Error(t, err, "no counter of its own")
+		}
 	})
 }

@@ -176,6 +176,39 @@ func TestModelSources(t *testing.T) {
 	})
 }
 
+// A Gemini path's model is read percent-decoded, as the upstream reads it
+// (%3A for the colon, an encoded letter or hyphen), and priced by its
+// weights. Issue 14, point 6: "(6, model part) … (b) a Gemini path with
+// %3A (`/v1beta/models/gemini-2.5-pro%3AgenerateContent`) or other
+// percent-encoding — estimate.ModelFromPath must decode the path segment
+// the way the upstream does".
+func TestHardening6PercentEncodedGeminiPath(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	const body = `{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}`
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for path, want := range map[string]int64{
+			"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse":     750,
+			"/v1beta/models/gemini-2.5-pro%3AstreamGenerateContent?alt=sse":   750,
+			"/v1beta/models/gemini-2.5-pro%3astreamGenerateContent?alt=sse":   750,
+			"/v1beta/%6Dodels/gemini%2D2.5-pro:streamGenerateContent?alt=sse": 750,
+			"/v1beta/models/gemini-2.5-flash%3AstreamGenerateContent?alt=sse": 110,
+		} {
+			t.Run(path, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(
+					`"token_count_strategy": "weighted", "token_weights": {"models": {"gemini-2.5-pro": {"input": 5, "output": 25}}},`,
+					`"token_per_day": 1000000`))
+				x := sendBodyTo(p, path, body, key).Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.GeminiStream(100, 10))...)
+				assert.Equal(t, want, p.DayCounter(plugintest.APIKeySubject))
+			})
+		}
+	})
+}
+
 // A per-model cap across consumers holds with 32 requests from 8 consumers
 // in flight: with reservation, the tokens admitted never exceed it.
 func TestModelCapAcrossConsumersUnderConcurrency(t *testing.T) {

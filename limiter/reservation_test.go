@@ -230,6 +230,36 @@ func TestReservationDetails(t *testing.T) {
 	})
 }
 
+// minuteCounter reads the subject's minute bucket of a time (0 when absent).
+func minuteCounter(redis *redistest.Server, at float64) int64 {
+	return redis.Int("GET", fmt.Sprintf("%s:t60:%d", plugintest.APIKeySubject, int64(at)/60))
+}
+
+// An output cap written as an integer-valued float (4096.0, 4.096e3) is
+// read and reserved, not ignored for the default. Issue 14, point 2:
+// "`max_tokens: 4096.0` (a float) is ignored and the default 1,024
+// reserved instead. […] numeric caps given as integer-valued floats
+// (4096.0, 4.096e3) are read".
+func TestHardening2FloatOutputCap(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		for _, cap := range []string{"4096.0", "4.096e3", "4096E0", "409.55e1"} {
+			t.Run(cap, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 100000`))
+				x := p.SendBody(`{"model":"gpt-4o","max_tokens":`+cap+`,"messages":[{"role":"user","content":"Hi"}]}`, key).Answer()
+				require.True(t, x.Passed())
+				headers := x.ResponseHeaders("text/event-stream")
+				assert.Equal(t, strconv.Itoa(100000-4096-plugintest.ChatBodyPrompt), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
+					"4,096 output tokens reserved, and the prompt with OpenAI's chat format")
+				x.Done()
+			})
+		}
+	})
+}
+
 // A stream that ends in a later window than it was admitted in: its
 // reservation stays in the admission's window, and what it used beyond it
 // goes to the window current at its end, where the next admission reads it
@@ -265,84 +295,78 @@ func TestReconcileChargesTheExcessToTheWindowCurrentAtTheEnd(t *testing.T) {
 	})
 }
 
-func TestLayeredRulesAllApply(t *testing.T) {
+// Streams that outlive their minute, fixed or sliding, on a test clock:
+// refunds go back to the admission's bucket; the usage beyond a
+// reservation goes to the window current when it is charged, where the next
+// admission reads it. Issue 14, point 3: "Usage past the reservation
+// vanishes when a stream outlives its window. Today the reconcile charge
+// goes to the admission's bucket […], so five streams that reserved 1,025
+// each and used 30,100 each two minutes later put 150,500 into a bucket no
+// one reads, and the current minute admits the next request."
+func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
 	redis := redistest.Start(t)
-	layered := func(extra string) string {
-		return `{"rule_name": "layers", "rule_match_mode": "all", ` + extra + `"rule_items": [
-			{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
-			{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
-			{"limit_by_header": "x-tier", "limit_keys": [{"key": "free", "token_per_day": 50000}]}],
-			` + plugintest.RedisSection + `}`
-	}
-	consumer := "atrl:{layers|limit_by_per_consumer|x-mse-consumer|alice}"
-	ip := "atrl:{layers|limit_by_per_ip||192.0.2.1}"
-	tier := "atrl:{layers|limit_by_header|x-tier|free}"
-	counters := func(p *plugintest.Plugin) [3]int64 {
-		return [3]int64{p.DayCounter(consumer), p.MinuteCounter(ip), p.DayCounter(tier)}
-	}
+	key := [2]string{"x-api-key", "sk-1"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(60, 15)
-		for _, mode := range []string{"check", "reserve"} {
-			t.Run(mode, func(t *testing.T) {
+		for _, windowType := range []string{"fixed", "sliding"} {
+			t.Run(windowType, func(t *testing.T) {
 				redis.Do("FLUSHALL")
-				extra := ""
-				if mode == "reserve" {
-					extra = plugintest.ReservationOn
+				minute := float64((redis.Now()/60 + 60) * 60) // a minute an hour ahead
+				redis.SetClock(minute + 1)
+				defer redis.SetClock(0)
+				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"window_type": "`+windowType+`",`, `"token_per_minute": 100000`))
+
+				// Six streams admitted in minute M, each reserving 1,031.
+				var streams []*plugintest.Exchange
+				for i := 0; i < 6; i++ {
+					x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+					require.True(t, x.Passed())
+					streams = append(streams, x)
 				}
-				p := plugintest.Start(t, redis, layered(extra))
-				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.1:40000")))
-				alice := [][2]string{{"x-mse-consumer", "alice"}, {"x-tier", "free"}}
+				reserved := int64(1024 + plugintest.ChatBodyPrompt)
+				require.Equal(t, 6*reserved, minuteCounter(redis, minute))
 
-				x := p.SendBody(plugintest.ChatBody(100), alice...)
-				assert.Len(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), 3, "three subjects, three slots: one call each")
-				x.Answer()
-				require.True(t, x.Passed())
-				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 400, 600))...)
-				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "each rule is charged")
+				// They end in minute M+2: five used 30,100 each, one only 25.
+				redis.SetClock(minute + 121)
+				for _, x := range streams[:5] {
+					x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 100, 30000))...)
+				}
+				streams[5].Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 24))...)
 
-				// The IP's minute is used up (by alice herself): alice is held
-				// back although her consumer and tier budgets are open.
-				y := p.SendBody(plugintest.ChatBody(100), alice...).Answer()
-				y.RequireRejected(429)
-				y.DoneAndTick()
-				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
+				assert.Equal(t, 5*(30100-reserved), minuteCounter(redis, minute+120), "the current minute holds what went past the reservations")
+				assert.Equal(t, 6*reserved-(reserved-25), minuteCounter(redis, minute), "the admission's minute keeps the reservations, less the refund")
+				assert.Zero(t, minuteCounter(redis, minute+60))
 
-				// Another client on another IP is unaffected by that IP's cap.
-				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.2:40000")))
-				z := p.SendBody(plugintest.ChatBody(100), [2]string{"x-mse-consumer", "bob"}).Answer()
-				assert.True(t, z.Passed())
-				z.Done()
+				next := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+				next.RequireRejected(429)
+				next.Done()
 			})
 		}
 	})
 }
 
-func TestWeightedCost(t *testing.T) {
+// A reservation given back whole deletes its buckets rather than leaving
+// them at 0 until they expire. Issue 14, point 8 (one part): "Buckets
+// refunded to 0 stay until their TTL: when a charge brings a bucket to 0
+// (or below, clamped), delete the key".
+func TestHardening8BucketsRefundedToZeroAreDeleted(t *testing.T) {
 	redis := redistest.Start(t)
-	weighted := `"token_count_strategy": "weighted", "token_weights": {"input": 1, "output": 5, "cache_read": 0.1, "cache_creation": 1.25,
-		"models": {"claude-opus-4": {"input": 3, "output": 15, "cache_read": 0.3, "cache_creation": 3.75}}},`
+	key := [2]string{"x-api-key", "sk-1"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(86400, 10)
-		for _, c := range []struct {
-			name, extra, body string
-			want              int64
-		}{
-			// 100 uncached ×1 + 2,000 written ×1.25 + 3,000 read ×0.1 + 45 out ×5 = 100 + 2,500 + 300 + 225
-			{"default weights", weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
-			{"the request's model's weights", weighted, `{"model":"claude-opus-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 300 + 7500 + 900 + 675},
-			{"weighted with reservation", plugintest.ReservationOn + weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
-			{"input tokens only", `"token_count_strategy": "input_tokens",`, `{}`, 5100},
-			{"output tokens only", `"token_count_strategy": "output_tokens",`, `{}`, 45},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(c.extra, `"token_per_day": 1000000`))
-				x := p.SendBody(c.body, [2]string{"x-api-key", "sk-1"}).Answer()
-				require.True(t, x.Passed())
-				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 2000, 3000, 45))...)
-				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
-			})
+		redis.AvoidWindowEdge(60, 10)
+		redis.Do("FLUSHALL")
+		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000, "token_per_day": 1000000`))
+		x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+		require.True(t, x.Passed())
+		require.Len(t, redis.Keys(plugintest.APIKeySubject+":t*"), 2, "a reservation in the minute and the day")
+
+		// The upstream fails without usage: the reservation is given back.
+		action := p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "500"}, {"content-type", "application/json"}}, false)
+		require.Equal(t, types.ActionContinue, action)
+		if p.Host.CallOnResponseBody(x.ID, []byte(`{"error":{"message":"boom"}}`), true) == types.ActionPause {
+			x.Answer()
 		}
+		x.Done()
+		assert.Empty(t, redis.Keys(plugintest.APIKeySubject+":t*"), "emptied buckets are deleted, not left at 0 until they expire")
 	})
 }
 

@@ -16,6 +16,72 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
+// A client that resets (its stream ends) before Redis has answered its
+// admission: the gateway drops the answer, and what the admission took, or
+// will take, is given back. Through the plugin (Go and WASM mode) on a real
+// Redis and on a Redis Cluster.
+
+// The admission of a stream that ends before its answer is cancelled from
+// the plugin's tick: undone if it ran, refused if it runs later; one
+// answered in time is not cancelled. Issue 14, point 8: "A client reset
+// before Redis answers keeps its reservation and request count:
+// HEADERS+RST with max_tokens equal to the limit burns a shared window with
+// no upstream call."
+func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
+	redis := redistest.Start(t)
+	key := [2]string{"x-api-key", "sk-1"}
+	config := plugintest.APIKeyConfig(plugintest.ReservationOn+`"concurrency_lease_seconds": 600,`,
+		`"token_per_day": 1000, "query_per_day": 100, "max_concurrent_requests": 1`)
+	body := plugintest.ChatBody(1000 - plugintest.ChatBodyPrompt) // the whole window
+	requests := func() int64 {
+		return redis.Int("GET", fmt.Sprintf("%s:q86400:%d", plugintest.APIKeySubject, redis.Now()/86400))
+	}
+	leases := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
+
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+
+		t.Run("Redis runs the admission, the stream has gone when it answers", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // loaded by earlier requests, as in production
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(body, key)
+			p.Host.CompleteHttpContext(x.ID) // the client resets
+			x.Answer()                       // Redis runs it; the answer is dropped
+			require.Equal(t, []int64{1000, 1, 1}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			p.SendPostponed()
+			assert.Equal(t, []int64{0, 0, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()}, "undone")
+			y := p.SendBody(body, key).Answer()
+			assert.True(t, y.Passed(), "the window is whole again")
+		})
+
+		t.Run("the cancel reaches Redis before the admission", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(body, key)
+			p.Host.CompleteHttpContext(x.ID)
+			p.SendPostponed() // the cancel goes first
+			x.Answer()        // then the admission runs: it takes nothing
+			assert.Equal(t, []int64{0, 0, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			p.SendPostponed()
+			assert.True(t, p.SendBody(body, key).Answer().Passed())
+		})
+
+		t.Run("an admission answered in time is not cancelled", func(t *testing.T) {
+			redis.Do("FLUSHALL")
+			p := plugintest.Start(t, redis, config)
+			x := p.SendBody(body, key).Answer()
+			require.True(t, x.Passed())
+			x.Respond("application/json", `{"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+			p.SendPostponed()
+			assert.Equal(t, []int64{30, 1, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			for _, marker := range redis.Keys(plugintest.APIKeySubject + ":a:*") {
+				assert.NotEqual(t, "c", redis.Do("GET", marker).String(), "no admission marked cancelled")
+			}
+		})
+	})
+}
+
 // A client that resets while one slot group's admission has answered and
 // another's has not. On a Redis Cluster, a request whose subjects live in
 // two slots makes two admission calls; the gateway drops the answer to a

@@ -17,11 +17,72 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/limiter"
 )
 
+// Layered rules: every rule item a request matches applies (rule_match_mode
+// all, the default, as in Higress 2.2.4), global_threshold together with
+// rule_items, and one subject counted once when several matches name it.
+// Through the plugin, Go and WASM mode, on a real redis-server.
+
+// Three items of three types (consumer, client IP, a header) match one
+// request: each is charged, one used up rejects it and none is charged for
+// the rejection, and another client on another IP is unaffected, with and
+// without reservation.
+func TestLayeredRulesAllApply(t *testing.T) {
+	redis := redistest.Start(t)
+	layered := func(extra string) string {
+		return `{"rule_name": "layers", "rule_match_mode": "all", ` + extra + `"rule_items": [
+			{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
+			{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
+			{"limit_by_header": "x-tier", "limit_keys": [{"key": "free", "token_per_day": 50000}]}],
+			` + plugintest.RedisSection + `}`
+	}
+	consumer := "atrl:{layers|limit_by_per_consumer|x-mse-consumer|alice}"
+	ip := "atrl:{layers|limit_by_per_ip||192.0.2.1}"
+	tier := "atrl:{layers|limit_by_header|x-tier|free}"
+	counters := func(p *plugintest.Plugin) [3]int64 {
+		return [3]int64{p.DayCounter(consumer), p.MinuteCounter(ip), p.DayCounter(tier)}
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		for _, mode := range []string{"check", "reserve"} {
+			t.Run(mode, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				extra := ""
+				if mode == "reserve" {
+					extra = plugintest.ReservationOn
+				}
+				p := plugintest.Start(t, redis, layered(extra))
+				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.1:40000")))
+				alice := [][2]string{{"x-mse-consumer", "alice"}, {"x-tier", "free"}}
+
+				x := p.SendBody(plugintest.ChatBody(100), alice...)
+				assert.Len(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), 3, "three subjects, three slots: one call each")
+				x.Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 400, 600))...)
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "each rule is charged")
+
+				// The IP's minute is used up (by alice herself): alice is held
+				// back although her consumer and tier budgets are open.
+				y := p.SendBody(plugintest.ChatBody(100), alice...).Answer()
+				y.RequireRejected(429)
+				y.DoneAndTick()
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
+
+				// Another client on another IP is unaffected by that IP's cap.
+				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.2:40000")))
+				z := p.SendBody(plugintest.ChatBody(100), [2]string{"x-mse-consumer", "bob"}).Answer()
+				assert.True(t, z.Passed())
+				z.Done()
+			})
+		}
+	})
+}
+
 // Issue 34: a drop-in for Higress 2.2.4 (PR #4011), whose ai-token-ratelimit
 // applies every rule item a request matches, and global_threshold together
 // with rule_items; and one subject counted once when several matches name
-// it. Through the plugin, Go and WASM mode, on a real redis-server, with
-// Higress's own test configurations where they fit.
+// it. TestHigress224 runs Higress's own test configurations where they fit
+// (their configuration-level cases: config/higress_cases_test.go).
 
 // higressStart is the test clock's second: mid-minute and mid-hour, so
 // that the resets below are exact.
