@@ -66,8 +66,7 @@ func TestOneReadingPerModelLimits(t *testing.T) {
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, gpt4oMinute(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, gpt4oMinute(""))
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 60, 40))...)
@@ -99,7 +98,7 @@ func TestOneReadingPerModelLimits(t *testing.T) {
 // its most expensive reading.
 func TestOneReadingWeights(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	weights := `"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"input": 2, "output": 8}, "gpt-4o-mini": {"input": 0.25, "output": 1}}},`
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
@@ -113,8 +112,7 @@ func TestOneReadingWeights(t *testing.T) {
 			{"Infinity", `{"model":"gpt-4o","top_p":Infinity}`, 280},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(weights, `"token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(weights, `"token_per_day": 1000000`))
 				x := p.SendBody(c.body, key).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 100, 10))...)
@@ -134,7 +132,7 @@ func TestOneReadingWeights(t *testing.T) {
 // last — make it the last top-level "model"".
 func TestHardening6LastModelOfALargeBody(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	padding := `"messages":[{"role":"user","content":"` + strings.Repeat("pad ", 64) + `"}]`
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
@@ -148,8 +146,7 @@ func TestHardening6LastModelOfALargeBody(t *testing.T) {
 			{"one model, priced as such", `{"model":"claude-sonnet-4",` + padding + `}`, 110},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"max_body_bytes": 64}, `+opusWeighted, `"token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"max_body_bytes": 64}, `+opusWeighted, `"token_per_day": 1000000`))
 				x := p.SendBody(c.body, key).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 0, 0, 10))...)
@@ -165,8 +162,7 @@ func TestOneReadingReject(t *testing.T) {
 	redis := redistest.Start(t)
 	alice := [2]string{"x-mse-consumer", "alice"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, gpt4oMinute(`"ambiguous_body": "reject",`))
+		p := plugintest.StartOnEmptyRedis(t, redis, gpt4oMinute(`"ambiguous_body": "reject",`))
 		for body, why := range map[string]string{
 			"\xef\xbb\xbf" + chatNaming("gpt-4o"):              "byte order mark",
 			`{"model":"gpt-4o-mini","Model":"gpt-4o"}`:         "names its",
@@ -192,7 +188,7 @@ func TestOneReadingReject(t *testing.T) {
 // that pass on when the response reports no usage.
 func TestOneReadingPromptOfUnknownSize(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	prompt := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 8000) + `"}]}`
 	noUsage := []string{
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n",
@@ -202,8 +198,7 @@ func TestOneReadingPromptOfUnknownSize(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
 			t.Run(path, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 1000000`))
 				x := p.SendTo(path, key).Answer()
 				require.True(t, x.Passed())
 				half := len(prompt) / 2

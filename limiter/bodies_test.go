@@ -1,7 +1,6 @@
 package limiter_test
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -21,11 +20,6 @@ import (
 // issue 14 ("Nothing gets through unadmitted or uncharged") closed, and
 // is named after it (go test -run TestHardening).
 
-// todayKey is the Redis key of a subject's token day bucket now.
-func todayKey(redis *redistest.Server, subject string) string {
-	return fmt.Sprintf("%s:t86400:%d", subject, redis.Now()/86400)
-}
-
 // A request that ends with trailers is admitted and reserved like any
 // other, and nothing of it goes on before that. Issue 14, point 1:
 // "Request trailers skip admission. With the body read first
@@ -35,7 +29,7 @@ func todayKey(redis *redistest.Server, subject string) string {
 // and uncharged."
 func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	trailers := [][2]string{{"x-checksum", "5d41402abc4b2a76"}}
 	body := plugintest.ChatBody(100) // its prompt estimate, + 100
 	const reserved = plugintest.ChatBodyPrompt + 100
@@ -54,7 +48,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 
 		t.Run("over the limit: rejected, three times", func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			redis.Do("SET", plugintest.Bucket(plugintest.APIKeySubject, "t86400", redis.Now()), "1100")
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
 			for i := 0; i < 3; i++ {
 				x, action := endsWithTrailers(p)
@@ -66,8 +60,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 		})
 
 		t.Run("room left: reserved, then reconciled", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
 			x, action := endsWithTrailers(p)
 			require.Equal(t, types.ActionPause, action)
 			x.Answer()
@@ -79,7 +72,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 
 		t.Run("per-model weights read the body the same way", func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			redis.Do("SET", plugintest.Bucket(plugintest.APIKeySubject, "t86400", redis.Now()), "1100")
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(
 				`"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"output": 4}}},`, `"token_per_day": 1000`))
 			x, action := endsWithTrailers(p)
@@ -90,7 +83,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 
 		t.Run("trailers right after the headers: no body, still admitted first", func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			redis.Do("SET", plugintest.Bucket(plugintest.APIKeySubject, "t86400", redis.Now()), "1100")
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 1000`))
 			x := p.Send(key)
 			require.Equal(t, types.HeaderStopIteration, x.Action)
@@ -101,7 +94,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 
 		t.Run("no body chunk passes while Redis decides", func(t *testing.T) {
 			redis.Do("FLUSHALL")
-			redis.Do("SET", todayKey(redis, plugintest.APIKeySubject), "1100")
+			redis.Do("SET", plugintest.Bucket(plugintest.APIKeySubject, "t86400", redis.Now()), "1100")
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 1000`))
 			x := p.Send(key)
 			require.Equal(t, types.HeaderStopAllIterationAndWatermark, x.Action)
@@ -112,8 +105,7 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 		})
 
 		t.Run("a stream asked for its usage: rewritten before its trailers go", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
 			x := p.Send(key).Answer()
 			require.True(t, x.Passed())
 			require.Equal(t, types.ActionPause, p.Host.CallOnRequestBody(x.ID, []byte(streamBody), false))
@@ -131,15 +123,14 @@ func TestHardening1RequestTrailersAreAdmitted(t *testing.T) {
 // charged 0."
 func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	upgrade := [][2]string{{"connection", "Upgrade"}, {"upgrade", "websocket"}}
 	usage := `{"id":"chatcmpl-1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"Hi"}}],"usage":{"prompt_tokens":400,"completion_tokens":600,"total_tokens":1000}}`
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("a POST that asks to upgrade is answered 200: charged", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			for i := 0; i < 3; i++ {
 				x := p.Request(append(upgrade, key)...)
 				require.True(t, x.Passed())
@@ -149,8 +140,7 @@ func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
 		})
 
 		t.Run("with reservation, its body is read and reserved", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
 			x := p.SendBody(plugintest.ChatBody(5000), append(upgrade, key)...).Answer()
 			require.True(t, x.Passed())
 			assert.Equal(t, int64(5000+plugintest.ChatBodyPrompt), p.DayCounter(plugintest.APIKeySubject), "the body's cap, not the default")
@@ -159,8 +149,7 @@ func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
 		})
 
 		t.Run("a WebSocket handshake that switches protocols: not read", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			headers := [][2]string{{":authority", "llm.example.com"}, {":method", "GET"}, {":path", "/v1/realtime"}, key}
 			x := &plugintest.Exchange{P: p, ID: p.Host.InitializeHttpContext()}
 			x.Action = p.Host.CallOnRequestHeaders(x.ID, append(headers, upgrade...), true)
@@ -183,7 +172,7 @@ func TestHardening4UpgradeHeadersDoNotHideTheResponse(t *testing.T) {
 // substring and hides the body)".
 func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	// Output tokens of gpt-4o cost 10, others 1: the body's model decides.
 	config := plugintest.APIKeyConfig(plugintest.ReservationOn+
 		`"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"output": 10}}},`, `"token_per_day": 100000`)
@@ -199,8 +188,7 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 			{"a binary Content-Type on a JSON body", [][2]string{{"content-type", "application/octet-stream"}}},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, config)
+				p := plugintest.StartOnEmptyRedis(t, redis, config)
 				x := p.SendBody(body, append(c.headers, key)...).Answer()
 				require.True(t, x.Passed())
 				assert.Equal(t, int64(plugintest.ChatBodyPrompt+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")
@@ -210,15 +198,13 @@ func TestHardening6ContentHeadersDoNotHideTheBody(t *testing.T) {
 		}
 
 		t.Run("a body in a coding it does not read is estimated at the bound, at the dearest weights", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, strings.Replace(config, `"enabled": true`, `"enabled": true, "max_body_bytes": 400`, 1))
+			p := plugintest.StartOnEmptyRedis(t, redis, strings.Replace(config, `"enabled": true`, `"enabled": true, "max_body_bytes": 400`, 1))
 			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "40"}).Answer()
 			require.True(t, x.Passed(), "not held for a body it cannot read")
 			assert.Equal(t, int64(100+1024*10), p.DayCounter(plugintest.APIKeySubject), "its model cannot be told: gpt-4o's output weight")
 		})
 		t.Run("a gzip body is read decompressed", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.SendBody(gzipped(t, body), key, [2]string{"content-encoding", "gzip"}).Answer()
 			require.True(t, x.Passed())
 			assert.Equal(t, int64(plugintest.ChatBodyPrompt+100*10), p.DayCounter(plugintest.APIKeySubject), "reserved at gpt-4o's weights")

@@ -32,7 +32,7 @@ import (
 // can never fit)".
 func TestHardening2HugeOutputCap(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	huge := `{"model":"gpt-4o","max_output_tokens":9223372036854775807,"input":"Hi"}`
 	strategies := []struct{ name, extra string }{
 		{"total_tokens", ""},
@@ -42,8 +42,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 		for _, s := range strategies {
 			t.Run(s.name+": a used-up window rejects it", func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
 					`"failure_mode": "deny", "show_limit_quota_header": true,`, `"token_per_minute": 1000`))
 				used := p.SendBody(plugintest.ChatBody(10), key).Answer()
 				require.True(t, used.Passed())
@@ -58,8 +57,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 			})
 
 			t.Run(s.name+": with room, it can never fit", func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
 					`"show_limit_quota_header": true,`, `"token_per_minute": 1000000`))
 				x := p.SendBody(huge, key).Answer()
 				x.RequireRejected(429)
@@ -68,8 +66,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 			})
 
 			t.Run(s.name+": the largest limit holds the largest estimate", func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+s.extra+
 					`"show_limit_quota_header": true,`, `"token_per_minute": 9007199254740992`))
 				x := p.SendBody(huge, key).Answer()
 				require.True(t, x.Passed())
@@ -86,8 +83,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 		}
 
 		t.Run("queue: rejected at once, since it can never fit", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+
 				`"over_limit_action": "queue", "max_queue_wait_ms": 600000,`, `"token_per_minute": 1000`))
 			x := p.SendBody(huge, key).Answer()
 			x.RequireRejected(429)
@@ -103,7 +99,7 @@ func TestHardening2HugeOutputCap(t *testing.T) {
 // int64) are clamped the same way before charging".
 func TestHardening2HugeUsage(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	const most = "9007199254740992" // the largest count tokenusage reads
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
@@ -113,8 +109,7 @@ func TestHardening2HugeUsage(t *testing.T) {
 		} {
 			for _, reserve := range []string{"", plugintest.ReservationOn} {
 				t.Run(fmt.Sprintf("%s, reservation %t", s.name, reserve != ""), func(t *testing.T) {
-					redis.Do("FLUSHALL")
-					p := plugintest.Start(t, redis, plugintest.APIKeyConfig(reserve+s.extra, `"token_per_minute": 1000000000`))
+					p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(reserve+s.extra, `"token_per_minute": 1000000000`))
 					x := p.SendBody(plugintest.ChatBody(10), key).Answer()
 					require.True(t, x.Passed())
 					x.Respond("application/json", `{"id":"chatcmpl-1","object":"chat.completion","choices":[],`+
@@ -152,33 +147,31 @@ func TestHardening7HugeLimits(t *testing.T) {
 		})
 
 		t.Run("2^53 under rule_match_mode all: admitted and charged in every layer", func(t *testing.T) {
-			redis.Do("FLUSHALL")
 			redis.AvoidWindowEdge(60, 10)
-			p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_match_mode": "all", "failure_mode": "allow", "show_limit_quota_header": true,
+			p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "chat", "rule_match_mode": "all", "failure_mode": "allow", "show_limit_quota_header": true,
 				"rule_items": [
 					{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 9007199254740992, "query_per_minute": 9007199254740992, "max_concurrent_requests": 9007199254740992}]},
 					{"limit_by_header": "x-team", "limit_keys": [{"key": "blue", "token_per_minute": 1000}]}],
 				`+plugintest.RedisSection+`}`)
 			team := "atrl:{chat|limit_by_header|x-team|blue}"
 			for i := 0; i < 2; i++ {
-				x := p.Request([2]string{"x-api-key", "sk-1"}, [2]string{"x-team", "blue"})
+				x := p.Request(plugintest.APIKey, [2]string{"x-team", "blue"})
 				require.True(t, x.Passed(), "request %d", i)
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 300, 200))...)
 			}
 			assert.Equal(t, int64(1000), p.MinuteCounter(plugintest.APIKeySubject), "the 2^53 layer is charged")
 			assert.Equal(t, int64(1000), p.MinuteCounter(team), "and so is the other one")
-			x := p.Request([2]string{"x-api-key", "sk-1"}, [2]string{"x-team", "blue"})
+			x := p.Request(plugintest.APIKey, [2]string{"x-team", "blue"})
 			x.RequireRejected(429)
 			x.DoneAndTick()
-			assert.Equal(t, int64(2), redis.Int("GET", fmt.Sprintf("%s:q60:%d", plugintest.APIKeySubject, redis.Now()/60)),
+			assert.Equal(t, int64(2), plugintest.Counter(redis, plugintest.APIKeySubject, "q60", redis.Now()),
 				"the rejected request is uncounted in the other layer")
 		})
 
 		t.Run("a bucket of a 2^53 limit charged past it holds 2^53 and rejects", func(t *testing.T) {
-			redis.Do("FLUSHALL")
 			redis.AvoidWindowEdge(60, 10)
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"failure_mode": "allow", "show_limit_quota_header": true,`, `"token_per_minute": 9007199254740992`))
-			key := [2]string{"x-api-key", "sk-1"}
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"failure_mode": "allow", "show_limit_quota_header": true,`, `"token_per_minute": 9007199254740992`))
+			key := plugintest.APIKey
 			// Each response reports 2 × 2^53 tokens, charged MaxTokens.
 			charges := int(1<<53/estimate.MaxTokens) + 1
 			for i := 0; i < charges; i++ {

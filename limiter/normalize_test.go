@@ -24,8 +24,7 @@ func TestNormalizedQuotedCookie(t *testing.T) {
 	cookie := func(v string) [2]string { return [2]string{"cookie", v} }
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, `{"rule_name": "c", "rule_items": [{"limit_by_per_cookie": "session",
+		p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "c", "rule_items": [{"limit_by_per_cookie": "session",
 			"limit_keys": [{"key": "*", "token_per_minute": 100}]}], `+plugintest.RedisSection+`}`)
 		require.True(t, spendOn(p, "/v1/chat/completions", cookie(`session="abc"`)).Passed())
 		assert.Equal(t, int64(100), p.MinuteCounter(subject("abc")))
@@ -51,8 +50,7 @@ func TestNormalizedAuthorizationScheme(t *testing.T) {
 	auth := func(v string) [2]string { return [2]string{"authorization", v} }
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, `{"rule_name": "a", "rule_items": [{"limit_by_per_header": "authorization",
+		p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "a", "rule_items": [{"limit_by_per_header": "authorization",
 			"limit_keys": [{"key": "*", "token_per_minute": 100}]}], `+plugintest.RedisSection+`}`)
 		require.True(t, spendOn(p, "/v1/chat/completions", auth("Bearer x")).Passed())
 		assert.Equal(t, int64(100), p.MinuteCounter(subject("Bearer x")))
@@ -79,8 +77,7 @@ func TestHardening8RepeatedQueryParameter(t *testing.T) {
 	subject := func(v string) string { return "atrl:{q|limit_by_per_param|apikey|" + v + "}" }
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, `{"rule_name": "q", "rule_items": [{"limit_by_per_param": "apikey",
+		p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "q", "rule_items": [{"limit_by_per_param": "apikey",
 			"limit_keys": [{"key": "*", "token_per_day": 100}]}], `+plugintest.RedisSection+`}`)
 		require.True(t, spendOn(p, "/v1/chat/completions?apikey=mine").Passed())
 		assert.Equal(t, int64(100), p.DayCounter(subject("mine")))
@@ -107,8 +104,7 @@ func TestHardening8RepeatedCookie(t *testing.T) {
 	cookie := func(v string) [2]string { return [2]string{"cookie", v} }
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, `{"rule_name": "c", "rule_items": [{"limit_by_per_cookie": "session",
+		p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "c", "rule_items": [{"limit_by_per_cookie": "session",
 			"limit_keys": [{"key": "*", "token_per_day": 100}]}], `+plugintest.RedisSection+`}`)
 		require.True(t, spendOn(p, "/v1/chat/completions", cookie("session=mine")).Passed())
 		spendOn(p, "/v1/chat/completions", cookie("session=fresh; theme=dark; session=mine")).RequireRejected(429)

@@ -29,22 +29,20 @@ import (
 // no upstream call."
 func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	config := plugintest.APIKeyConfig(plugintest.ReservationOn+`"concurrency_lease_seconds": 600,`,
 		`"token_per_day": 1000, "query_per_day": 100, "max_concurrent_requests": 1`)
 	body := plugintest.ChatBody(1000 - plugintest.ChatBodyPrompt) // the whole window
 	requests := func() int64 {
-		return redis.Int("GET", fmt.Sprintf("%s:q86400:%d", plugintest.APIKeySubject, redis.Now()/86400))
+		return plugintest.Counter(redis, plugintest.APIKeySubject, "q86400", redis.Now())
 	}
-	leases := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
+	leases := func() int64 { return plugintest.Leases(redis, plugintest.APIKeySubject) }
 
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("Redis runs the admission, the stream has gone when it answers", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // loaded by earlier requests, as in production
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedisWithScript(t, redis, config)
 			x := p.SendBody(body, key)
 			p.Host.CompleteHttpContext(x.ID) // the client resets
 			x.Answer()                       // Redis runs it; the answer is dropped
@@ -56,8 +54,7 @@ func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
 		})
 
 		t.Run("the cancel reaches Redis before the admission", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.SendBody(body, key)
 			p.Host.CompleteHttpContext(x.ID)
 			p.SendPostponed() // the cancel goes first
@@ -68,8 +65,7 @@ func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
 		})
 
 		t.Run("an admission answered in time is not cancelled", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.SendBody(body, key).Answer()
 			require.True(t, x.Passed())
 			x.Respond("application/json", `{"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
@@ -106,8 +102,8 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 	// counters: the consumer's day tokens and minute requests, the tier's
 	// day tokens and leases.
 	counters := func() [4]int64 {
-		return [4]int64{clusterCounter(cluster, consumer, "t86400"), clusterCounter(cluster, consumer, "q60"),
-			clusterCounter(cluster, tier, "t86400"), clusterCounter(cluster, tier, "c")}
+		return [4]int64{plugintest.CounterAtClock(cluster, consumer, "t86400"), plugintest.CounterAtClock(cluster, consumer, "q60"),
+			plugintest.CounterAtClock(cluster, tier, "t86400"), plugintest.Leases(cluster, tier)}
 	}
 	// leftovers lists the keys Redis holds that are not markers (which
 	// expire within seconds: AdmissionMarkerSeconds, ChargeMarkerSeconds)
@@ -181,7 +177,7 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 			answerGroup(t, p, x, "x-mse-consumer|bob")
 			p.Host.CompleteHttpContext(x.ID)
 			answerGroup(t, p, x, "x-tier|free") // Redis runs it, and admits: its answer is dropped
-			require.Equal(t, int64(1), clusterCounter(cluster, tier, "c"), "the tier's lease, taken")
+			require.Equal(t, int64(1), plugintest.Leases(cluster, tier), "the tier's lease, taken")
 			settle(t, p, x) // the rollback, and the cancel that undoes the tier's admission
 			assert.Equal(t, [4]int64{}, counters())
 			assert.Empty(t, leftovers(t))
@@ -189,7 +185,7 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 
 		t.Run("consumer answered rejected, reset: only the other is undone", func(t *testing.T) {
 			p, x := start(t)
-			full := fmt.Sprintf("%s:q60:%d", consumer, int64(cluster.Clock())/60)
+			full := plugintest.Bucket(consumer, "q60", int64(cluster.Clock()))
 			cluster.Do("SET", full, "100", "EX", "120") // the consumer's 100 requests this minute are used
 			answerGroup(t, p, x, "x-mse-consumer|bob")
 			p.Host.CompleteHttpContext(x.ID)

@@ -96,7 +96,7 @@ func TestStreamUsage(t *testing.T) {
 // its value kept. A JSON body sent as text/plain (or with no Content-Type)
 // is decoded by a Go upstream (Ollama) all the same: it is asked too.
 func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, withoutUsage := readStream(t)
 	for _, c := range []struct {
 		name, contentType, body, upstream string
@@ -111,8 +111,7 @@ func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
 			`{"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			headers := [][2]string{{":authority", "llm.example.com"}, {":method", "POST"}, {":path", "/v1/chat/completions"},
 				{"content-length", strconv.Itoa(len(c.body))}, key}
 			if c.contentType != "" {
@@ -137,7 +136,7 @@ func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
 // and charged, and taken out of what the client gets, which is the stream
 // it asked for byte for byte, however the body is cut.
 func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, withoutUsage := readStream(t)
 	usageAt := strings.Index(withUsage, `"choices":[],"usage"`)
 	require.Positive(t, usageAt)
@@ -158,8 +157,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 			require.True(t, x.Passed())
 			body, headers := upstreamSees(x)
@@ -177,8 +175,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	}
 
 	t.Run("legacy completions", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello.","stream":true,"stream_options":{"include_obfuscation":false}}`, key).Answer()
 		require.True(t, x.Passed())
 		body, _ := upstreamSees(x)
@@ -214,8 +211,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	})
 
 	t.Run("failure_mode allow: not charged, still what the client asked for", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key)
 		calls := p.Host.GetRedisCalloutAttributesFromContext(x.ID)
 		require.Len(t, calls, 1)
@@ -234,7 +230,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 // stream_usage: off nothing is, and a stream that did not ask pays its
 // estimate.
 func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, withoutUsage := readStream(t)
 	for _, c := range []struct {
 		name, path, body string
@@ -245,8 +241,7 @@ func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 		{"not an OpenAI completions path", "/v1/messages", `{"model":"claude-sonnet-4","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"Say hello."}]}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			x := sendBodyTo(p, c.path, c.body, key).Answer()
 			require.True(t, x.Passed())
 			body, headers := upstreamSees(x)
@@ -263,8 +258,7 @@ func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 	}
 
 	t.Run("stream_usage off: untouched, charged by estimate", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 		require.True(t, x.Passed())
 		body, headers := upstreamSees(x)
@@ -287,15 +281,14 @@ func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 // bytes_per_token. So does one whose response cannot be read (compressed),
 // which is passed on untouched.
 func streamsCutBeforeTheirUsagePayTheEstimate(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, _ := readStream(t)
 	events := plugintest.SSEEvents(withUsage)
 	const prompt = 21 // the 84 bytes of streamBody
 	// The first 5 events carry "", "Hello", "!", " How", " can": 14 bytes of text.
 	const firstFive = 4
 	start := func(t *testing.T) (*plugintest.Plugin, *plugintest.Exchange) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 		require.True(t, x.Passed())
 		return p, x
@@ -382,7 +375,7 @@ func TestStreamUsageDuplicateKeys(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
-		key := [2]string{"x-api-key", "sk-1"}
+		key := plugintest.APIKey
 		withUsage, withoutUsage := readStream(t)
 		const messages = `"messages":[{"role":"user","content":"Say hello."}]`
 		cases := []struct {
@@ -394,8 +387,7 @@ func TestStreamUsageDuplicateKeys(t *testing.T) {
 		}
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 				x := &plugintest.Exchange{P: p, ID: p.Host.InitializeHttpContext()}
 				p.Host.CallOnRequestHeaders(x.ID, [][2]string{{":authority", "llm.example.com"}, {":method", "POST"},
 					{":path", "/v1/chat/completions"}, {"content-type", c.contentType}, key,

@@ -33,9 +33,8 @@ func TestWeightedCost(t *testing.T) {
 			{"output tokens only", `"token_count_strategy": "output_tokens",`, `{}`, 45},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(c.extra, `"token_per_day": 1000000`))
-				x := p.SendBody(c.body, [2]string{"x-api-key", "sk-1"}).Answer()
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(c.extra, `"token_per_day": 1000000`))
+				x := p.SendBody(c.body, plugintest.APIKey).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 2000, 3000, 45))...)
 				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
@@ -53,7 +52,7 @@ func TestWeightedCost(t *testing.T) {
 // besides exact names."
 func TestHardening6DatedModelAlias(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	weights := `"token_count_strategy": "weighted", "token_weights": {"models": {
 		"claude-opus-4*": {"input": 5, "output": 25},
 		"claude-opus-4-1*": {"input": 6, "output": 30},
@@ -71,8 +70,7 @@ func TestHardening6DatedModelAlias(t *testing.T) {
 			{"gpt-4o", 110},
 		} {
 			t.Run(c.model, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(weights, `"token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(weights, `"token_per_day": 1000000`))
 				x := p.SendBody(`{"model":"`+c.model+`","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, key).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 0, 0, 10))...)
