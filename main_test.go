@@ -30,7 +30,7 @@ func TestAdmitsChargesAndRejectsOnRealRedis(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
-		key := [2]string{"x-api-key", "sk-1"}
+		key := plugintest.APIKey
 
 		first := p.Send(key)
 		assert.Equal(t, types.HeaderStopAllIterationAndWatermark, first.Action, "paused until Redis answers")
@@ -78,7 +78,7 @@ func TestRequestBodyIsReadBeforeAdmission(t *testing.T) {
 		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000`))
-		x := p.Send([2]string{"x-api-key", "sk-1"})
+		x := p.Send(plugintest.APIKey)
 		assert.Empty(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), "no admission before the body")
 		p.Host.CallOnRequestBody(x.ID, []byte(plugintest.ChatBody(500)), true)
 		require.Len(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), 1, "the body's end sends the admission")
@@ -101,7 +101,7 @@ func TestTickRetriesAQueuedRequest(t *testing.T) {
 		redis.SetClock(start + 0.05)
 		defer redis.SetClock(0)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"over_limit_action": "queue",`, `"query_per_second": 1`))
-		key := [2]string{"x-api-key", "sk-1"}
+		key := plugintest.APIKey
 		p.Request(key).Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 1, 1))...)
 		waiting := p.Request(key)
 		require.False(t, waiting.Passed(), "over the limit: it waits")
@@ -127,7 +127,7 @@ func TestRequestsNoRuleMatchesAreNotTouched(t *testing.T) {
 		x.Respond("application/json", `{"usage":{"prompt_tokens":5,"completion_tokens":5}}`)
 		assert.Empty(t, redis.Keys("*"))
 
-		limited := p.Send([2]string{"x-api-key", "sk-1"}, [2]string{"accept-encoding", "gzip"})
+		limited := p.Send(plugintest.APIKey, [2]string{"accept-encoding", "gzip"})
 		assert.False(t, test.HasHeader(p.Host.GetCurrentRequestHeaders(limited.ID), "accept-encoding"),
 			"a limited request asks for an uncompressed answer, whose usage can be read")
 		limited.Answer().Done()

@@ -46,10 +46,9 @@ func accessLog(t *testing.T, p *plugintest.Plugin) map[string]any {
 // fingerprint.
 func TestAccessLogOfAStreamedPricedAnswer(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(pricing, `"token_per_minute": 100000, "token_per_day": 1000000, "usd_per_day": 100`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(pricing, `"token_per_minute": 100000, "token_per_day": 1000000, "usd_per_day": 100`))
 		x := p.SendBody(chatNaming("gpt-4o"), key).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(`data: {"id":"c","object":"chat.completion.chunk","model":"gpt-4o","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}],"usage":null}`+"\n\n"+
@@ -82,10 +81,9 @@ func TestAccessLogOfAStreamedPricedAnswer(t *testing.T) {
 // was used or charged.
 func TestAccessLogOfARejection(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 100000, "query_per_minute": 1`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig("", `"token_per_minute": 100000, "query_per_minute": 1`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":15,"completion_tokens":5}}`)
 		x := p.Request(key)
 		x.RequireRejected(429)
@@ -105,10 +103,9 @@ func TestAccessLogOfARejection(t *testing.T) {
 // says so, names that limit, and has its usage and cost.
 func TestAccessLogOfAShadowRejection(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true,`, `"token_per_minute": 100000, "query_per_minute": 1`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"shadow_mode": true,`, `"token_per_minute": 100000, "query_per_minute": 1`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":15,"completion_tokens":5}}`)
 		first := accessLog(t, p)
 		assert.Equal(t, "allowed", first["ratelimit.decision"])
@@ -137,10 +134,9 @@ func TestAccessLogOfAShadowRejection(t *testing.T) {
 // object is left as it is.
 func TestAccessLogKeepsOtherPluginsKeys(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 100000`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig("", `"token_per_minute": 100000`))
 		theirs := `{"model":"qwen-max","input_token":21,"question":"say \"hi\"\n","ratelimit.decision":"stale"}`
 		require.NoError(t, p.Host.SetProperty([]string{"ai_log"}, []byte(wrapper.MarshalStr(theirs))))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":15,"completion_tokens":5}}`)
@@ -178,10 +174,9 @@ func TestAccessLogKeepsOtherPluginsKeys(t *testing.T) {
 // access_log: false writes nothing.
 func TestAccessLogOff(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"access_log": false,`, `"query_per_minute": 1`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"access_log": false,`, `"query_per_minute": 1`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":15,"completion_tokens":5}}`)
 		p.Request(key).RequireRejected(429)
 		_, err := p.Host.GetProperty([]string{"ai_log"})
@@ -193,7 +188,7 @@ func TestAccessLogOff(t *testing.T) {
 // the request's subject and no limit.
 func TestAccessLogOfRedisFailures(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	want := func(decision string) map[string]any {
 		return map[string]any{
 			"ratelimit.decision":  decision,
@@ -203,8 +198,7 @@ func TestAccessLogOfRedisFailures(t *testing.T) {
 		}
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		deny := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"failure_mode": "deny",`, `"token_per_minute": 100000`))
+		deny := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"failure_mode": "deny",`, `"token_per_minute": 100000`))
 		redis.Stop()
 		defer redis.Restart()
 		deny.Request(key).RequireRejected(503)
@@ -224,8 +218,7 @@ func TestAccessLogOfRedisFailures(t *testing.T) {
 func TestAccessLogShowsACredentialsFingerprint(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "keys", "rule_items": [{"limit_by_per_header": "x-api-key",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, `{"rule_name": "keys", "rule_items": [{"limit_by_per_header": "x-api-key",
 			"limit_keys": [{"key": "*", "token_per_minute": 100000}]}], `+plugintest.RedisSection+`}`)
 		p.Request([2]string{"x-api-key", "sk-live-0123456789"}).Respond("application/json", `{"usage":{"prompt_tokens":15,"completion_tokens":5}}`)
 		got := accessLog(t, p)
@@ -242,8 +235,7 @@ func TestAccessLogShowsACredentialsFingerprint(t *testing.T) {
 func TestAccessLogOfAClientsValue(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "users", "rule_items": [{"limit_by_per_header": "x-user",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, `{"rule_name": "users", "rule_items": [{"limit_by_per_header": "x-user",
 			"limit_keys": [{"key": "*", "token_per_minute": 100000}]}], `+plugintest.RedisSection+`}`)
 		user := "bob \"the\" \\ builder\x01 " + strings.Repeat("é", 200) // 21 bytes, then 2 each
 		p.Request([2]string{"x-user", user}).Respond("application/json", `{"usage":{"prompt_tokens":15,"completion_tokens":5}}`)

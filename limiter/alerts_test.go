@@ -42,7 +42,7 @@ func alertsConfig(thresholds, extra, limits string) string {
 // from its context or the plugin's, before the tick.
 func spendTokens(t *testing.T, p *plugintest.Plugin, tokens int) *plugintest.Exchange {
 	t.Helper()
-	x := p.Request([2]string{"x-api-key", "sk-1"})
+	x := p.Request(plugintest.APIKey)
 	require.True(t, x.Passed())
 	x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, tokens, 0))...)
 	requireNoHTTPCalls(t, p, x.ID)
@@ -167,8 +167,7 @@ func TestAlertThresholdsOnceAcrossReplicas(t *testing.T) {
 func TestAlertSurvivesAFailingWebhook(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, alertsConfig("100", "", `"token_per_day": 1000`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, alertsConfig("100", "", `"token_per_day": 1000`))
 		spendTokens(t, p, 1000)
 		want := `{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":1000,"reset_seconds":82800,"threshold":100,` + alertsTime + `}`
@@ -281,10 +280,9 @@ func tickUntilAlert(t *testing.T, p *plugintest.Plugin, n int) float64 {
 func TestAlertMoneyWindowInDollars(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, alertsConfig("50, 80", pricing, `"usd_per_day": 0.01`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, alertsConfig("50, 80", pricing, `"usd_per_day": 0.01`))
 		// gpt-4o: 1,000 × $2.50 + 300 × $10 per million tokens: $0.0055.
-		x := p.SendBody(chatNaming("gpt-4o"), [2]string{"x-api-key", "sk-1"}).Answer()
+		x := p.SendBody(chatNaming("gpt-4o"), plugintest.APIKey).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 1000, 300))...)
 		requireNoHTTPCalls(t, p, x.ID)
@@ -299,11 +297,10 @@ func TestAlertMoneyWindowInDollars(t *testing.T) {
 func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, alertsConfig("100", `"show_limit_quota_header": true,`,
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, alertsConfig("100", `"show_limit_quota_header": true,`,
 			`"token_per_minute": 100, "soft": true`))
 		spendTokens(t, p, 150)
-		x := p.Request([2]string{"x-api-key", "sk-1"})
+		x := p.Request(plugintest.APIKey)
 		require.True(t, x.Passed(), "over a soft limit, admitted")
 		headers := x.ResponseHeaders("text/event-stream")
 		assert.Equal(t, "100", plugintest.Header(headers, "X-TokenRateLimit-Limit"))
@@ -318,7 +315,7 @@ func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 		p.Stop()
 		p = plugintest.Start(t, redis, alertsConfig("100", "", `"token_per_minute": 100`))
 		spendTokens(t, p, 150)
-		p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
+		p.Request(plugintest.APIKey).RequireRejected(429)
 	})
 }
 
@@ -328,8 +325,7 @@ func TestSoftLimitAdmitsAndAlerts(t *testing.T) {
 func TestSharedSubjectSoftAndHardWindowsAlert(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "chat",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, `{"rule_name": "chat",
 			"budget_alerts": {"thresholds": [100], "webhook": {"service_name": "alerts.static", "path": "/hooks/budget", "timeout": 500}},
 			"rule_items": [
 				{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": 100, "soft": true}]},
@@ -341,7 +337,7 @@ func TestSharedSubjectSoftAndHardWindowsAlert(t *testing.T) {
 		spendTokens(t, p, 150) // over the soft minute: admitted; the hour at its 300
 		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":1,"key":"regexp:^sk-","value":"s...#0f2c10bf"},"kind":"tokens","window":"hour",` +
 			`"limit":300,"used":300,"reset_seconds":3600,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, p, 200))
-		local := p.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
+		local := p.Request(plugintest.APIKey).RequireRejected(429)
 		assert.Equal(t, "rule_item=1; key=regexp:^sk-", plugintest.Header(local.Headers, "X-TokenRateLimit-Scope"), "the hard hour closed")
 	})
 }
@@ -352,13 +348,12 @@ func TestSharedSubjectSoftAndHardWindowsAlert(t *testing.T) {
 // usage past 800 does, with what was used.
 func TestAlertsAreDecidedOnUsageNotReservations(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, alertsConfig("80", plugintest.ReservationOn, `"token_per_day": 1000`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, alertsConfig("80", plugintest.ReservationOn, `"token_per_day": 1000`))
 		x := p.SendBody(plugintest.ChatBody(900), key).Answer()
 		require.True(t, x.Passed())
-		assert.Greater(t, tokensAt(redis, plugintest.APIKeySubject, 86400), int64(800), "reserved past 80 %")
+		assert.Greater(t, plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"), int64(800), "reserved past 80 %")
 		assert.Empty(t, tickAlerts(t, p, 200), "a reservation is no usage")
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 60, 40))...)
 		assert.Empty(t, tickAlerts(t, p, 200), "100 tokens used")
@@ -368,7 +363,7 @@ func TestAlertsAreDecidedOnUsageNotReservations(t *testing.T) {
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 700, 50))...)
 		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":850,"reset_seconds":82800,"threshold":80,` + alertsTime + `}`}, tickAlerts(t, p, 200))
-		assert.Equal(t, int64(850), tokensAt(redis, plugintest.APIKeySubject, 86400), "the bucket holds the usage once reconciled")
+		assert.Equal(t, int64(850), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"), "the bucket holds the usage once reconciled")
 	})
 }
 
@@ -381,9 +376,8 @@ func TestAlertsAreDecidedOnUsageNotReservations(t *testing.T) {
 func TestAlertOfAChargeWhoseAnswerWasDropped(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, alertsConfig("50", "", `"token_per_day": 1000`))
-		x := p.Request([2]string{"x-api-key", "sk-1"})
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, alertsConfig("50", "", `"token_per_day": 1000`))
+		x := p.Request(plugintest.APIKey)
 		require.True(t, x.Passed())
 		x.ResponseHeaders("application/json")
 		held := p.Host.CallOnResponseBody(x.ID, []byte(`{"usage":{"prompt_tokens":400,"completion_tokens":200,"total_tokens":600}}`), true)
@@ -392,12 +386,12 @@ func TestAlertOfAChargeWhoseAnswerWasDropped(t *testing.T) {
 		require.Len(t, sent, 1)
 		redis.Forward(sent[0].Query) // it reaches Redis, but its answer is lost with the stream
 		p.Host.CompleteHttpContext(x.ID)
-		assert.Equal(t, int64(600), tokensAt(redis, plugintest.APIKeySubject, 86400))
+		assert.Equal(t, int64(600), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"))
 
 		p.SendPostponed() // the charge, sent again
 		assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens","window":"day",` +
 			`"limit":1000,"used":600,"reset_seconds":82800,"threshold":50,` + alertsTime + `}`}, tickAlerts(t, p, 200), "its body as configured")
-		assert.Equal(t, int64(600), tokensAt(redis, plugintest.APIKeySubject, 86400), "charged once")
+		assert.Equal(t, int64(600), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"), "charged once")
 	})
 }
 
@@ -415,8 +409,7 @@ func TestAlertsGoOnlyToTheWebhookOfTheirConfiguration(t *testing.T) {
 	routeB := strings.Replace(routeA, `"service_name": "alerts.static", "path": "/hooks/budget"`, `"service_name": "alerts-b.static", "path": "/hooks/b"`, 1)
 	require.NotEqual(t, routeA, routeB)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		b := plugintest.Start(t, redis, routeB)
+		b := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, routeB)
 		spendTokens(t, b, 600)
 		first, ids := tickAlertsTo(t, b, webhookB, "/hooks/b", 503)
 		require.Len(t, first, 1)
@@ -447,8 +440,7 @@ func TestAlertsOfAConfigurationGoneAreGivenUp(t *testing.T) {
 	routeA := alertsConfig("50", "", `"token_per_day": 1000`)
 	routeB := strings.Replace(routeA, `"service_name": "alerts.static", "path": "/hooks/budget"`, `"service_name": "alerts-b.static", "path": "/hooks/b"`, 1)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		b := plugintest.Start(t, redis, routeB)
+		b := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, routeB)
 		spendTokens(t, b, 600)
 		bodies, _ := tickAlertsTo(t, b, "outbound|80||alerts-b.static", "/hooks/b", 503)
 		require.Len(t, bodies, 1)

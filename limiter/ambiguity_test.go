@@ -38,6 +38,10 @@ func gzipped(t *testing.T, s string) string {
 	return b.String()
 }
 
+// opusWeighted prices claude-opus-4 at 5 per input and 25 per output token,
+// every other model at 1: 100 input and 10 output tokens cost 750 or 110.
+const opusWeighted = `"token_count_strategy": "weighted", "token_weights": {"models": {"claude-opus-4": {"input": 5, "output": 25}}},`
+
 // "(2) Per-model limits and weights dodged by bodies upstreams accept. A
 // UTF-8 BOM before the JSON, a bare NaN member or a gzip body … yield no
 // model … A gpt-4o minute already used up admitted all three", and "(3)
@@ -62,8 +66,7 @@ func TestOneReadingPerModelLimits(t *testing.T) {
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, gpt4oMinute(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, gpt4oMinute(""))
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 60, 40))...)
@@ -95,7 +98,7 @@ func TestOneReadingPerModelLimits(t *testing.T) {
 // its most expensive reading.
 func TestOneReadingWeights(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	weights := `"token_count_strategy": "weighted", "token_weights": {"models": {"gpt-4o": {"input": 2, "output": 8}, "gpt-4o-mini": {"input": 0.25, "output": 1}}},`
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
@@ -109,11 +112,44 @@ func TestOneReadingWeights(t *testing.T) {
 			{"Infinity", `{"model":"gpt-4o","top_p":Infinity}`, 280},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(weights, `"token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(weights, `"token_per_day": 1000000`))
 				x := p.SendBody(c.body, key).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 100, 10))...)
+				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
+			})
+		}
+	})
+}
+
+// A body too large to parse whole (over token_reservation.max_body_bytes)
+// is priced as the last top-level "model" it names, the one upstreams
+// read, however it is spelt, and not as one nested deeper. Issue 14, point
+// 6: "(6, model part) Per-model weights (token_count_strategy: weighted,
+// token_weights.models) can be dodged: (a) a large body (over
+// token_reservation.max_body_bytes) with the "model" key twice:
+// estimate.Request reads the first with gjson.GetBytes, upstreams read the
+// last — make it the last top-level "model"".
+func TestHardening6LastModelOfALargeBody(t *testing.T) {
+	redis := redistest.Start(t)
+	key := plugintest.APIKey
+	padding := `"messages":[{"role":"user","content":"` + strings.Repeat("pad ", 64) + `"}]`
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for _, c := range []struct {
+			name, body string
+			want       int64
+		}{
+			{"the last of two models", `{"model":"claude-sonnet-4",` + padding + `,"model":"claude-opus-4"}`, 750},
+			{"the last, written with an escape", `{"model":"claude-sonnet-4",` + padding + `,"\u006dodel":"claude-opus-4"}`, 750},
+			{"not one nested deeper", `{"model":"claude-opus-4",` + padding + `,"metadata":{"model":"claude-sonnet-4"}}`, 750},
+			{"one model, priced as such", `{"model":"claude-sonnet-4",` + padding + `}`, 110},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"max_body_bytes": 64}, `+opusWeighted, `"token_per_day": 1000000`))
+				x := p.SendBody(c.body, key).Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 0, 0, 10))...)
 				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
 			})
 		}
@@ -126,8 +162,7 @@ func TestOneReadingReject(t *testing.T) {
 	redis := redistest.Start(t)
 	alice := [2]string{"x-mse-consumer", "alice"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, gpt4oMinute(`"ambiguous_body": "reject",`))
+		p := plugintest.StartOnEmptyRedis(t, redis, gpt4oMinute(`"ambiguous_body": "reject",`))
 		for body, why := range map[string]string{
 			"\xef\xbb\xbf" + chatNaming("gpt-4o"):              "byte order mark",
 			`{"model":"gpt-4o-mini","Model":"gpt-4o"}`:         "names its",
@@ -153,7 +188,7 @@ func TestOneReadingReject(t *testing.T) {
 // that pass on when the response reports no usage.
 func TestOneReadingPromptOfUnknownSize(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	prompt := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 8000) + `"}]}`
 	noUsage := []string{
 		"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"}}]}\n\n",
@@ -163,8 +198,7 @@ func TestOneReadingPromptOfUnknownSize(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, path := range []string{"/v1/chat/completions", "/v1/responses"} {
 			t.Run(path, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 1000000`))
 				x := p.SendTo(path, key).Answer()
 				require.True(t, x.Passed())
 				half := len(prompt) / 2

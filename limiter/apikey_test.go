@@ -25,21 +25,20 @@ func TestAPIKeyRuleReadsEveryForm(t *testing.T) {
 		header [2]string
 	}{
 		{"/v1/chat/completions", [2]string{"authorization", "Bearer sk-1"}},
-		{"/v1/messages", [2]string{"x-api-key", "sk-1"}},
+		{"/v1/messages", plugintest.APIKey},
 		{"/openai/deployments/gpt-4o/chat/completions?api-version=2024-10-21", [2]string{"api-key", "sk-1"}},
 		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse", [2]string{"x-goog-api-key", "sk-1"}},
 		{"/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse&key=sk-1", [2]string{"x-other", "1"}},
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "chat",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, `{"rule_name": "chat",
 			"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100}]}],
 			`+plugintest.RedisSection+`}`)
 		for i, f := range forms {
 			x := p.SendTo(f.path, f.header).Answer()
 			require.True(t, x.Passed(), "form %d", i)
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 10, 10))...)
-			assert.Equal(t, int64(20*(i+1)), tokensAt(redis, subject, 60), "form %d counted under the one key", i)
+			assert.Equal(t, int64(20*(i+1)), plugintest.CounterAtClock(redis, subject, "t60"), "form %d counted under the one key", i)
 		}
 		for i, f := range forms {
 			local := p.SendTo(f.path, f.header).Answer().RequireRejected(429)
@@ -69,19 +68,18 @@ func TestAPIKeyFirstModeCountsEveryKey(t *testing.T) {
 		return [][2]string{{"x-api-key", before}, {"api-key", "sk-real"}, {"x-goog-api-key", after}}
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_match_mode": "first",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, `{"rule_name": "chat", "rule_match_mode": "first",
 			"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100}]}],
 			`+plugintest.RedisSection+`}`)
 		x := p.SendTo(azure, keys("made-up-1", "made-up-2")...).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 60, 40))...)
-		assert.Equal(t, int64(100), tokensAt(redis, subject("sk-real"), 60), "the key in the middle is charged")
-		assert.Equal(t, int64(100), tokensAt(redis, subject("made-up-1"), 60))
-		assert.Equal(t, int64(100), tokensAt(redis, subject("made-up-2"), 60))
+		assert.Equal(t, int64(100), plugintest.CounterAtClock(redis, subject("sk-real"), "t60"), "the key in the middle is charged")
+		assert.Equal(t, int64(100), plugintest.CounterAtClock(redis, subject("made-up-1"), "t60"))
+		assert.Equal(t, int64(100), plugintest.CounterAtClock(redis, subject("made-up-2"), "t60"))
 
 		local := p.SendTo(azure, keys("made-up-3", "made-up-4")...).Answer().RequireRejected(429)
 		assert.Contains(t, string(local.Data), "100 tokens per minute", "sk-real's budget is used up")
-		assert.Equal(t, int64(0), tokensAt(redis, subject("made-up-3"), 60), "rejected: charged nothing")
+		assert.Equal(t, int64(0), plugintest.CounterAtClock(redis, subject("made-up-3"), "t60"), "rejected: charged nothing")
 	})
 }

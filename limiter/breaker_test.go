@@ -50,9 +50,8 @@ func logged(logs []string, text string) int {
 func TestBreakerStopsWaitingOnAFailingRedis(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, breakerConfig)
-		key := [2]string{"x-api-key", "sk-1"}
+		p := plugintest.StartOnEmptyRedis(t, redis, breakerConfig)
+		key := plugintest.APIKey
 		redis.Stop()
 		defer redis.Restart()
 		for range 3 {
@@ -107,7 +106,7 @@ func TestBreakerNeedsFailuresInARow(t *testing.T) {
 			redis.Do("FLUSHALL")
 			config := strings.Replace(breakerConfig, `"breaker_failures": 3`, failures, 1)
 			p := plugintest.Start(t, redis, config)
-			key := [2]string{"x-api-key", "sk-1"}
+			key := plugintest.APIKey
 			for round := range 4 {
 				redis.Stop()
 				for range 2 {

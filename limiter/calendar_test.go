@@ -20,7 +20,7 @@ import (
 // every first call is told Redis's time and sent again.
 func TestCalendarWindows(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	berlin, err := time.LoadLocation("Europe/Berlin")
 	require.NoError(t, err)
 	at := func(s string) float64 {
@@ -84,7 +84,7 @@ func TestCalendarWindows(t *testing.T) {
 // jumped, its new day counts in the bucket numbered by the jump.
 func TestCalendarDayWhereDSTSkipsMidnight(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	jump := time.Date(2026, 9, 6, 4, 0, 0, 0, time.UTC).Unix() // 00:00 -04, which is 01:00 -03
 	plugintest.RunTest(t, func(t *testing.T) {
 		t.Cleanup(func() { redis.SetClock(0) })

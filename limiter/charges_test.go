@@ -19,7 +19,7 @@ import (
 // counted in token_ratelimit_charge_failure_count.
 func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	const scriptError = "-ERR Error running script: out of memory\r\n"
 	stream := plugintest.OpenAIStream(3, 120, 80)
 
@@ -37,8 +37,7 @@ func TestChargesAreConfirmedRetriedOnceAndCounted(t *testing.T) {
 	}
 	// fresh starts the plugin on an empty Redis.
 	fresh := func(t *testing.T) *plugintest.Plugin {
-		redis.Do("FLUSHALL")
-		return plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		return plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 	}
 	resumed := func(t *testing.T, p *plugintest.Plugin, x *plugintest.Exchange) {
 		assert.Equal(t, types.ActionContinue, p.Host.GetCurrentHttpStreamAction(x.ID), "the end of the response went on")

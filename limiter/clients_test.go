@@ -25,10 +25,9 @@ const clientsClock = 20834*86400 + 3600 + 30
 // token windows and a request window, 300 tokens spent by a first request.
 func TestQuotaHeaderForms(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
 			`"token_per_minute": 1000, "token_per_day": 1500, "query_per_minute": 5`))
 		p.Request(key).Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 200, 100))...)
 
@@ -72,10 +71,9 @@ func TestQuotaHeaderForms(t *testing.T) {
 // text they had; a configured rejected_msg wins everywhere.
 func TestRejectionSpeaksTheAPI(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
 		require.True(t, p.Request(key).Passed())
 		for _, c := range []struct{ path, contentType, body string }{
 			{"/v1/messages", "application/json", `{"type":"error","error":{"type":"rate_limit_error",
@@ -99,8 +97,7 @@ func TestRejectionSpeaksTheAPI(t *testing.T) {
 		assert.Contains(t, string(local.Data), `"rate_limit_error"`)
 
 		p.Stop()
-		redis.Do("FLUSHALL")
-		p = plugintest.Start(t, redis, plugintest.APIKeyConfig(`"rejected_msg": "slow down",`, `"query_per_minute": 1`))
+		p = plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"rejected_msg": "slow down",`, `"query_per_minute": 1`))
 		require.True(t, p.Request(key).Passed())
 		local = p.SendTo("/v1/messages", key).Answer().RequireRejected(429)
 		assert.Equal(t, "slow down", string(local.Data), "rejected_msg wins")
@@ -110,10 +107,9 @@ func TestRejectionSpeaksTheAPI(t *testing.T) {
 // A money limit's rejection names the budget in dollars.
 func TestRejectionNamesTheBudget(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":400,"completion_tokens":100}}`) // $0.002
 		local := p.Request(key).RequireRejected(429)
 		assert.Contains(t, string(local.Data), `Spending limit exceeded: the budget of $0.001 per day is used up (rule_item=0; key=s...#0f2c10bf). Try again in 22h59m30s.`)
@@ -126,10 +122,9 @@ func TestRejectionNamesTheBudget(t *testing.T) {
 // rejected; what would have been is counted and logged.
 func TestShadowMode(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true, "show_limit_quota_header": true,`,
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"shadow_mode": true, "show_limit_quota_header": true,`,
 			`"token_per_minute": 500, "query_per_minute": 2, "max_concurrent_requests": 1`))
 		var open []*plugintest.Exchange
 		for i := range 4 {
@@ -164,8 +159,7 @@ func TestShadowMode(t *testing.T) {
 func TestUnmatchedRequestsAreCountedAndWarned(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 500`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 500`))
 		for range 3 {
 			x := p.Request([2]string{"authorization", "Bearer sk-secret"}) // the SDK's header, not x-api-key
 			require.True(t, x.Passed())
@@ -193,7 +187,7 @@ func TestUnmatchedRequestsAreCountedAndWarned(t *testing.T) {
 		p = plugintest.Start(t, redis, `{"rule_name": "chat", "global_threshold": {"token_per_minute": 5000},
 			"rule_items": [{"limit_by_header": "x-api-key", "limit_keys": [{"key": "sk-1", "token_per_minute": 500}]}], `+plugintest.RedisSection+`}`)
 		p.Request([2]string{"x-api-key", "sk-2"}).Done()
-		p.Request([2]string{"x-api-key", "sk-1"}).Done()
+		p.Request(plugintest.APIKey).Done()
 		assert.Equal(t, uint64(1), counted(p, "none", "token_ratelimit_unmatched_count"), "sk-2 matched no rule item")
 		assert.NotContains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "matched no rule item", "limited by global_threshold: no warning")
 	})
@@ -311,10 +305,9 @@ func TestQuotaHeadersDescribeOneLimit(t *testing.T) {
 // Retry-After its second.
 func TestConcurrencyRejectionHeadersDescribeOneLimit(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"quota_headers": ["tokenratelimit", "openai", "ietf"],`,
 			`"token_per_minute": 100, "max_concurrent_requests": 1`))
 		held := p.Request(key)
 		require.True(t, held.Passed())
@@ -374,14 +367,13 @@ func TestClientsDocQuotaSampleIsMakeRunsAnswer(t *testing.T) {
 func TestQuotaHeadersNameTokensFirstAcrossCalls(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, clientsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "calls",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, `{"rule_name": "calls",
 			"global_threshold": {"usd_per_day": 0.005},
 			"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 10000000}]}],
 			"pricing": {"*": {"input": 2.5, "output": 10}},
 			"quota_headers": ["tokenratelimit"],
 			`+plugintest.RedisSection+`}`)
-		x := p.Request([2]string{"x-api-key", "sk-1"})
+		x := p.Request(plugintest.APIKey)
 		assert.Equal(t, map[string]string{
 			"X-TokenRateLimit-Limit": "10000000", "X-TokenRateLimit-Remaining": "10000000", "X-TokenRateLimit-Reset": "30",
 		}, quotaHeadersOf(x.ResponseHeaders("application/json")))

@@ -1,8 +1,6 @@
 package limiter_test
 
 import (
-	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -35,10 +33,9 @@ func resetCluster(c *redistest.Cluster) {
 // for the number of concurrency leases held.
 func clusterCounter(c *redistest.Cluster, subject, window string) int64 {
 	if window == "c" {
-		return c.Int("ZCARD", subject+":c")
+		return plugintest.Leases(c, subject)
 	}
-	seconds, _ := strconv.ParseInt(window[1:], 10, 64)
-	return c.Int("GET", fmt.Sprintf("%s:%s:%d", subject, window, int64(c.Clock())/seconds))
+	return plugintest.CounterAtClock(c, subject, window)
 }
 
 // requireSlotLocal asserts that calls were made, that each kept its keys in
@@ -110,7 +107,7 @@ func clusterEveryConfigurationKeepsItsKeysInOneSlot(t *testing.T, cluster *redis
 	cases := []kind{{
 		name:    "token windows",
 		config:  plugintest.APIKeyConfig("", `"token_per_second": 1000, "token_per_minute": 150, "token_per_hour": 1000, "token_per_day": 10000`),
-		headers: [][2]string{{"x-api-key", "sk-1"}},
+		headers: [][2]string{plugintest.APIKey},
 		want:    map[string]int64{plugintest.APIKeySubject + " t1": 150, plugintest.APIKeySubject + " t60": 150, plugintest.APIKeySubject + " t3600": 150, plugintest.APIKeySubject + " t86400": 150},
 		next:    "rejected",
 	}, {
@@ -463,7 +460,7 @@ func clusterFollowsRedirections(t *testing.T, cluster *redistest.Cluster) {
 			assert.Equal(t, 1, c.Asked, "%s asked the importing node", c.Op())
 			assert.Equal(t, to, c.Node)
 		}
-		bucket := fmt.Sprintf("%s:t60:%d", subject(key), int64(cluster.Clock())/60)
+		bucket := plugintest.Bucket(subject(key), "t60", int64(cluster.Clock()))
 		cluster.DoOn(to, "ASKING") // or the importing node sends the GET back to the old one
 		assert.Equal(t, "150", cluster.DoOn(to, "GET", bucket).String(), "charged on the importing node")
 		finish()
@@ -489,7 +486,7 @@ func clusterFallbackSlotsAgree(t *testing.T, cluster *redistest.Cluster) {
 	resetCluster(cluster)
 	defer cluster.SetClock(0)
 	p := plugintest.Start(t, cluster, config)
-	cluster.Do("SET", fmt.Sprintf("%s:t60:%d", asked, int64(cluster.Clock())/60), "100")
+	cluster.Do("SET", plugintest.Bucket(asked, "t60", int64(cluster.Clock())), "100")
 
 	mark := len(cluster.Calls())
 	x := p.SendBody(chatNaming("gpt-4o"), [2]string{"x-mse-consumer", "bob"})

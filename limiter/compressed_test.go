@@ -43,7 +43,7 @@ func compress(t *testing.T, coding, s string) []byte {
 // rate it inflated.
 func TestCompressedPromptsPayTheirSize(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	prompt := strings.Repeat("tell me more about it ", 240_000/22)
 	body := `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"` + prompt + `"}]}`
 	events, textBytes := contentEvents(10)
@@ -57,8 +57,7 @@ func TestCompressedPromptsPayTheirSize(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, coding := range []string{"gzip", "deflate"} {
 			t.Run(coding, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 10000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 10000000`))
 				raw := compress(t, coding, body)
 				require.Less(t, len(raw), 2000, "a few hundred bytes on the wire")
 				x := send(p, coding, raw)
@@ -73,8 +72,7 @@ func TestCompressedPromptsPayTheirSize(t *testing.T) {
 		}
 
 		t.Run("br: at the bound, or refused", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 10000000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 10000000`))
 			x := send(p, "br", []byte("\x1b\x00\x00not really brotli"))
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
@@ -91,8 +89,7 @@ func TestCompressedPromptsPayTheirSize(t *testing.T) {
 		})
 
 		t.Run("a bomb: 16 MiB from a few KB, inflated to the bound only", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000000000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000000000`))
 			huge := `{"model":"gpt-4o","messages":[{"role":"user","content":"` + strings.Repeat("a", 16<<20) + `"}]}`
 			raw := compress(t, "gzip", huge)
 			start := time.Now()

@@ -23,8 +23,7 @@ func TestEndpointAdminBodyEndingWithTrailers(t *testing.T) {
 	trailers := [][2]string{{"x-checksum", "5d41402abc4b2a76"}}
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, quotaConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(""))
 		x := p.SendBody(chatNaming("o3"), key1).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 100, 0))...)
@@ -72,8 +71,7 @@ func TestEndpointAdminBodyEndingWithTrailers(t *testing.T) {
 func TestEndpointAdminTokenNeverGoesUpstream(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, quotaConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(""))
 		for _, path := range []string{"/v1/chat/completions", "/v1/quota/x", "/atrlx/reset"} {
 			for _, token := range []string{adminToken, "a wrong one"} {
 				x := sendBodyTo(p, path, chatNaming("o3"), key1, [2]string{"x-admin-token", token}).Answer()
@@ -105,8 +103,7 @@ func TestEndpointPathsMatchAfterNormalisation(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, quotaConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(""))
 		for _, path := range []string{"/v1/quota/", "//v1/quota", "/v1/%71uota", "/v1/./quota", "/v2/../v1/quota",
 			"/v1%2Fquota", "/../v1/quota", "/v1/quota//?model=gpt-4o"} {
 			d := document(t, p.Call("GET", path, "", key1).Answer(), 200)
@@ -149,9 +146,8 @@ func TestStreamUsageOnNormalisedPaths(t *testing.T) {
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, path := range []string{"/v1/chat/%63ompletions", "/v1//chat/completions", "/v1/chat%2Fcompletions?x=1", "/v1/chat/completions/"} {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-			x := sendBodyTo(p, path, streamBody, [2]string{"x-api-key", "sk-1"}).Answer()
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			x := sendBodyTo(p, path, streamBody, plugintest.APIKey).Answer()
 			require.True(t, x.Passed(), path)
 			body, headers := upstreamSees(x)
 			assert.JSONEq(t, `{"model":"gpt-4o","stream":true,"messages":[{"role":"user","content":"Say hello."}],"stream_options":{"include_usage":true}}`, body, path)

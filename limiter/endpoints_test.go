@@ -33,7 +33,7 @@ func quotaConfig(extra string) string {
 const sk1 = "atrl:{chat|limit_by_per_header|x-api-key|sk-1}"
 
 var (
-	key1   = [2]string{"x-api-key", "sk-1"}
+	key1   = plugintest.APIKey
 	ops    = [2]string{"x-mse-consumer", "ops"}
 	tokenH = [2]string{"x-admin-token", adminToken}
 )
@@ -84,8 +84,7 @@ func TestQuotaEndpointShowsWhatTheCountersHold(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, quotaConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(""))
 		use := func(model, key string, prompt, completion int) {
 			x := p.SendBody(chatNaming(model), [2]string{"x-api-key", key}).Answer()
 			require.True(t, x.Passed())
@@ -146,8 +145,7 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestAdminAPIRefusesAndChangesNothing(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, quotaConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(""))
 		x := p.SendBody(chatNaming("gpt-4o"), key1).Answer()
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 10, 10))...)
 		before := snapshot(redis)
@@ -206,8 +204,7 @@ func TestAdminChangesReachEveryReplica(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		a := plugintest.Start(t, redis, quotaConfig(""))
+		a := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(""))
 		use := func(p *plugintest.Plugin, tokens int) *plugintest.Exchange {
 			x := p.SendBody(chatNaming("o3"), key1).Answer()
 			if x.Passed() {
@@ -284,8 +281,7 @@ func TestQuotaHeadersShowOverrides(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, quotaConfig(`"quota_headers": ["ietf", "openai"],`))
+		p := plugintest.StartOnEmptyRedis(t, redis, quotaConfig(`"quota_headers": ["ietf", "openai"],`))
 		document(t, p.Call("PUT", "/atrl/overrides", `{"rule_item": 0, "value": "sk-1", "limits": {"token_per_minute": 5000, "max_concurrent_requests": 2}}`, ops).Answer(), 200)
 		x := p.SendBody(chatNaming("o3"), key1).Answer() // a model no per_model entry limits
 		require.True(t, x.Passed())

@@ -53,7 +53,7 @@ func tinyMedia(kind string, size int) string {
 
 func TestCompressedBodiesReadOnlyWhereUsed(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plain := tinyMedia("in one object", 1<<20-64) // within max_body_bytes
 	events, textBytes := contentEvents(10)
 	output := int64((textBytes + 3) / 4)
@@ -70,8 +70,7 @@ func TestCompressedBodiesReadOnlyWhereUsed(t *testing.T) {
 		headers := [][2]string{key, {"content-encoding", "gzip"}, {"content-length", strconv.Itoa(len(raw))}}
 
 		t.Run("usage reported: neither inflated nor estimated", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000000`))
 			took := time.Duration(1 << 62)
 			for range 3 {
 				x := p.SendTo("/v1/chat/completions", headers...).Answer()
@@ -88,8 +87,7 @@ func TestCompressedBodiesReadOnlyWhereUsed(t *testing.T) {
 		})
 
 		t.Run("no usage: its decompressed size", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000000`))
 			x := p.SendTo("/v1/chat/completions", headers...).Answer()
 			x.Action = p.Host.CallOnRequestBody(x.ID, raw, true)
 			require.True(t, x.Passed())
@@ -99,8 +97,7 @@ func TestCompressedBodiesReadOnlyWhereUsed(t *testing.T) {
 		})
 
 		t.Run("no usage charged: not read", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"query_per_minute": 100`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"query_per_minute": 100`))
 			x := p.SendTo("/v1/chat/completions", headers...).Answer()
 			require.True(t, x.Passed())
 			half := len(raw) / 2
@@ -133,15 +130,14 @@ const (
 // 5 runs of each, one after the other).
 func TestTinyMediaCostAFewTimesARealBody(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		for _, c := range []struct {
 			kind string
 			size int
 		}{{"sources", 256 << 10}, {"in one object", 256 << 10}, {"sources", 2 << 20}, {"in one object", 2 << 20}} {
 			t.Run(fmt.Sprintf("%s, %d KiB", c.kind, c.size>>10), func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"stream_usage": "off",`, `"token_per_day": 1000000000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"stream_usage": "off",`, `"token_per_day": 1000000000000`))
 				hook := func(body string) time.Duration {
 					x := p.SendTo("/v1/chat/completions", key, [2]string{"content-length", strconv.Itoa(len(body))})
 					start := time.Now()

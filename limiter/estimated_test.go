@@ -29,7 +29,7 @@ func contentEvents(n int) (events []string, textBytes int) {
 // bytes_per_token (4), and counted in token_ratelimit_estimated_count.
 func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	length := [2]string{"content-length", "400"} // 100 prompt tokens, by size
 	events, textBytes := contentEvents(40)
 	require.Equal(t, 310, textBytes)
@@ -41,8 +41,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("a stream that never reports usage", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.Request(key, length)
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
@@ -51,8 +50,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 		})
 
 		t.Run("a client that leaves before the usage event", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.Request(key, length)
 			require.True(t, x.Passed())
 			x.ResponseHeaders("text/event-stream")
@@ -65,9 +63,8 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 		})
 
 		t.Run("the estimate from the body the plugin read", func(t *testing.T) {
-			redis.Do("FLUSHALL")
 			// Reservation reads the body; the estimate takes its prompt.
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"stream_usage": "off",`, `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"stream_usage": "off",`, `"token_per_day": 100000`))
 			body := `{"model":"gpt-4o","max_tokens":50,"messages":[{"role":"user","content":"` + strings.Repeat("word ", 85) + `"}]}`
 			x := p.SendBody(body, key).Answer()
 			require.True(t, x.Passed())
@@ -78,8 +75,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 		})
 
 		t.Run("garbage, binary or compressed: the prompt estimate", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.Request(key, length)
 			require.True(t, x.Passed())
 			gzipped := "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03" + strings.Repeat("\xab\x00\xff{\"usage\"", 30)
@@ -116,8 +112,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 			{"8 chunks after the admission", 8, 0},
 		} {
 			t.Run("no Content-Length, "+c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, config)
+				p := plugintest.StartOnEmptyRedis(t, redis, config)
 				x := sendChunked(p, c.chunks, c.whileWaiting)
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
@@ -125,8 +120,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 			})
 		}
 		t.Run("no Content-Length, 2 of 8 chunks while the admission waits", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := sendChunked(p, 8, 2)
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", append(events, "data: [DONE]\n\n")...)
@@ -139,8 +133,7 @@ func TestResponsesWithoutUsagePayAnEstimate(t *testing.T) {
 		})
 
 		t.Run("an upstream error without usage costs nothing", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			x := p.Request(key, length)
 			require.True(t, x.Passed())
 			require.Equal(t, 0, int(p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "503"}, {"content-type", "application/json"}}, false)))

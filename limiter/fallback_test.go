@@ -9,7 +9,6 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // fallbackBudgets gives each consumer a day's budget and, within it, a
@@ -29,7 +28,7 @@ func fallbackBudgets(extra string) string {
 // spendMinute uses up a consumer's minute on a model (100 tokens, its
 // per_model limit in fallbackBudgets).
 func spendMinute(redis *redistest.Server, consumerKey, model string) {
-	redis.Do("SET", fmt.Sprintf("%s:m:%s:t60:%d", consumerKey, model, redis.Now()/60), "100")
+	redis.Do("SET", plugintest.Bucket(consumerKey+":m:"+model, "t60", redis.Now()), "100")
 }
 
 // respondWith plays an OpenAI stream that reports the usage, and returns
@@ -51,8 +50,7 @@ func TestFallbackServesTheNextModelWithRoom(t *testing.T) {
 	aliceKey := fmt.Sprintf(consumerSubject, "alice")
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, fallbackBudgets(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, fallbackBudgets(""))
 
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
 		headers := respondWith(t, x, 40, 60)
@@ -95,8 +93,7 @@ func TestFallbackRewritesThePathAndTheModelHeader(t *testing.T) {
 	gemini := `{"contents": [{"role": "user", "parts": [{"text": "Hi"}]}]}`
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, fallbackBudgets(`"model_source": ["header:x-higress-llm-model", "body", "path"], "stream_usage": "off",`))
+		p := plugintest.StartOnEmptyRedis(t, redis, fallbackBudgets(`"model_source": ["header:x-higress-llm-model", "body", "path"], "stream_usage": "off",`))
 		spendMinute(redis, aliceKey, "gemini-2.5-pro")
 		spendMinute(redis, aliceKey, "gpt-4o")
 
@@ -134,10 +131,9 @@ func TestFallbackFitsACheaperModelsReservation(t *testing.T) {
 		` + plugintest.RedisSection + `}`
 	body := `{"model": "gpt-4o", "messages": [{"role": "user", "content": "Hi"}]}`
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, config)
+		p := plugintest.StartOnEmptyRedis(t, redis, config)
 		usd := func() int64 {
-			return redis.Int("GET", fmt.Sprintf("%s:u86400:%d", aliceKey, redis.Now()/86400))
+			return plugintest.Counter(redis, aliceKey, "u86400", redis.Now())
 		}
 		x := p.SendBody(body, alice).Answer()
 		require.True(t, x.Passed())
@@ -165,8 +161,7 @@ func TestFallbackShadowModeServesTheModelAsked(t *testing.T) {
 	aliceKey := fmt.Sprintf(consumerSubject, "alice")
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, fallbackBudgets(`"shadow_mode": true,`))
+		p := plugintest.StartOnEmptyRedis(t, redis, fallbackBudgets(`"shadow_mode": true,`))
 		spendMinute(redis, aliceKey, "gpt-4o")
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
 		body, _ := upstreamSees(x)
@@ -197,9 +192,7 @@ func TestFallbackCancelledWithItsStreamGivesBackTheFallbacks(t *testing.T) {
 	aliceKey := fmt.Sprintf(consumerSubject, "alice")
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // loaded by earlier requests, as in production
-		p := plugintest.Start(t, redis, fallbackBudgets(plugintest.ReservationOn))
+		p := plugintest.StartOnEmptyRedisWithScript(t, redis, fallbackBudgets(plugintest.ReservationOn))
 		spendMinute(redis, aliceKey, "gpt-4o")
 		x := p.SendBody(chatNaming("gpt-4o"), alice)
 		p.Host.CompleteHttpContext(x.ID) // the client resets
@@ -219,8 +212,7 @@ func TestFallbackDecidedLocallyServesTheModelAsked(t *testing.T) {
 	redis := redistest.Start(t)
 	alice := [2]string{"x-mse-consumer", "alice"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, fallbackBudgets(`"failure_mode": "local", "local_share": 1,`))
+		p := plugintest.StartOnEmptyRedis(t, redis, fallbackBudgets(`"failure_mode": "local", "local_share": 1,`))
 		redis.Stop()
 		t.Cleanup(redis.Restart)
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
@@ -242,8 +234,7 @@ func TestFallbackStreamIsStillAskedForItsUsage(t *testing.T) {
 	streaming := `{"model": "gpt-4o", "stream": true, "messages": [{"role": "user", "content": "Hi"}]}`
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, fallbackBudgets(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, fallbackBudgets(""))
 		spendMinute(redis, aliceKey, "gpt-4o")
 		x := p.SendBody(streaming, alice).Answer()
 		require.True(t, x.Passed())

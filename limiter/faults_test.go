@@ -20,7 +20,7 @@ import (
 
 func TestRedisRestartMidRun(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	scriptLoaded := func() bool {
 		return redis.Do("SCRIPT", "EXISTS", scripts.Limiter.SHA1).Array()[0].Integer() == 1
 	}
@@ -44,9 +44,8 @@ func TestRedisRestartMidRun(t *testing.T) {
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
 		t.Run("checked and charged after: usage in flight lands in the new counters", func(t *testing.T) {
-			redis.Do("FLUSHALL")
 			redis.AvoidWindowEdge(86400, 10)
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"failure_mode": "deny",`, `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"failure_mode": "deny",`, `"token_per_day": 100000`))
 			before := open(p, 3, plugintest.ChatBody(1000))
 			redis.Restart()
 			after := open(p, 1, plugintest.ChatBody(1000))
@@ -57,9 +56,8 @@ func TestRedisRestartMidRun(t *testing.T) {
 		})
 
 		t.Run("reserved: refunds of reservations the restart lost never go below zero", func(t *testing.T) {
-			redis.Do("FLUSHALL")
 			redis.AvoidWindowEdge(86400, 10)
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"failure_mode": "deny",`, `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"failure_mode": "deny",`, `"token_per_day": 100000`))
 			before := open(p, 3, plugintest.ChatBody(1000))
 			redis.Restart()
 
@@ -110,7 +108,7 @@ func TestRedisTroubleAppliesTheFailureModeAndNeverLeavesARequestPaused(t *testin
 			for _, f := range failures {
 				t.Run(mode+"/"+f.name, func(t *testing.T) {
 					p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"failure_mode": "`+mode+`",`, `"token_per_day": 1000`))
-					x := p.Send([2]string{"x-api-key", "sk-1"})
+					x := p.Send(plugintest.APIKey)
 					calls := p.Host.GetRedisCalloutAttributesFromContext(x.ID)
 					require.Len(t, calls, 1)
 					p.Host.CallOnRedisCallResponse(calls[0].CalloutID, f.status, []byte(f.reply))
@@ -131,10 +129,9 @@ func TestRedisTroubleAppliesTheFailureModeAndNeverLeavesARequestPaused(t *testin
 		}
 
 		t.Run("scripts flushed: reloaded once, then by digest again", func(t *testing.T) {
-			redis.Do("FLUSHALL")
 			redis.AvoidWindowEdge(86400, 10)
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
-			key := [2]string{"x-api-key", "sk-1"}
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 1000`))
+			key := plugintest.APIKey
 			p.Request(key).Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 100, 0))...)
 			redis.Do("SCRIPT", "FLUSH")
 			x := p.Send(key)
@@ -156,7 +153,7 @@ func TestRedisTroubleAppliesTheFailureModeAndNeverLeavesARequestPaused(t *testin
 			redis.AvoidWindowEdge(86400, 10)
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			for i := 1; i <= 3; i++ {
-				x := p.Request([2]string{"x-api-key", "sk-1"})
+				x := p.Request(plugintest.APIKey)
 				require.True(t, x.Passed())
 				x.ResponseHeaders("text/event-stream")
 				p.Host.CallOnResponseBody(x.ID, []byte(plugintest.OpenAIStream(2, 30, 20)), true) // the charge leaves
@@ -168,7 +165,7 @@ func TestRedisTroubleAppliesTheFailureModeAndNeverLeavesARequestPaused(t *testin
 
 		t.Run("Redis stopped, then back: no plugin restart needed", func(t *testing.T) {
 			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"failure_mode": "deny",`, `"token_per_day": 1000`))
-			key := [2]string{"x-api-key", "sk-1"}
+			key := plugintest.APIKey
 			redis.Stop()
 			p.Request(key).RequireRejected(503)
 			redis.Restart()

@@ -81,8 +81,8 @@ func readLevels(r redistest.Backend, ms []member) levels {
 	l := levels{map[string]int64{}, map[string]int64{}, map[string]int64{}}
 	for _, m := range ms {
 		l.orgs[m.org] = r.Int("GET", fmt.Sprintf("%s:u2592000:%d", levelSubject("x-org-id", m.org), month))
-		l.teams[m.team] = r.Int("GET", fmt.Sprintf("%s:u86400:%d", levelSubject("x-team-id", m.team), now/86400))
-		l.keys[m.key] = r.Int("GET", fmt.Sprintf("%s:t60:%d", levelSubject("x-api-key", m.key), now/60))
+		l.teams[m.team] = plugintest.Counter(r, levelSubject("x-team-id", m.team), "u86400", now)
+		l.keys[m.key] = plugintest.Counter(r, levelSubject("x-api-key", m.key), "t60", now)
 	}
 	return l
 }

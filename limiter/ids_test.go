@@ -27,13 +27,13 @@ func TestTwoVMsWithTheSameRandomnessBothCharge(t *testing.T) {
 	for i := range 2 {
 		p := plugintest.StartOn(t, plugintest.FreshVMWith(t, sameHostAsAnyOther()), redis, config)
 		p.SendPostponed() // its first tick: Redis numbers the VM
-		x := p.SendBody(plugintest.ChatBody(10), [2]string{"x-api-key", "sk-1"}).Answer()
+		x := p.SendBody(plugintest.ChatBody(10), plugintest.APIKey).Answer()
 		require.True(t, x.Passed(), "VM %d", i)
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 300, 200))...)
 		p.Stop()
 	}
-	assert.Equal(t, int64(1000), tokensAt(redis, plugintest.APIKeySubject, 86400), "both VMs' charges")
-	assert.Zero(t, redis.Int("ZCARD", plugintest.APIKeySubject+":c"), "both leases released")
+	assert.Equal(t, int64(1000), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"), "both VMs' charges")
+	assert.Zero(t, plugintest.Leases(redis, plugintest.APIKeySubject), "both leases released")
 }
 
 // sameHostAsAnyOther is a WASM host whose random_get and clocks give every
@@ -68,10 +68,10 @@ func TestReplicasOnWeakHostsChargeFromTheFirstRequest(t *testing.T) {
 			replica(func(b *plugintest.Plugin) {
 				spendTokens(t, b, 300)
 				spendTokens(t, b, 300)
-				assert.Equal(t, int64(1200), tokensAt(redis, plugintest.APIKeySubject, 86400), "every replica's charges")
+				assert.Equal(t, int64(1200), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"), "every replica's charges")
 				assert.Equal(t, []string{`{"rule_name":"chat","subject":{"rule_item":0,"key":"s...#0f2c10bf","value":"s...#0f2c10bf"},"kind":"tokens",` +
 					`"window":"day","limit":1000,"used":1200,"reset_seconds":82800,"threshold":100,` + alertsTime + `}`}, tickAlerts(t, b, 200))
-				b.Request([2]string{"x-api-key", "sk-1"}).RequireRejected(429)
+				b.Request(plugintest.APIKey).RequireRejected(429)
 			})
 		})
 	}
@@ -97,7 +97,7 @@ func weakHostReplica(t *testing.T, wasm bool) types.VMContext {
 func TestFirstRequestWhileRedisIsDownAppliesFailureMode(t *testing.T) {
 	redis := redistest.Start(t)
 	config := plugintest.APIKeyConfig(`"failure_mode": "deny", `, `"token_per_day": 1000`)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	for _, mode := range []string{"go", "wasm"} {
 		t.Run(mode, func(t *testing.T) {
 			redis.StartOver(t, alertsClock)
@@ -110,7 +110,7 @@ func TestFirstRequestWhileRedisIsDownAppliesFailureMode(t *testing.T) {
 			x := p.Request(key)
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 300, 0))...)
-			assert.Equal(t, int64(300), tokensAt(redis, plugintest.APIKeySubject, 86400))
+			assert.Equal(t, int64(300), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"))
 		})
 	}
 }

@@ -54,11 +54,11 @@ func scriptCallsPending(p *plugintest.Plugin) int {
 type lateCounters struct{ tokens, requests, leases int64 }
 
 func readLate(redis *redistest.Server) lateCounters {
-	day := strconv.FormatInt(redis.Now()/86400, 10)
+	now := redis.Now()
 	return lateCounters{
-		tokens:   redis.Int("GET", plugintest.APIKeySubject+":t86400:"+day),
-		requests: redis.Int("GET", plugintest.APIKeySubject+":q86400:"+day),
-		leases:   redis.Int("ZCARD", plugintest.APIKeySubject+":c"),
+		tokens:   plugintest.Counter(redis, plugintest.APIKeySubject, "t86400", now),
+		requests: plugintest.Counter(redis, plugintest.APIKeySubject, "q86400", now),
+		leases:   plugintest.Leases(redis, plugintest.APIKeySubject),
 	}
 }
 
@@ -71,7 +71,7 @@ func readLate(redis *redistest.Server) lateCounters {
 // the local windows, caught up to Redis).
 func TestAdmissionGivenUpOnIsUndoneWhenRedisRunsItLate(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	body := plugintest.ChatBody(1000)
 	usage := func(tokens int) []string { return plugintest.SSEEvents(plugintest.OpenAIStream(1, tokens, 0)) }
 
@@ -121,8 +121,7 @@ func TestAdmissionGivenUpOnIsUndoneWhenRedisRunsItLate(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 30)
 		for _, mode := range []string{"allow", "deny", "local"} {
 			t.Run(mode+"/Redis runs it after the plugin gave up, before the cancel", func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, lateConfig(mode))
+				p := plugintest.StartOnEmptyRedis(t, redis, lateConfig(mode))
 				admitted(t, p)
 				x, late := givenUp(t, p, mode)
 				require.Equal(t, 1, late.Run())
@@ -138,8 +137,7 @@ func TestAdmissionGivenUpOnIsUndoneWhenRedisRunsItLate(t *testing.T) {
 			})
 
 			t.Run(mode+"/the cancel lands before Redis runs it", func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, lateConfig(mode))
+				p := plugintest.StartOnEmptyRedis(t, redis, lateConfig(mode))
 				admitted(t, p)
 				x, late := givenUp(t, p, mode)
 				p.SendPostponed() // the cancel
@@ -155,8 +153,7 @@ func TestAdmissionGivenUpOnIsUndoneWhenRedisRunsItLate(t *testing.T) {
 		// do the cancel's first tries; when Redis resumes it runs them all,
 		// in order, and the next try lands.
 		t.Run("allow/Redis hangs: the cancel's tries time out too, then one lands", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, lateConfig("allow"))
+			p := plugintest.StartOnEmptyRedis(t, redis, lateConfig("allow"))
 			admitted(t, p)
 			x, late := givenUp(t, p, "allow")
 			for range 2 {
@@ -207,7 +204,7 @@ func TestAdmissionGivenUpOnIsUndoneWhenRedisRunsItLate(t *testing.T) {
 // open, the refund waits for it to close.
 func TestRefundRetriedUntilItLands(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	config := plugintest.APIKeyConfig(plugintest.ReservationOn+`"concurrency_lease_seconds": 600,`, `"token_per_day": 100000, "max_concurrent_requests": 1`)
 	breaking := strings.Replace(config, `"timeout": 1000`, `"timeout": 1000, "breaker_failures": 3, "breaker_probe_ms": 50`, 1)
 	require.NotEqual(t, config, breaking)
@@ -234,14 +231,13 @@ func TestRefundRetriedUntilItLands(t *testing.T) {
 		require.Equal(t, 1, again.Len(), "the refund, tried again")
 		return again
 	}
-	leases := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
+	leases := func() int64 { return plugintest.Leases(redis, plugintest.APIKeySubject) }
 
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 30)
 
 		t.Run("its first two tries fail: the third lands", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, config)
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
 			refunding(t, p)
 			failedAgain(t, p)
 			p.SendPostponed()
@@ -257,8 +253,7 @@ func TestRefundRetriedUntilItLands(t *testing.T) {
 				name = "the try that lands, then one Redis ran late: applied once"
 			}
 			t.Run(name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, config)
+				p := plugintest.StartOnEmptyRedis(t, redis, config)
 				_, late := refunding(t, p)
 				late.And(failedAgain(t, p))
 				if ranFirst {
@@ -272,8 +267,7 @@ func TestRefundRetriedUntilItLands(t *testing.T) {
 		}
 
 		t.Run("the breaker opens: held until it closes, then lands", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, breaking)
+			p := plugintest.StartOnEmptyRedis(t, redis, breaking)
 			refunding(t, p)
 			failedAgain(t, p)
 			failedAgain(t, p) // the third failure in a row: the breaker opens
@@ -296,7 +290,7 @@ func TestRefundRetriedUntilItLands(t *testing.T) {
 // Redis is back.
 func TestGiveBacksTriedAgainAtMostAHundredATick(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	config := strings.Replace(plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100000000`),
 		`"timeout": 1000`, `"timeout": 1000, "breaker_failures": 0`, 1)
 	// scripts counts the script calls the tick sent, and fails them as the
@@ -311,8 +305,7 @@ func TestGiveBacksTriedAgainAtMostAHundredATick(t *testing.T) {
 		return n
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, config)
+		p := plugintest.StartOnEmptyRedis(t, redis, config)
 		redis.Stop()
 		defer redis.Restart()
 		const n = 120

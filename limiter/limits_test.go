@@ -1,7 +1,6 @@
 package limiter_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // Request windows, concurrency limits and sliding windows, through the
@@ -23,7 +21,7 @@ func TestRequestWindowAdmitsExactlyItsLimit(t *testing.T) {
 		redis.SetClock(float64((redis.Now()/86400+1)*86400) + 0.5) // tomorrow: no day boundary mid-test
 		defer redis.SetClock(0)
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"query_per_day": 5000`))
-		key := [2]string{"x-api-key", "sk-1"}
+		key := plugintest.APIKey
 		for i := 1; i <= 5000; i++ {
 			x := p.Request(key)
 			if !x.Passed() {
@@ -36,20 +34,17 @@ func TestRequestWindowAdmitsExactlyItsLimit(t *testing.T) {
 		assert.Contains(t, string(local.Data), "Request rate limit exceeded: the limit of 5000 requests per day is reached")
 		assert.Equal(t, "86400", plugintest.Header(local.Headers, "Retry-After"), "until the day resets")
 		last.Done()
-		assert.Equal(t, int64(5000), redis.Int("GET", fmt.Sprintf("%s:q86400:%d", plugintest.APIKeySubject, int64(redis.Clock())/86400)))
+		assert.Equal(t, int64(5000), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "q86400"))
 	})
 }
 
 func TestConcurrencyLimit(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		start := float64(redis.Now() + 3600)
-		redis.SetClock(start)
-		defer redis.SetClock(0)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"concurrency_lease_seconds": 60,`, `"max_concurrent_requests": 5`))
-		key := [2]string{"x-api-key", "sk-1"}
-		held := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
+		start := plugintest.AnHourAhead(redis, 1)
+		p := plugintest.StartOnEmptyRedisAt(t, redis, start, plugintest.APIKeyConfig(`"concurrency_lease_seconds": 60,`, `"max_concurrent_requests": 5`))
+		key := plugintest.APIKey
+		held := func() int64 { return plugintest.Leases(redis, plugintest.APIKeySubject) }
 
 		// 8 streams opened at once: 5 go, 3 are told to retry in a second.
 		var open []*plugintest.Exchange
@@ -106,13 +101,10 @@ func TestConcurrencyLimit(t *testing.T) {
 func TestHardening8LeaseRenewedWhileTheRequestIsInProgress(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		start := float64(redis.Now() + 3600)
-		redis.SetClock(start)
-		defer redis.SetClock(0)
+		start := plugintest.AnHourAhead(redis, 1)
 		// A 3 s lease is renewed every second while the request lasts.
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"concurrency_lease_seconds": 3,`, `"max_concurrent_requests": 1`))
-		key := [2]string{"x-api-key", "sk-1"}
+		p := plugintest.StartOnEmptyRedisAt(t, redis, start, plugintest.APIKeyConfig(`"concurrency_lease_seconds": 3,`, `"max_concurrent_requests": 1`))
+		key := plugintest.APIKey
 		x := p.Request(key)
 		require.True(t, x.Passed())
 		score := func() float64 {
@@ -145,10 +137,10 @@ func TestSlidingWindowThroughThePlugin(t *testing.T) {
 		t.Run(c.windowType, func(t *testing.T) {
 			plugintest.RunTest(t, func(t *testing.T) {
 				redis.Do("FLUSHALL")
-				minute := float64((redis.Now()/60 + 60) * 60)
+				minute := plugintest.AnHourAhead(redis, 60)
 				defer redis.SetClock(0)
 				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"window_type": "`+c.windowType+`",`, `"query_per_minute": 10`))
-				key := [2]string{"x-api-key", "sk-1"}
+				key := plugintest.APIKey
 				burst := func(at float64) int {
 					redis.SetClock(at)
 					admitted := 0
@@ -173,12 +165,10 @@ func TestSlidingWindowThroughThePlugin(t *testing.T) {
 func TestEveryLimitAtOnceIsOneCallPerPhase(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source) // no NOSCRIPT retry to count
 		redis.AvoidWindowEdge(60, 5)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"window_type": "sliding",`,
+		p := plugintest.StartOnEmptyRedisWithScript(t, redis, plugintest.APIKeyConfig(`"window_type": "sliding",`,
 			`"token_per_minute": 10000, "token_per_day": 100000, "query_per_minute": 100, "max_concurrent_requests": 5`))
-		x := p.Send([2]string{"x-api-key", "sk-1"})
+		x := p.Send(plugintest.APIKey)
 		assert.Equal(t, 1, redis.Answer(p.Host, x.ID), "one call at admission")
 		require.True(t, x.Passed())
 		x.ResponseHeaders("text/event-stream")
@@ -190,7 +180,7 @@ func TestEveryLimitAtOnceIsOneCallPerPhase(t *testing.T) {
 		p.Host.CompleteHttpContext(x.ID)
 		assert.Equal(t, 0, redis.Answer(p.Host, x.ID), "nothing more when the stream is done")
 		assert.Equal(t, int64(150), p.MinuteCounter(plugintest.APIKeySubject))
-		assert.Equal(t, int64(1), redis.Int("GET", fmt.Sprintf("%s:q60:%d", plugintest.APIKeySubject, redis.Now()/60)))
-		assert.Equal(t, int64(0), redis.Int("ZCARD", plugintest.APIKeySubject+":c"), "the lease was released")
+		assert.Equal(t, int64(1), plugintest.Counter(redis, plugintest.APIKeySubject, "q60", redis.Now()))
+		assert.Equal(t, int64(0), plugintest.Leases(redis, plugintest.APIKeySubject), "the lease was released")
 	})
 }

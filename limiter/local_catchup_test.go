@@ -62,7 +62,7 @@ var cancelCall = regexp.MustCompile(`![0-9]+/`)
 // lost and its retry is still to go: the refund goes after it.
 func TestLocalRefundAfterTheCatchUpReachesRedis(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	// admitDuringOutage admits a stream with a 1,001-token reservation by
 	// the local windows, and brings Redis back.
 	admitDuringOutage := func(t *testing.T, p *plugintest.Plugin) *plugintest.Exchange {
@@ -116,9 +116,8 @@ func TestLocalCatchUpWhoseAnswerIsLostCountsOnce(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 20)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, localConfig)
-		key := [2]string{"x-api-key", "sk-1"}
+		p := plugintest.StartOnEmptyRedis(t, redis, localConfig)
+		key := plugintest.APIKey
 		redis.Stop()
 		x := p.Request(key)
 		require.True(t, x.Passed(), "admitted by the local windows")

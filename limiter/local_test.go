@@ -1,7 +1,6 @@
 package limiter_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 
@@ -27,9 +26,8 @@ func TestLocalLimitHoldsDuringAnOutageAndCatchesUp(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 20)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, localConfig)
-		key := [2]string{"x-api-key", "sk-1"}
+		p := plugintest.StartOnEmptyRedis(t, redis, localConfig)
+		key := plugintest.APIKey
 		usage := func(tokens int) []string {
 			return plugintest.SSEEvents(plugintest.OpenAIStream(1, tokens, 0))
 		}
@@ -58,7 +56,7 @@ func TestLocalLimitHoldsDuringAnOutageAndCatchesUp(t *testing.T) {
 		// Redis is back: the breaker closes on a probe, then the tick adds
 		// the outage's usage to the minute, once.
 		redis.Restart()
-		redis.Do("SET", plugintest.APIKeySubject+":t60:"+strconv.FormatInt(p.Redis.Now()/60, 10), "200") // the minute as it was before the outage
+		redis.Do("SET", plugintest.Bucket(plugintest.APIKeySubject, "t60", p.Redis.Now()), "200") // the minute as it was before the outage
 		tickUntilProbe(t, p)
 		p.SendPostponed()
 		p.SendPostponed()
@@ -81,9 +79,8 @@ func TestLocalKeepsAFailedChargeForTheCatchUp(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 20)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, localConfig)
-		x := p.Request([2]string{"x-api-key", "sk-1"})
+		p := plugintest.StartOnEmptyRedis(t, redis, localConfig)
+		x := p.Request(plugintest.APIKey)
 		require.True(t, x.Passed())
 		redis.Stop()
 		x.ResponseHeaders("text/event-stream")
@@ -107,10 +104,9 @@ func TestRedisFlappingUnderConcurrency(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 30)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, strings.Replace(localConfig, `"token_per_minute": 1000`, `"token_per_minute": 1000000`, 1))
-		key := [2]string{"x-api-key", "sk-1"}
-		minute := func() string { return plugintest.APIKeySubject + ":t60:" + strconv.FormatInt(p.Redis.Now()/60, 10) }
+		p := plugintest.StartOnEmptyRedis(t, redis, strings.Replace(localConfig, `"token_per_minute": 1000`, `"token_per_minute": 1000000`, 1))
+		key := plugintest.APIKey
+		minute := func() string { return plugintest.Bucket(plugintest.APIKeySubject, "t60", p.Redis.Now()) }
 		round := func(up bool) {
 			batch := make([]*plugintest.Exchange, 20)
 			for i := range batch {

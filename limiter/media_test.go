@@ -25,7 +25,7 @@ import (
 // names; anything else counts as text.
 func TestLargeBodiesCountMediaOnlyWhereMediaAre(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	const config = `"token_reservation": {"enabled": true, "default_completion_tokens": 100, "max_body_bytes": 65536},`
 	prose := strings.Repeat("The quick brown fox jumps over the lazy dog, then naps in the sun. ", 200<<10/67)
 
@@ -71,8 +71,7 @@ func TestLargeBodiesCountMediaOnlyWhereMediaAre(t *testing.T) {
 			{"a Gemini inlineData that says it is audio", gemini, geminiBody("audio/wav", b64)},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(config, `"token_per_minute": 20000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(config, `"token_per_minute": 20000`))
 				x := p.SendTo(c.path, key)
 				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(c.body), true)
 				x.Answer().RequireRejected(429)
@@ -90,8 +89,7 @@ func TestLargeBodiesCountMediaOnlyWhereMediaAre(t *testing.T) {
 			{"a data URL whose base64 is no image", chat, chatImage("data:image/png;base64," + base64.StdEncoding.EncodeToString([]byte(prose)))},
 		} {
 			t.Run("parsed: "+c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100},`, `"token_per_minute": 20000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100},`, `"token_per_minute": 20000`))
 				x := p.SendTo(c.path, key)
 				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(c.body), true)
 				x.Answer().RequireRejected(429)
@@ -111,8 +109,7 @@ func TestLargeBodiesCountMediaOnlyWhereMediaAre(t *testing.T) {
 			{"a Gemini inlineData", gemini, geminiBody("image/png", b64), 4 * 258},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(config, `"token_per_minute": 20000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(config, `"token_per_minute": 20000`))
 				x := p.SendTo(c.path, key)
 				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(c.body), true)
 				x.Answer()

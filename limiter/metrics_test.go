@@ -3,6 +3,7 @@ package limiter_test
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,15 +52,14 @@ const (
 
 func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("rejected after its body was read: the body's model", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
 			// 100 tokens a day; the body reserves 1 + 100: over the limit.
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100`))
 			p.SendBody(bodyNaming("gpt-4o-mini"), key).Answer().RequireRejected(429)
 			p.SendBody(bodyNaming("gpt-4o-mini"), key).Answer().RequireRejected(429)
 			p.SendBody(bodyNaming("claude-sonnet-4"), key).Answer().RequireRejected(429)
@@ -70,10 +70,9 @@ func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 
 		t.Run("rejected without its body read: model.none, even with a model in the path", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
 			// No reservation, no per-model weights: admission happens at the
 			// headers, and the body is never read, not even for metrics.
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100`))
 			x := p.Request(key)
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 100, 100))...)
@@ -89,8 +88,7 @@ func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 
 		t.Run("a model's dots and odd bytes are replaced, and a long one cut", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100`))
 			for _, model := range []string{
 				"gemini-2.5-flash",
 				`accounts/fireworks/models/llama-v3p1-8b:free+beta`,
@@ -125,9 +123,8 @@ func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 
 		t.Run("a charge Redis fails: the body's model", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
 			// Per-model weights read the body (no reservation).
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(
 				`"token_count_strategy": "weighted", "token_weights": {"models": {"claude-sonnet-4.5": {"output": 5}}},`,
 				`"token_per_day": 100000`))
 			x := p.SendBody(bodyNaming("claude-sonnet-4.5"), key).Answer()
@@ -151,12 +148,11 @@ func TestMetricsCountUnderTheModelTheRequestNames(t *testing.T) {
 
 func TestMetricsGiveAtMostSoManyModelsCountersOfTheirOwn(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTestOnFreshVM(t, func(t *testing.T) {
 		forgetModels(t)
-		redis.Do("FLUSHALL")
 		redis.AvoidWindowEdge(86400, 10)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 100`))
 		model := func(i int) string { return fmt.Sprintf("model-%03d", i) }
 		for i := 0; i < limiter.MaxMetricModels+5; i++ {
 			p.SendBody(bodyNaming(model(i)), key).Answer().RequireRejected(429)
@@ -177,5 +173,47 @@ func TestMetricsGiveAtMostSoManyModelsCountersOfTheirOwn(t *testing.T) {
 		assert.Equal(t, uint64(2), counted(p, model(0), rejected))
 		assert.Equal(t, uint64(6), counted(p, "other", rejected))
 		assert.Zero(t, counted(p, "none", rejected))
+	})
+}
+
+// Consumers the configuration names get counters of their own; every
+// other consumer counts under "other", so a client header cannot make
+// counters without end. Issue 14, point 5: "Unbounded metrics from a
+// client header. A counter is created per distinct x-mse-consumer value
+// [...] 200 rejected requests with distinct 8 KB values made 200
+// counters."
+func TestHardening5MetricsDoNotGrowWithClientConsumers(t *testing.T) {
+	redis := redistest.Start(t)
+	config := `{"rule_name": "chat", "rule_items": [
+		{"limit_by_consumer": "", "limit_keys": [{"key": "alice", "query_per_day": 1}]},
+		{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "query_per_day": 1}]}],
+		` + plugintest.RedisSection + `}`
+	counter := func(p *plugintest.Plugin, consumer string) (uint64, error) {
+		return p.Host.GetCounterMetric("route.test-route-default.upstream.test-cluster-default.model.none.consumer." +
+			consumer + ".metric.token_ratelimit_count")
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		p := plugintest.StartOnEmptyRedis(t, redis, config)
+		for i := 0; i < 2; i++ {
+			p.Request([2]string{"x-mse-consumer", "alice"})
+		}
+		const clients = 200
+		consumers := make([]string, clients)
+		for i := range consumers {
+			consumers[i] = strconv.Itoa(i) + strings.Repeat("x", 8<<10)
+			require.True(t, p.Request([2]string{"x-mse-consumer", consumers[i]}).Passed())
+			p.Request([2]string{"x-mse-consumer", consumers[i]}).RequireRejected(429)
+		}
+		n, err := counter(p, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(1), n, "a configured consumer by name")
+		n, err = counter(p, "other")
+		require.NoError(t, err)
+		assert.Equal(t, uint64(clients), n, "every other consumer under one name")
+		for _, c := range consumers[:5] {
+			_, err := counter(p, c)
+			assert.Error(t, err, "no counter of its own")
+		}
 	})
 }

@@ -45,10 +45,10 @@ func TestModelBudgets(t *testing.T) {
 	redis := redistest.Start(t)
 	alice, bob := [2]string{"x-mse-consumer", "alice"}, [2]string{"x-mse-consumer", "bob"}
 	day := func(subject string) int64 {
-		return redis.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, redis.Now()/86400))
+		return plugintest.Counter(redis, subject, "t86400", redis.Now())
 	}
 	minute := func(subject string) int64 {
-		return redis.Int("GET", fmt.Sprintf("%s:t60:%d", subject, redis.Now()/60))
+		return plugintest.Counter(redis, subject, "t60", redis.Now())
 	}
 	use := func(x *plugintest.Exchange, prompt, completion int) {
 		require.True(t, x.Passed())
@@ -56,8 +56,7 @@ func TestModelBudgets(t *testing.T) {
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, modelBudgets("", 300000))
+		p := plugintest.StartOnEmptyRedis(t, redis, modelBudgets("", 300000))
 
 		use(p.SendBody(chatNaming("gpt-4o"), alice).Answer(), 40, 60)
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
@@ -114,8 +113,7 @@ func TestModelSources(t *testing.T) {
 			{"a header first still decides", `"model_source": ["header:x-higress-llm-model", "body"],`, "/v1beta/models/gemini-2.5-pro:generateContent", chatNaming("gemini-2.0-flash-lite"), "gemini-2.5-flash", "gemini-2.5-flash"},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, modelBudgets(c.sources, 300000))
+				p := plugintest.StartOnEmptyRedis(t, redis, modelBudgets(c.sources, 300000))
 				headers := [][2]string{alice}
 				if c.header != "" {
 					headers = append(headers, [2]string{"x-higress-llm-model", c.header})
@@ -126,7 +124,7 @@ func TestModelSources(t *testing.T) {
 				require.True(t, x.Passed())
 				x.Respond("application/json", usage)
 				assert.Equal(t, int64(7), charged(c.want), "charged to the model %s", c.want)
-				assert.Equal(t, int64(7), redis.Int("GET", fmt.Sprintf("%s:t60:%d", fmt.Sprintf(modelSubject, c.want), redis.Now()/60)))
+				assert.Equal(t, int64(7), plugintest.Counter(redis, fmt.Sprintf(modelSubject, c.want), "t60", redis.Now()))
 			})
 		}
 
@@ -134,8 +132,7 @@ func TestModelSources(t *testing.T) {
 		// as strictly as any: every per_model entry, every model key.
 		for _, path := range []string{"/v1beta/tunedModels/t-1:generateContent", "/openai/deployments/x/chat/completions"} {
 			t.Run("unknown model, whatever the body says: "+path, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, modelBudgets("", 300000))
+				p := plugintest.StartOnEmptyRedis(t, redis, modelBudgets("", 300000))
 				x := p.SendTo(path, alice)
 				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(chatNaming("gpt-4o-mini")), true)
 				x.Answer()
@@ -151,21 +148,19 @@ func TestModelSources(t *testing.T) {
 		}
 
 		t.Run("no model anywhere: the consumer's budget only", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, modelBudgets("", 300000))
+			p := plugintest.StartOnEmptyRedis(t, redis, modelBudgets("", 300000))
 			x := p.SendTo("/v1/embeddings", alice)
 			x.Action = p.Host.CallOnRequestBody(x.ID, []byte(`{"input": "Hi"}`), true)
 			x.Answer()
 			require.True(t, x.Passed())
 			x.Respond("application/json", usage)
-			assert.Equal(t, int64(7), redis.Int("GET", fmt.Sprintf("%s:t86400:%d", aliceKey, redis.Now()/86400)))
+			assert.Equal(t, int64(7), plugintest.Counter(redis, aliceKey, "t86400", redis.Now()))
 			assert.Empty(t, redis.Keys("*:m:*"), "no per-model counter")
 			assert.Empty(t, redis.Keys("*limit_by_per_model*"), "no model counter")
 		})
 
 		t.Run("no rule applies: the request goes on untouched", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, `{"rule_name": "llm", "rule_items": [{"limit_by_model": "", "limit_keys": [{"key": "claude-opus-4*", "token_per_day": 100}]}], `+plugintest.RedisSection+`}`)
+			p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "llm", "rule_items": [{"limit_by_model": "", "limit_keys": [{"key": "claude-opus-4*", "token_per_day": 100}]}], `+plugintest.RedisSection+`}`)
 			x := p.SendTo("/v1/chat/completions")
 			x.Action = p.Host.CallOnRequestBody(x.ID, []byte(streamBody), true)
 			assert.True(t, x.Passed(), "no Redis call")
@@ -176,14 +171,45 @@ func TestModelSources(t *testing.T) {
 	})
 }
 
+// A Gemini path's model is read percent-decoded, as the upstream reads it
+// (%3A for the colon, an encoded letter or hyphen), and priced by its
+// weights. Issue 14, point 6: "(6, model part) … (b) a Gemini path with
+// %3A (`/v1beta/models/gemini-2.5-pro%3AgenerateContent`) or other
+// percent-encoding — estimate.ModelFromPath must decode the path segment
+// the way the upstream does".
+func TestHardening6PercentEncodedGeminiPath(t *testing.T) {
+	redis := redistest.Start(t)
+	key := plugintest.APIKey
+	const body = `{"contents":[{"role":"user","parts":[{"text":"Hi"}]}]}`
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		for path, want := range map[string]int64{
+			"/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse":     750,
+			"/v1beta/models/gemini-2.5-pro%3AstreamGenerateContent?alt=sse":   750,
+			"/v1beta/models/gemini-2.5-pro%3astreamGenerateContent?alt=sse":   750,
+			"/v1beta/%6Dodels/gemini%2D2.5-pro:streamGenerateContent?alt=sse": 750,
+			"/v1beta/models/gemini-2.5-flash%3AstreamGenerateContent?alt=sse": 110,
+		} {
+			t.Run(path, func(t *testing.T) {
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(
+					`"token_count_strategy": "weighted", "token_weights": {"models": {"gemini-2.5-pro": {"input": 5, "output": 25}}},`,
+					`"token_per_day": 1000000`))
+				x := sendBodyTo(p, path, body, key).Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.GeminiStream(100, 10))...)
+				assert.Equal(t, want, p.DayCounter(plugintest.APIKeySubject))
+			})
+		}
+	})
+}
+
 // A per-model cap across consumers holds with 32 requests from 8 consumers
 // in flight: with reservation, the tokens admitted never exceed it.
 func TestModelCapAcrossConsumersUnderConcurrency(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, `{"rule_name": "llm", "rule_match_mode": "all", `+plugintest.ReservationOn+`
+		p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "llm", "rule_match_mode": "all", `+plugintest.ReservationOn+`
 			"rule_items": [
 				{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 1000000,
 					"per_model": [{"model": "*", "token_per_minute": 50000}]}]},
@@ -205,6 +231,6 @@ func TestModelCapAcrossConsumersUnderConcurrency(t *testing.T) {
 			}
 		}
 		assert.Equal(t, 10, admitted, "10 reservations of 1,000 fill the 10,000 cap")
-		assert.Equal(t, int64(10*1000), redis.Int("GET", fmt.Sprintf("%s:t60:%d", fmt.Sprintf(modelSubject, "gpt-4o"), redis.Now()/60)))
+		assert.Equal(t, int64(10*1000), plugintest.Counter(redis, fmt.Sprintf(modelSubject, "gpt-4o"), "t60", redis.Now()))
 	})
 }

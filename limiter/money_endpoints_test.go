@@ -29,12 +29,11 @@ func moneyQuotaConfig() string {
 // clears it; a grant of dollars is refused.
 func TestMoneyQuotaAndAdmin(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, moneyQuotaConfig())
+		p := plugintest.StartOnEmptyRedis(t, redis, moneyQuotaConfig())
 		use := func(model string, prompt, completion int) *plugintest.Exchange {
 			t.Helper()
 			x := p.SendBody(chatNaming(model), key).Answer()

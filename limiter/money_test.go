@@ -25,19 +25,18 @@ const pricing = `"pricing": {
 
 // dollarsToday reads the money day counter of a subject, in nanodollars.
 func dollarsToday(p *plugintest.Plugin, subject string) int64 {
-	return p.Redis.Int("GET", fmt.Sprintf("%s:u86400:%d", subject, p.Redis.Now()/86400))
+	return plugintest.Counter(p.Redis, subject, "u86400", p.Redis.Now())
 }
 
 // "A key whose cheap requests add up to just under its daily dollars is
 // admitted for one more expensive request and then rejected."
 func TestMoneyDailyBudget(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
-		redis.Do("FLUSHALL")
 		// $0.01 a day.
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(pricing+`"show_limit_quota_header": true,`, `"usd_per_day": 0.01`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(pricing+`"show_limit_quota_header": true,`, `"usd_per_day": 0.01`))
 		use := func(model string, prompt, completion int) {
 			t.Helper()
 			x := p.SendBody(chatNaming(model), key).Answer()
@@ -66,13 +65,12 @@ func TestMoneyDailyBudget(t *testing.T) {
 // reserved and reconciled to the exact cost.
 func TestMoneyPricedAsBilled(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, reserve := range []string{"", plugintest.ReservationOn} {
 			t.Run(fmt.Sprintf("reservation %v", reserve != ""), func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(reserve+pricing, `"usd_per_day": 100, "token_per_day": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(reserve+pricing, `"usd_per_day": 100, "token_per_day": 1000000`))
 				x := p.SendBody(chatNaming("claude-sonnet-4-5"), key).Answer()
 				require.True(t, x.Passed())
 				if reserve != "" {
@@ -94,7 +92,7 @@ func TestMoneyPricedAsBilled(t *testing.T) {
 // deployment as the model deployments maps it to.
 func TestMoneyPricedAsTheRoutesModel(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	prices := `"pricing": {"gemini-2.5-pro": {"input": 1.25, "output": 10}, "gemini-2.0-flash-lite": {"input": 0.075, "output": 0.3},
 		"gpt-4o": {"input": 2.5, "output": 10}, "*": {"input": 0.01, "output": 0.01}}, "deployments": {"prod": "gpt-4o"},`
 	plugintest.RunTest(t, func(t *testing.T) {
@@ -109,8 +107,7 @@ func TestMoneyPricedAsTheRoutesModel(t *testing.T) {
 				plugintest.OpenAIStream(1, 1000, 200), 1000*2_500 + 200*10_000},
 		} {
 			t.Run(c.path, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(prices, `"usd_per_day": 100`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(prices, `"usd_per_day": 100`))
 				x := p.Call("POST", c.path, c.body, key).Answer()
 				require.True(t, x.Passed())
 				x.Respond("text/event-stream", plugintest.SSEEvents(c.usage)...)

@@ -18,9 +18,8 @@ import (
 func TestUsageParsersOfInterleavedStreamsStayApart(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000000`))
-		key := [2]string{"x-api-key", "sk-1"}
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000000`))
+		key := plugintest.APIKey
 		day := func() int64 { return p.DayCounter(plugintest.APIKeySubject) }
 		open := func() *plugintest.Exchange {
 			x := p.Send(key).Answer()

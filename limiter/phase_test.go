@@ -24,22 +24,20 @@ import (
 func TestPhaseTable(t *testing.T) {
 	redis := redistest.Start(t)
 	stop := limiter.RecordTransitions()
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	stream := func(x *plugintest.Exchange) {
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 5, 5))...)
 	}
 	redis.AvoidWindowEdge(60, 10)
 
 	t.Run("admitted at the headers, streamed, settled", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
 		x := p.Request(key)
 		require.True(t, x.Passed())
 		stream(x)
 	})
 	t.Run("read before admission, rejected, reset while reading", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100`))
 		x := p.SendBody(plugintest.ChatBody(50), key).Answer()
 		require.True(t, x.Passed())
 		stream(x)
@@ -48,8 +46,7 @@ func TestPhaseTable(t *testing.T) {
 		p.Host.CompleteHttpContext(y.ID)
 	})
 	t.Run("matched at the body, reset while matching", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, modelBudgets("", 300000))
+		p := plugintest.StartOnEmptyRedis(t, redis, modelBudgets("", 300000))
 		alice := [2]string{"x-mse-consumer", "alice"}
 		x := p.SendBody(chatNaming("gpt-4o"), alice).Answer()
 		require.True(t, x.Passed())
@@ -58,8 +55,7 @@ func TestPhaseTable(t *testing.T) {
 		p.Host.CompleteHttpContext(y.ID)
 	})
 	t.Run("reset before Redis answers, and mid-stream", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
 		x := p.Send(key)
 		p.Host.CompleteHttpContext(x.ID)
 		x.Answer()
@@ -70,11 +66,8 @@ func TestPhaseTable(t *testing.T) {
 		y.DoneAndTick()
 	})
 	t.Run("queued: retried, given up, left, and behind another", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		minute := float64((redis.Now()/60 + 60) * 60)
-		redis.SetClock(minute + 59.85)
-		defer redis.SetClock(0)
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 250, `, `"query_per_minute": 1`))
+		minute := plugintest.AnHourAhead(redis, 60)
+		p := plugintest.StartOnEmptyRedisAt(t, redis, minute+59.85, plugintest.APIKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 250, `, `"query_per_minute": 1`))
 		first := p.Request(key)
 		require.True(t, first.Passed())
 		waiting := p.Request(key)
@@ -129,8 +122,7 @@ func TestPhaseTable(t *testing.T) {
 		redis.Restart()
 	})
 	t.Run("shadowed, and a fallback across slots", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true, `, `"token_per_minute": 1`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"shadow_mode": true, `, `"token_per_minute": 1`))
 		stream(p.Request(key))
 		stream(p.Request(key))
 		p.Stop()

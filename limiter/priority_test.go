@@ -44,8 +44,7 @@ func TestPriorityKeepsTheLastPartForHighTraffic(t *testing.T) {
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, priorityConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, priorityConfig(""))
 
 		for i := 0; i < 7; i++ {
 			headers := use(p.SendBody(plugintest.ChatBody(10), lowPriority).Answer())
@@ -90,8 +89,7 @@ func TestPriorityUnderConcurrentRequests(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, priorityConfig(plugintest.ReservationOn))
+		p := plugintest.StartOnEmptyRedis(t, redis, priorityConfig(plugintest.ReservationOn))
 		body := plugintest.ChatBody(50 - plugintest.ChatBodyPrompt) // reserves 50
 		var xs []*plugintest.Exchange
 		for i := 0; i < 32; i++ {
@@ -133,8 +131,7 @@ func TestPriorityReservesMoneyAndConcurrency(t *testing.T) {
 		` + plugintest.RedisSection + `}`
 	team := [2]string{"x-team", "a"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, config)
+		p := plugintest.StartOnEmptyRedis(t, redis, config)
 
 		// Concurrency: 2 of 4 slots for low, all 4 for high.
 		var open []*plugintest.Exchange
@@ -180,9 +177,8 @@ func TestPriorityShadowCountsByLevel(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, priorityConfig(`"shadow_mode": true,`))
-		redis.Do("SET", fmt.Sprintf("%s:t60:%d", prioSubject, redis.Now()/60), "800")
+		p := plugintest.StartOnEmptyRedis(t, redis, priorityConfig(`"shadow_mode": true,`))
+		redis.Do("SET", plugintest.Bucket(prioSubject, "t60", redis.Now()), "800")
 		x := p.SendBody(plugintest.ChatBody(10), lowPriority).Answer()
 		require.True(t, x.Passed(), "shadow_mode rejects nothing")
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 5, 5))...)
@@ -204,8 +200,7 @@ func TestPriorityQueueRejectsWhatCanNeverFitItsShare(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, priorityConfig(plugintest.ReservationOn+`"over_limit_action": "queue",`))
+		p := plugintest.StartOnEmptyRedis(t, redis, priorityConfig(plugintest.ReservationOn+`"over_limit_action": "queue",`))
 		body := plugintest.ChatBody(800 - plugintest.ChatBodyPrompt) // 800: more than low's 700
 		p.SendBody(body, lowPriority).Answer().RequireRejected(429)
 		x := p.SendBody(body, highByHeader).Answer()
@@ -235,8 +230,7 @@ func TestPriorityMadeUpKeyLiftsNoLevel(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
 		for _, mode := range []string{"all", "first"} {
 			t.Run(mode, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, config(mode))
+				p := plugintest.StartOnEmptyRedis(t, redis, config(mode))
 				for i := 0; i < 7; i++ {
 					x := p.SendBody(plugintest.ChatBody(10), plain).Answer()
 					require.True(t, x.Passed())
@@ -264,8 +258,7 @@ func TestPriorityRepeatedHeaderTakesTheLowestLevel(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 5)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, priorityConfig(""))
+		p := plugintest.StartOnEmptyRedis(t, redis, priorityConfig(""))
 		for i := 0; i < 7; i++ {
 			x := p.SendBody(plugintest.ChatBody(10), lowPriority).Answer()
 			require.True(t, x.Passed())

@@ -18,10 +18,8 @@ import (
 // freshRedisAt empties Redis and sets its clock to a whole second an hour
 // ahead plus offset seconds, until the test ends; it returns that second.
 func freshRedisAt(t *testing.T, redis *redistest.Server, offset float64) float64 {
-	redis.Do("FLUSHALL")
-	second := float64(redis.Now() + 3600)
-	redis.SetClock(second + offset)
-	t.Cleanup(func() { redis.SetClock(0) })
+	second := plugintest.AnHourAhead(redis, 1)
+	redis.StartOver(t, second+offset)
 	return second
 }
 
@@ -48,7 +46,7 @@ func TestQueue(t *testing.T) {
 func queueAdmitsOverLimitRequestsWhenTheWindowTurns(t *testing.T, redis *redistest.Server) {
 	second := freshRedisAt(t, redis, 0.05)
 	p := plugintest.Start(t, redis, queueConfig(""))
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 
 	// 20 requests against 10 a second: 10 go at once, 10 wait.
 	var all, waiting []*plugintest.Exchange
@@ -92,7 +90,7 @@ func queueAdmitsOverLimitRequestsWhenTheWindowTurns(t *testing.T, redis *rediste
 func queueRejectsWhenRoomComesAfterTheMaximumWait(t *testing.T, redis *redistest.Server) {
 	second := freshRedisAt(t, redis, 0.05)
 	p := plugintest.Start(t, redis, queueConfig(`"max_queue_wait_ms": 200, `))
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 
 	// Room comes 950 ms on, later than 200 ms: the late ten are
 	// rejected at once, told when the window turns.
@@ -133,8 +131,8 @@ func queueRejectsWhenRoomComesAfterTheMaximumWait(t *testing.T, redis *redistest
 func queueWaitsForAConcurrencySlotUntilItsMaximum(t *testing.T, redis *redistest.Server) {
 	freshRedisAt(t, redis, 0)
 	p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 300, `, `"max_concurrent_requests": 1`))
-	key := [2]string{"x-api-key", "sk-1"}
-	held := func() int64 { return redis.Int("ZCARD", plugintest.APIKeySubject+":c") }
+	key := plugintest.APIKey
+	held := func() int64 { return plugintest.Leases(redis, plugintest.APIKeySubject) }
 
 	first := p.Request(key)
 	require.True(t, first.Passed())
@@ -170,7 +168,7 @@ func queueWaitsForAConcurrencySlotUntilItsMaximum(t *testing.T, redis *redistest
 func queuedRequestWhoseClientLeavesMakesWayForTheNext(t *testing.T, redis *redistest.Server) {
 	freshRedisAt(t, redis, 0)
 	p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"over_limit_action": "queue", `, `"max_concurrent_requests": 1`))
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 
 	first := p.Request(key)
 	require.True(t, first.Passed())
@@ -186,13 +184,13 @@ func queuedRequestWhoseClientLeavesMakesWayForTheNext(t *testing.T, redis *redis
 	assert.True(t, third.Passed(), "the next in line takes the slot")
 	assert.False(t, second.Passed())
 	third.DoneAndTick()
-	assert.Equal(t, int64(0), redis.Int("ZCARD", plugintest.APIKeySubject+":c"), "every lease released")
+	assert.Equal(t, int64(0), plugintest.Leases(redis, plugintest.APIKeySubject), "every lease released")
 }
 
 func queueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow(t *testing.T, redis *redistest.Server) {
 	freshRedisAt(t, redis, 0)
 	p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"over_limit_action": "queue", "max_queue_wait_ms": 300, `, `"max_concurrent_requests": 1`))
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	pending := func(xs []*plugintest.Exchange) (n int) {
 		for _, x := range xs {
 			n += len(p.Host.GetRedisCalloutAttributesFromContext(x.ID))
@@ -237,7 +235,7 @@ func queueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow(t *testing.T, redi
 		x.Done()
 	}
 	p.SendPostponed()
-	assert.Equal(t, int64(0), redis.Int("ZCARD", plugintest.APIKeySubject+":c"))
+	assert.Equal(t, int64(0), plugintest.Leases(redis, plugintest.APIKeySubject))
 }
 
 // A client that leaves while its retry is with Redis: the admission the
@@ -246,7 +244,7 @@ func queueAsksOnceATickPerLineAndGivesUpOnTimeWhenRedisIsSlow(t *testing.T, redi
 func queueUndoesTheAdmissionOfAClientThatLeftMidRetry(t *testing.T, redis *redistest.Server) {
 	second := freshRedisAt(t, redis, 0.95)
 	p := plugintest.Start(t, redis, queueConfig(""))
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	for i := 0; i < 10; i++ {
 		require.True(t, p.Request(key).Passed())
 	}
@@ -272,12 +270,9 @@ func queueUndoesTheAdmissionOfAClientThatLeftMidRetry(t *testing.T, redis *redis
 // one that could never fit (it reserves more than the window holds) is
 // rejected at once rather than after waiting in vain.
 func queueWaitsForTokensAndRejectsWhatCanNeverFit(t *testing.T, redis *redistest.Server) {
-	redis.Do("FLUSHALL")
-	minute := float64((redis.Now()/60 + 60) * 60)
-	redis.SetClock(minute + 59.85)
-	defer redis.SetClock(0)
-	p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"over_limit_action": "queue", `, `"token_per_minute": 1000`))
-	key := [2]string{"x-api-key", "sk-1"}
+	minute := plugintest.AnHourAhead(redis, 60)
+	p := plugintest.StartOnEmptyRedisAt(t, redis, minute+59.85, plugintest.APIKeyConfig(plugintest.ReservationOn+`"over_limit_action": "queue", `, `"token_per_minute": 1000`))
+	key := plugintest.APIKey
 
 	first := p.SendBody(plugintest.ChatBody(600), key).Answer()
 	require.True(t, first.Passed())
@@ -291,7 +286,7 @@ func queueWaitsForTokensAndRejectsWhatCanNeverFit(t *testing.T, redis *redistest
 	p.Tick([]*plugintest.Exchange{waiting})
 	assert.True(t, waiting.Passed(), "the minute turned: it goes, reserving in the new one")
 	reserved := func(m float64) int64 {
-		return redis.Int("GET", plugintest.APIKeySubject+":t60:"+strconv.FormatInt(int64(m)/60, 10))
+		return plugintest.Counter(redis, plugintest.APIKeySubject, "t60", int64(m))
 	}
 	assert.Greater(t, reserved(minute), int64(600))
 	assert.Equal(t, reserved(minute), reserved(minute+60), "the same reservation, in the new minute")

@@ -126,11 +126,6 @@ func clockTomorrow(t *testing.T, redis *redistest.Server) {
 	t.Cleanup(func() { redis.SetClock(0) })
 }
 
-// minuteBucketAt reads a subject's minute bucket at the test clock.
-func minuteBucketAt(redis *redistest.Server, subject string) int64 {
-	return redis.Int("GET", fmt.Sprintf("%s:t60:%d", subject, int64(redis.Clock())/60))
-}
-
 // countedAnyModel reads a counter of the test route, whatever the model.
 func countedAnyModel(p *plugintest.Plugin, metric string) uint64 {
 	return counted(p, "none", metric) + counted(p, "gpt-4o", metric)
@@ -230,7 +225,7 @@ func floodRedis(t *testing.T, redis *redistest.Server, policy string) flooded {
 	x := p.Request(active)
 	require.True(t, x.Passed())
 	x.Respond("text/event-stream", usageStream(1000)...)
-	require.Equal(t, int64(1000), minuteBucketAt(redis, perAPIKeySubject("sk-active")))
+	require.Equal(t, int64(1000), plugintest.CounterAtClock(redis, perAPIKeySubject("sk-active"), "t60"))
 	override := perAPIKeySubject("sk-override") + ":o"
 	redis.Do("HSET", override, "t60", "5000")
 
@@ -273,7 +268,7 @@ func floodRedis(t *testing.T, redis *redistest.Server, policy string) flooded {
 			y.Done()
 		}
 	}
-	f.activeUsed = minuteBucketAt(redis, perAPIKeySubject("sk-active"))
+	f.activeUsed = plugintest.CounterAtClock(redis, perAPIKeySubject("sk-active"), "t60")
 	f.overrideKept = redis.Int("EXISTS", override) == 1
 	f.evicted = redisInfo(t, redis, "stats", "evicted_keys")
 	for _, k := range redis.Keys("atrl:*") {
@@ -319,7 +314,7 @@ func redisReplyError(raw []byte) error {
 // redisFullNoEviction: what each failure_mode does once a Redis limited by
 // maxmemory-policy noeviction is full.
 func redisFullNoEviction(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	modes := map[string]string{
 		"allow": `"failure_mode": "allow",`,
 		"deny":  `"failure_mode": "deny",`,
@@ -335,7 +330,7 @@ func redisFullNoEviction(t *testing.T, redis *redistest.Server) {
 		x := p.SendBody(plugintest.ChatBody(100), key).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", usageStream(150)...)
-		require.Equal(t, int64(150), minuteBucketAt(redis, plugintest.APIKeySubject))
+		require.Equal(t, int64(150), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t60"))
 		fillUntilFull(t, redis)
 		return p
 	}
@@ -361,7 +356,7 @@ func redisFullNoEviction(t *testing.T, redis *redistest.Server) {
 				x.Respond("text/event-stream", usageStream(150)...)
 				p.SendPostponed()
 			}
-			assert.Equal(t, int64(150), minuteBucketAt(redis, plugintest.APIKeySubject), "1,500 tokens over the limit, none counted")
+			assert.Equal(t, int64(150), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t60"), "1,500 tokens over the limit, none counted")
 			assert.Equal(t, uint64(10), countedAnyModel(p, admitFailure))
 			assert.Zero(t, countedAnyModel(p, chargeFailure), "not admitted: nothing to charge")
 			assert.Contains(t, strings.Join(p.Host.GetWarnLogs(), "\n"), "OOM command not allowed")
@@ -372,7 +367,7 @@ func redisFullNoEviction(t *testing.T, redis *redistest.Server) {
 			local := x.RequireRejected(503)
 			assert.Contains(t, string(local.Data), "failure_mode is deny")
 			x.Done()
-			assert.Equal(t, int64(150), minuteBucketAt(redis, plugintest.APIKeySubject))
+			assert.Equal(t, int64(150), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t60"))
 		})
 		t.Run(name+"/local: the worker's own windows decide", func(t *testing.T) {
 			p := start(t, plugintest.APIKeyConfig(extra+modes["local"], limits))
@@ -394,7 +389,7 @@ func redisFullNoEviction(t *testing.T, redis *redistest.Server) {
 			assert.LessOrEqual(t, admitted*150, 1000+150)
 			assert.GreaterOrEqual(t, admitted*150, 1000-2*150)
 			assert.Equal(t, uint64(admitted+1), countedAnyModel(p, "token_ratelimit_local_decision_count"))
-			assert.Equal(t, int64(150), minuteBucketAt(redis, plugintest.APIKeySubject), "the catch-up is refused too, and kept for later")
+			assert.Equal(t, int64(150), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t60"), "the catch-up is refused too, and kept for later")
 		})
 	}
 
@@ -409,15 +404,15 @@ func redisFullNoEviction(t *testing.T, redis *redistest.Server) {
 		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(modes["allow"], `"token_per_minute": 100000, "max_concurrent_requests": 1`))
 		x := p.SendBody(plugintest.ChatBody(100), key).Answer()
 		require.True(t, x.Passed())
-		require.Equal(t, int64(1), redis.Int("ZCARD", plugintest.APIKeySubject+":c"), "in progress")
+		require.Equal(t, int64(1), plugintest.Leases(redis, plugintest.APIKeySubject), "in progress")
 		fillUntilFull(t, redis)
 		x.Respond("text/event-stream", usageStream(150)...)
 		p.SendPostponed()
-		assert.Zero(t, redis.Int("ZCARD", plugintest.APIKeySubject+":c"), "the ended request's lease is given back")
+		assert.Zero(t, plugintest.Leases(redis, plugintest.APIKeySubject), "the ended request's lease is given back")
 		y := p.SendBody(plugintest.ChatBody(100), key).Answer()
 		require.True(t, y.Passed(), "failure_mode allow: passes, taking no lease")
 		y.Respond("text/event-stream", usageStream(150)...)
-		assert.Zero(t, redis.Int("ZCARD", plugintest.APIKeySubject+":c"))
+		assert.Zero(t, plugintest.Leases(redis, plugintest.APIKeySubject))
 	})
 }
 

@@ -32,8 +32,7 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 
 		t.Run("the first matching item's key, encoded for a header", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, items("first", `"Too many requests"`))
+			p := plugintest.StartOnEmptyRedis(t, redis, items("first", `"Too many requests"`))
 			key := [2]string{"x-api-key", "sk-a b;c-1"}
 			p.Request(key)
 			x := p.Request(key)
@@ -42,8 +41,7 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 		})
 
 		t.Run("layered: the item whose window closed, not the first", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, items("all", `"{\"error\": {\"message\": \"quota exceeded\", \"type\": \"rate_limit\"}}"`))
+			p := plugintest.StartOnEmptyRedis(t, redis, items("all", `"{\"error\": {\"message\": \"quota exceeded\", \"type\": \"rate_limit\"}}"`))
 			headers := [][2]string{{"x-tenant", "acme"}, {"x-api-key", "sk-2"}}
 			p.Request(headers...)
 			x := p.Request(headers...)
@@ -53,8 +51,7 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 		})
 
 		t.Run("a key ending in a space: encoded in the header, as configured in the message", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, `{"rule_name": "chat", "rule_items": [
+			p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "chat", "rule_items": [
 				{"limit_by_per_header": "authorization", "limit_keys": [{"key": "regexp:^Bearer ", "query_per_day": 1}]}],
 				`+plugintest.RedisSection+`}`)
 			key := [2]string{"authorization", "Bearer sk-1"}
@@ -65,15 +62,13 @@ func TestRejectionNamesTheLimitThatClosed(t *testing.T) {
 		})
 
 		t.Run("the unmatched threshold", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"unmatched_threshold": {"query_per_day": 1},`, `"query_per_day": 100`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"unmatched_threshold": {"query_per_day": 1},`, `"query_per_day": 100`))
 			p.Request()
 			assert.Equal(t, "unmatched_threshold", scope(p.Request()))
 		})
 
 		t.Run("the global threshold", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, `{"rule_name": "all", "rejected_msg": "[1, 2", "global_threshold": {"query_per_day": 1}, `+plugintest.RedisSection+`}`)
+			p := plugintest.StartOnEmptyRedis(t, redis, `{"rule_name": "all", "rejected_msg": "[1, 2", "global_threshold": {"query_per_day": 1}, `+plugintest.RedisSection+`}`)
 			p.Request()
 			x := p.Request()
 			assert.Equal(t, "global_threshold", scope(x))
@@ -93,14 +88,13 @@ func TestLongWaitsTellClientsNotToRetry(t *testing.T) {
 		return plugintest.APIKeyConfig(extra, limits)
 	}
 	reject := func(p *plugintest.Plugin, path string) (headers [][2]string, body string) {
-		key := [2]string{"x-api-key", "sk-1"}
+		key := plugintest.APIKey
 		p.SendTo(path, key).Answer()
 		local := p.SendTo(path, key).Answer().RequireRejected(429)
 		return local.Headers, string(local.Data)
 	}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, config("", `"query_per_day": 1`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, config("", `"query_per_day": 1`))
 		headers, body := reject(p, "/v1/chat/completions")
 		assert.Equal(t, "false", plugintest.Header(headers, "x-should-retry"), "a day: do not retry")
 		assert.Equal(t, "82800", plugintest.Header(headers, "retry-after"), "still said")

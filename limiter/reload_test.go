@@ -21,22 +21,21 @@ import (
 func TestPluginDoneSendsWhatIsLeft(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, alertsConfig("50", "", `"token_per_day": 1000`))
-		x := p.Request([2]string{"x-api-key", "sk-1"})
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, alertsConfig("50", "", `"token_per_day": 1000`))
+		x := p.Request(plugintest.APIKey)
 		require.True(t, x.Passed())
 		x.ResponseHeaders("text/event-stream")
 		for _, event := range plugintest.SSEEvents(plugintest.OpenAIStream(1, 500, 100)) {
 			p.Host.CallOnResponseBody(x.ID, []byte(event), false)
 		}
 		x.Done() // reset before its end: charged from the tick
-		assert.Zero(t, tokensAt(redis, plugintest.APIKeySubject, 86400))
+		assert.Zero(t, plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"))
 
 		require.False(t, p.Host.FinishVM(), "a charge left: not done yet")
 		infos := func() string { return strings.Join(p.Host.GetInfoLogs(), "\n") }
 		assert.Contains(t, infos(), "plugin done: 1 charges, 0 budget alerts' bodies, 0 outboxes to list, the debts of 0 local windows still to send")
 		p.SendPostponed()
-		assert.Equal(t, int64(600), tokensAt(redis, plugintest.APIKeySubject, 86400), "charged after the gateway was done with the plugin")
+		assert.Equal(t, int64(600), plugintest.CounterAtClock(redis, plugintest.APIKeySubject, "t86400"), "charged after the gateway was done with the plugin")
 		p.SendPostponed() // the alert's body, which the charge made
 		assert.NotContains(t, infos(), "everything sent")
 		p.SendPostponed()

@@ -26,7 +26,7 @@ import (
 
 func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	// 32 requests opened before any completes, each declaring and using 1,000
 	// tokens, against 10,000 per minute: how many tokens get through?
 	admittedTokens := func(t *testing.T, p *plugintest.Plugin) (admitted int, tokens int64) {
@@ -52,8 +52,7 @@ func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 
 		t.Run("reservation on: admitted tokens stay within the limit", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
 			admitted, tokens := admittedTokens(t, p)
 			assert.Equal(t, 9, admitted, "9 × 1,001 reserved fits in 10,000; a 10th does not")
 			assert.Equal(t, int64(9000), tokens, "reconciled to the 1,000 each really used")
@@ -61,8 +60,7 @@ func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 		})
 
 		t.Run("reservation off: every request in flight gets through, as in Higress", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 10000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 10000`))
 			admitted, tokens := admittedTokens(t, p)
 			assert.Equal(t, 32, admitted)
 			assert.Equal(t, int64(32000), tokens, "3.2× the limit")
@@ -72,7 +70,7 @@ func TestReservationKeepsConcurrentRequestsUnderTheLimit(t *testing.T) {
 
 func TestReservationStopsSequentialOvershoot(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	run := func(p *plugintest.Plugin) (admitted int) {
 		for i := 0; i < 10; i++ {
 			x := p.SendBody(plugintest.ChatBody(300), key).Answer()
@@ -88,14 +86,12 @@ func TestReservationStopsSequentialOvershoot(t *testing.T) {
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 		t.Run("reservation on", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
 			assert.Equal(t, 3, run(p))
 			assert.Equal(t, int64(900), p.MinuteCounter(plugintest.APIKeySubject), "no overshoot")
 		})
 		t.Run("reservation off", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
 			assert.Equal(t, 4, run(p), "without reservation the 4th starts at 900 < 1,000")
 			assert.Equal(t, int64(1200), p.MinuteCounter(plugintest.APIKeySubject))
 		})
@@ -108,7 +104,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 	// ends the stream before its usage event (the client leaves); it
 	// reports whether the request was admitted.
 	abort := func(p *plugintest.Plugin) bool {
-		x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
+		x := p.SendBody(plugintest.ChatBody(400), plugintest.APIKey).Answer()
 		if !x.Passed() {
 			x.Done()
 			return false
@@ -121,8 +117,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 15)
 		t.Run("reservation on", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000`))
 			admitted := 0
 			for i := 0; i < 10; i++ {
 				if abort(p) {
@@ -142,7 +137,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 				input int
 				want  int64
 			}{{100, reserved}, {600, 601}} {
-				x := p.SendBody(plugintest.ChatBody(400), [2]string{"x-api-key", "sk-1"}).Answer()
+				x := p.SendBody(plugintest.ChatBody(400), plugintest.APIKey).Answer()
 				require.True(t, x.Passed())
 				x.ResponseHeaders("text/event-stream")
 				started := plugintest.SSEEvents(plugintest.AnthropicStream(c.input, 0, 0, 300))[0]
@@ -154,8 +149,7 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 		})
 
 		t.Run("reservation off", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_minute": 1000`))
 			admitted := 0
 			for i := 0; i < 10; i++ {
 				if abort(p) {
@@ -172,13 +166,12 @@ func TestAbortedStreamsPayTheirEstimate(t *testing.T) {
 
 func TestReservationDetails(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
 
 		t.Run("remaining counts this request's reservation", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 10000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 10000`))
 			x := p.SendBody(plugintest.ChatBody(1000), key).Answer()
 			headers := x.ResponseHeaders("text/event-stream")
 			assert.Equal(t, strconv.Itoa(10000-1000-plugintest.ChatBodyPrompt), plugintest.Header(headers, "X-TokenRateLimit-Remaining"))
@@ -186,8 +179,7 @@ func TestReservationDetails(t *testing.T) {
 		})
 
 		t.Run("a bodyless request reserves default_completion_tokens", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 250},`, `"token_per_minute": 10000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 250},`, `"token_per_minute": 10000`))
 			id := p.Host.InitializeHttpContext()
 			action := p.Host.CallOnRequestHeaders(id, [][2]string{{":method", "GET"}, {":path", "/v1/models"}, {":authority", "x"}, key}, true)
 			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, action)
@@ -199,8 +191,7 @@ func TestReservationDetails(t *testing.T) {
 		})
 
 		t.Run("a body in a coding it does not read is reserved as the largest body read, not let through", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100, "max_body_bytes": 4000},`, `"token_per_minute": 10000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"token_reservation": {"enabled": true, "default_completion_tokens": 100, "max_body_bytes": 4000},`, `"token_per_minute": 10000`))
 			x := p.Send(key, [2]string{"content-encoding", "br"}, [2]string{"content-length", "400"})
 			assert.Equal(t, types.HeaderStopAllIterationAndWatermark, x.Action, "decided at the headers: the body will not be shown")
 			x.Answer()
@@ -210,8 +201,7 @@ func TestReservationDetails(t *testing.T) {
 		})
 
 		t.Run("an upstream error without usage gives the reservation back", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 10000`))
 			x := p.SendBody(plugintest.ChatBody(1000), key).Answer()
 			require.True(t, x.Passed())
 			assert.Equal(t, int64(1000+plugintest.ChatBodyPrompt), p.MinuteCounter(plugintest.APIKeySubject))
@@ -222,11 +212,34 @@ func TestReservationDetails(t *testing.T) {
 		})
 
 		t.Run("a request whose estimate exceeds the whole limit is rejected", func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 500`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 500`))
 			p.SendBody(plugintest.ChatBody(4000), key).Answer().RequireRejected(429)
 			assert.Empty(t, redis.Keys("*"), "nothing reserved")
 		})
+	})
+}
+
+// An output cap written as an integer-valued float (4096.0, 4.096e3) is
+// read and reserved, not ignored for the default. Issue 14, point 2:
+// "`max_tokens: 4096.0` (a float) is ignored and the default 1,024
+// reserved instead. […] numeric caps given as integer-valued floats
+// (4096.0, 4.096e3) are read".
+func TestHardening2FloatOutputCap(t *testing.T) {
+	redis := redistest.Start(t)
+	key := plugintest.APIKey
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		for _, cap := range []string{"4096.0", "4.096e3", "4096E0", "409.55e1"} {
+			t.Run(cap, func(t *testing.T) {
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+`"show_limit_quota_header": true,`, `"token_per_minute": 100000`))
+				x := p.SendBody(`{"model":"gpt-4o","max_tokens":`+cap+`,"messages":[{"role":"user","content":"Hi"}]}`, key).Answer()
+				require.True(t, x.Passed())
+				headers := x.ResponseHeaders("text/event-stream")
+				assert.Equal(t, strconv.Itoa(100000-4096-plugintest.ChatBodyPrompt), plugintest.Header(headers, "X-TokenRateLimit-Remaining"),
+					"4,096 output tokens reserved, and the prompt with OpenAI's chat format")
+				x.Done()
+			})
+		}
 	})
 }
 
@@ -238,11 +251,10 @@ func TestReservationDetails(t *testing.T) {
 func TestReconcileChargesTheExcessToTheWindowCurrentAtTheEnd(t *testing.T) {
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_second": 1000000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_second": 1000000`))
 		redis.AvoidWindowEdge(1, 1) // start just after a second begins
 		admittedAt := redis.Now()
-		x := p.SendBody(plugintest.ChatBody(1000), [2]string{"x-api-key", "sk-1"}).Answer()
+		x := p.SendBody(plugintest.ChatBody(1000), plugintest.APIKey).Answer()
 		require.True(t, x.Passed())
 		admission := fmt.Sprintf("%s:t1:%d", plugintest.APIKeySubject, admittedAt)
 		// The second's counter lives about 2 s: on a loaded machine it
@@ -265,84 +277,74 @@ func TestReconcileChargesTheExcessToTheWindowCurrentAtTheEnd(t *testing.T) {
 	})
 }
 
-func TestLayeredRulesAllApply(t *testing.T) {
+// Streams that outlive their minute, fixed or sliding, on a test clock:
+// refunds go back to the admission's bucket; the usage beyond a
+// reservation goes to the window current when it is charged, where the next
+// admission reads it. Issue 14, point 3: "Usage past the reservation
+// vanishes when a stream outlives its window. Today the reconcile charge
+// goes to the admission's bucket […], so five streams that reserved 1,025
+// each and used 30,100 each two minutes later put 150,500 into a bucket no
+// one reads, and the current minute admits the next request."
+func TestHardening3ExcessUsageLandsInTheCurrentWindow(t *testing.T) {
 	redis := redistest.Start(t)
-	layered := func(extra string) string {
-		return `{"rule_name": "layers", "rule_match_mode": "all", ` + extra + `"rule_items": [
-			{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
-			{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
-			{"limit_by_header": "x-tier", "limit_keys": [{"key": "free", "token_per_day": 50000}]}],
-			` + plugintest.RedisSection + `}`
-	}
-	consumer := "atrl:{layers|limit_by_per_consumer|x-mse-consumer|alice}"
-	ip := "atrl:{layers|limit_by_per_ip||192.0.2.1}"
-	tier := "atrl:{layers|limit_by_header|x-tier|free}"
-	counters := func(p *plugintest.Plugin) [3]int64 {
-		return [3]int64{p.DayCounter(consumer), p.MinuteCounter(ip), p.DayCounter(tier)}
-	}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(60, 15)
-		for _, mode := range []string{"check", "reserve"} {
-			t.Run(mode, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				extra := ""
-				if mode == "reserve" {
-					extra = plugintest.ReservationOn
+		for _, windowType := range []string{"fixed", "sliding"} {
+			t.Run(windowType, func(t *testing.T) {
+				minute := plugintest.AnHourAhead(redis, 60)
+				p := plugintest.StartOnEmptyRedisAt(t, redis, minute+1, plugintest.APIKeyConfig(plugintest.ReservationOn+`"window_type": "`+windowType+`",`, `"token_per_minute": 100000`))
+
+				// Six streams admitted in minute M, each reserving 1,031.
+				var streams []*plugintest.Exchange
+				for i := 0; i < 6; i++ {
+					x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+					require.True(t, x.Passed())
+					streams = append(streams, x)
 				}
-				p := plugintest.Start(t, redis, layered(extra))
-				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.1:40000")))
-				alice := [][2]string{{"x-mse-consumer", "alice"}, {"x-tier", "free"}}
+				reserved := int64(1024 + plugintest.ChatBodyPrompt)
+				require.Equal(t, 6*reserved, plugintest.Counter(redis, plugintest.APIKeySubject, "t60", int64(minute)))
 
-				x := p.SendBody(plugintest.ChatBody(100), alice...)
-				assert.Len(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), 3, "three subjects, three slots: one call each")
-				x.Answer()
-				require.True(t, x.Passed())
-				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 400, 600))...)
-				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "each rule is charged")
+				// They end in minute M+2: five used 30,100 each, one only 25.
+				redis.SetClock(minute + 121)
+				for _, x := range streams[:5] {
+					x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 100, 30000))...)
+				}
+				streams[5].Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 1, 24))...)
 
-				// The IP's minute is used up (by alice herself): alice is held
-				// back although her consumer and tier budgets are open.
-				y := p.SendBody(plugintest.ChatBody(100), alice...).Answer()
-				y.RequireRejected(429)
-				y.DoneAndTick()
-				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
+				assert.Equal(t, 5*(30100-reserved), plugintest.Counter(redis, plugintest.APIKeySubject, "t60", int64(minute+120)), "the current minute holds what went past the reservations")
+				assert.Equal(t, 6*reserved-(reserved-25), plugintest.Counter(redis, plugintest.APIKeySubject, "t60", int64(minute)), "the admission's minute keeps the reservations, less the refund")
+				assert.Zero(t, plugintest.Counter(redis, plugintest.APIKeySubject, "t60", int64(minute+60)))
 
-				// Another client on another IP is unaffected by that IP's cap.
-				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.2:40000")))
-				z := p.SendBody(plugintest.ChatBody(100), [2]string{"x-mse-consumer", "bob"}).Answer()
-				assert.True(t, z.Passed())
-				z.Done()
+				next := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+				next.RequireRejected(429)
+				next.Done()
 			})
 		}
 	})
 }
 
-func TestWeightedCost(t *testing.T) {
+// A reservation given back whole deletes its buckets rather than leaving
+// them at 0 until they expire. Issue 14, point 8 (one part): "Buckets
+// refunded to 0 stay until their TTL: when a charge brings a bucket to 0
+// (or below, clamped), delete the key".
+func TestHardening8BucketsRefundedToZeroAreDeleted(t *testing.T) {
 	redis := redistest.Start(t)
-	weighted := `"token_count_strategy": "weighted", "token_weights": {"input": 1, "output": 5, "cache_read": 0.1, "cache_creation": 1.25,
-		"models": {"claude-opus-4": {"input": 3, "output": 15, "cache_read": 0.3, "cache_creation": 3.75}}},`
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.AvoidWindowEdge(86400, 10)
-		for _, c := range []struct {
-			name, extra, body string
-			want              int64
-		}{
-			// 100 uncached ×1 + 2,000 written ×1.25 + 3,000 read ×0.1 + 45 out ×5 = 100 + 2,500 + 300 + 225
-			{"default weights", weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
-			{"the request's model's weights", weighted, `{"model":"claude-opus-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 300 + 7500 + 900 + 675},
-			{"weighted with reservation", plugintest.ReservationOn + weighted, `{"model":"claude-sonnet-4","max_tokens":100,"messages":[{"role":"user","content":"Hi"}]}`, 3125},
-			{"input tokens only", `"token_count_strategy": "input_tokens",`, `{}`, 5100},
-			{"output tokens only", `"token_count_strategy": "output_tokens",`, `{}`, 45},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(c.extra, `"token_per_day": 1000000`))
-				x := p.SendBody(c.body, [2]string{"x-api-key", "sk-1"}).Answer()
-				require.True(t, x.Passed())
-				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.AnthropicStream(100, 2000, 3000, 45))...)
-				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))
-			})
+		redis.AvoidWindowEdge(60, 10)
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000, "token_per_day": 1000000`))
+		x := p.SendBody(plugintest.ChatBody(1024), key).Answer()
+		require.True(t, x.Passed())
+		require.Len(t, redis.Keys(plugintest.APIKeySubject+":t*"), 2, "a reservation in the minute and the day")
+
+		// The upstream fails without usage: the reservation is given back.
+		action := p.Host.CallOnResponseHeaders(x.ID, [][2]string{{":status", "500"}, {"content-type", "application/json"}}, false)
+		require.Equal(t, types.ActionContinue, action)
+		if p.Host.CallOnResponseBody(x.ID, []byte(`{"error":{"message":"boom"}}`), true) == types.ActionPause {
+			x.Answer()
 		}
+		x.Done()
+		assert.Empty(t, redis.Keys(plugintest.APIKeySubject+":t*"), "emptied buckets are deleted, not left at 0 until they expire")
 	})
 }
 
@@ -352,11 +354,10 @@ func TestWeightedCost(t *testing.T) {
 // request its chat format (4 tokens a message, 3 for the reply).
 func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000`))
 		tools := `[{"name":"get_weather","description":"Weather now","input_schema":{"type":"object","properties":{"city":{"type":"string"}}}}]`
 		body := `{"model":"claude-sonnet-4-5","max_tokens":100,"tools":` + tools + `,"messages":[{"role":"user","content":"Weather in Paris?"}]}`
 		x := p.SendTo("/v1/messages", key)
@@ -372,11 +373,10 @@ func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 // PNG: 765 tokens), not as the text of its base64 nor as nothing.
 func TestReservationCountsAnInlineImage(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
 		redis.AvoidWindowEdge(60, 10)
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 100000`))
 		var png bytes.Buffer
 		require.NoError(t, imagepng.Encode(&png, image.NewGray(image.Rect(0, 0, 1024, 1024))))
 		b64 := base64.StdEncoding.EncodeToString(png.Bytes()) + strings.Repeat("A", 8<<10) // and more pixels
@@ -394,7 +394,7 @@ func TestReservationCountsAnInlineImage(t *testing.T) {
 // tools as OpenAI renders them, a Gemini video by its length.
 func TestReservationIsWhatTheProviderBills(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	fixture := func(name string) string {
 		b, err := os.ReadFile(filepath.Join("..", "estimate", "testdata", "documented", name+".json"))
 		require.NoError(t, err)
@@ -411,8 +411,7 @@ func TestReservationIsWhatTheProviderBills(t *testing.T) {
 			{"gemini-video", "/v1beta/models/gemini-2.5-flash:generateContent", 27007, 1024},
 		} {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000000`))
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000000`))
 				x := p.SendTo(c.path, key)
 				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(fixture(c.name)), true)
 				x.Answer()

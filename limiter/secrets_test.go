@@ -28,8 +28,7 @@ func TestCredentialsReachNoLogWebhookOrHeader(t *testing.T) {
 	secrets := []string{bearer, apiKey, cookie, "SECRET"}
 	redis := redistest.Start(t)
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.StartOver(t, alertsClock)
-		p := plugintest.Start(t, redis, `{"rule_name": "keys", "quota_path": "/v1/quota",
+		p := plugintest.StartOnEmptyRedisAt(t, redis, alertsClock, `{"rule_name": "keys", "quota_path": "/v1/quota",
 			"quota_headers": ["tokenratelimit", "openai", "ietf"],
 			"admin": {"path": "/atrl", "header": "x-admin-token", "token_sha256": "2bb80d537b1da3e38bd30361aa855686bde0eacd7162fef6a25fe97bf527a25b"},
 			"budget_alerts": {"thresholds": [50], "webhook": {"service_name": "alerts.static", "path": "/hooks/budget", "timeout": 500}},

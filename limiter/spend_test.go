@@ -91,8 +91,7 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 
 		t.Run("usage reported, priced, with a reservation", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, consumerConfig(plugintest.ReservationOn+pricing, teamALimits))
+			p := plugintest.StartOnEmptyRedis(t, redis, consumerConfig(plugintest.ReservationOn+pricing, teamALimits))
 			get := func(model, metric string) uint64 {
 				t.Helper()
 				n, defined := metricValue(p, model, "team-a", metric)
@@ -145,13 +144,12 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 			assert.Equal(t, uint64(176*2500+1024*1250+300*10_000+100*2500+20*10_000), get("gpt-4o", costNanodollars))
 			assert.Equal(t, int64(1500+2550+120), p.DayCounter(teamASubject), "every counter is what Redis was charged")
 			assert.Equal(t, int64(176*2500+1024*1250+300*10_000+10*3000+500*300+2000*3750+40*15_000+100*2500+20*10_000),
-				p.Redis.Int("GET", fmt.Sprintf("%s:u86400:%d", teamASubject, p.Redis.Now()/86400)), "and the money window")
+				plugintest.Counter(p.Redis, teamASubject, "u86400", p.Redis.Now()), "and the money window")
 		})
 
 		t.Run("no usage reported: the estimate, in counters of its own", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, consumerConfig(plugintest.ReservationOn+pricing, teamALimits))
+			p := plugintest.StartOnEmptyRedis(t, redis, consumerConfig(plugintest.ReservationOn+pricing, teamALimits))
 			x := p.SendBody(chatNaming("gpt-4o-mini"), teamA).Answer()
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", streamWithoutUsage...)
@@ -178,8 +176,7 @@ func TestMetricsCountWhatIsCharged(t *testing.T) {
 
 		t.Run("without pricing no money counter; without reservation no estimate's histogram; model.none without the body", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, consumerConfig("", `"token_per_day": 1000000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, consumerConfig("", `"token_per_day": 1000000`))
 			x := p.Send(teamA).Answer()
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 70, 30))...)
@@ -214,8 +211,7 @@ func TestMetricsCountedBeforeThePluginIsDone(t *testing.T) {
 	redis := redistest.Start(t)
 	teamA := [2]string{"x-mse-consumer", "team-a"}
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, consumerConfig("", `"token_per_day": 1000000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, consumerConfig("", `"token_per_day": 1000000`))
 		x := p.Send(teamA).Answer()
 		require.True(t, x.Passed())
 		x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 70, 30))...)
@@ -231,7 +227,7 @@ func TestMetricsCountedBeforeThePluginIsDone(t *testing.T) {
 
 func TestMetricsCountRejectionsByKindOfLimit(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	kinds := map[string]string{
 		"tokens":      "token_ratelimit_rejected_tokens_count",
 		"money":       "token_ratelimit_rejected_money_count",
@@ -259,27 +255,24 @@ func TestMetricsCountRejectionsByKindOfLimit(t *testing.T) {
 
 		t.Run("tokens", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
 			// The reservation (9 + 10) is over 5 tokens a day.
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 5`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_day": 5`))
 			p.SendBody(chatNaming("gpt-4o"), key).Answer().RequireRejected(429)
 			requireOnly(t, p, "gpt-4o", "tokens")
 		})
 
 		t.Run("money", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
 			// The reservation priced (9 × $2.50 + 10 × $10 per million) is
 			// over a millionth of a dollar a day.
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+pricing, `"token_per_day": 100000, "usd_per_day": 0.000001`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn+pricing, `"token_per_day": 100000, "usd_per_day": 0.000001`))
 			p.SendBody(chatNaming("gpt-4o"), key).Answer().RequireRejected(429)
 			requireOnly(t, p, "gpt-4o", "money")
 		})
 
 		t.Run("requests", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"query_per_minute": 1`))
 			x := p.Request(key)
 			require.True(t, x.Passed())
 			x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 10, 10))...)
@@ -289,8 +282,7 @@ func TestMetricsCountRejectionsByKindOfLimit(t *testing.T) {
 
 		t.Run("concurrency", func(t *testing.T) {
 			forgetModels(t)
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"max_concurrent_requests": 1`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"max_concurrent_requests": 1`))
 			first := p.Request(key)
 			require.True(t, first.Passed())
 			p.Request(key).RequireRejected(429)
@@ -306,10 +298,9 @@ func TestMetricsCountRejectionsByKindOfLimit(t *testing.T) {
 // allows).
 func TestMetricsRecordRedisLatency(t *testing.T) {
 	redis := redistest.Start(t)
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		// Redis has the scripts after a first request: the call is not
 		// sent again with the script's source (a try of its own).
 		p.Request(key).Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(1, 10, 10))...)

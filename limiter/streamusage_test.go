@@ -1,6 +1,8 @@
 package limiter_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"strconv"
 	"strings"
@@ -94,7 +96,7 @@ func TestStreamUsage(t *testing.T) {
 // its value kept. A JSON body sent as text/plain (or with no Content-Type)
 // is decoded by a Go upstream (Ollama) all the same: it is asked too.
 func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, withoutUsage := readStream(t)
 	for _, c := range []struct {
 		name, contentType, body, upstream string
@@ -109,8 +111,7 @@ func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
 			`{"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[]}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			headers := [][2]string{{":authority", "llm.example.com"}, {":method", "POST"}, {":path", "/v1/chat/completions"},
 				{"content-length", strconv.Itoa(len(c.body))}, key}
 			if c.contentType != "" {
@@ -135,7 +136,7 @@ func streamsAsLaxUpstreamsReadThem(t *testing.T, redis *redistest.Server) {
 // and charged, and taken out of what the client gets, which is the stream
 // it asked for byte for byte, however the body is cut.
 func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, withoutUsage := readStream(t)
 	usageAt := strings.Index(withUsage, `"choices":[],"usage"`)
 	require.Positive(t, usageAt)
@@ -156,8 +157,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 			require.True(t, x.Passed())
 			body, headers := upstreamSees(x)
@@ -175,8 +175,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	}
 
 	t.Run("legacy completions", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/completions", `{"model":"gpt-3.5-turbo-instruct","prompt":"Say hello.","stream":true,"stream_options":{"include_obfuscation":false}}`, key).Answer()
 		require.True(t, x.Passed())
 		body, _ := upstreamSees(x)
@@ -212,8 +211,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 	})
 
 	t.Run("failure_mode allow: not charged, still what the client asked for", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key)
 		calls := p.Host.GetRedisCalloutAttributesFromContext(x.ID)
 		require.Len(t, calls, 1)
@@ -232,7 +230,7 @@ func streamsAreAskedForTheirUsage(t *testing.T, redis *redistest.Server) {
 // stream_usage: off nothing is, and a stream that did not ask pays its
 // estimate.
 func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, withoutUsage := readStream(t)
 	for _, c := range []struct {
 		name, path, body string
@@ -243,8 +241,7 @@ func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 		{"not an OpenAI completions path", "/v1/messages", `{"model":"claude-sonnet-4","stream":true,"max_tokens":64,"messages":[{"role":"user","content":"Say hello."}]}`, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			redis.Do("FLUSHALL")
-			p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+			p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 			x := sendBodyTo(p, c.path, c.body, key).Answer()
 			require.True(t, x.Passed())
 			body, headers := upstreamSees(x)
@@ -261,8 +258,7 @@ func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 	}
 
 	t.Run("stream_usage off: untouched, charged by estimate", func(t *testing.T) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(`"stream_usage": "off",`, `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 		require.True(t, x.Passed())
 		body, headers := upstreamSees(x)
@@ -285,15 +281,14 @@ func streamsThatNeedNoAsking(t *testing.T, redis *redistest.Server) {
 // bytes_per_token. So does one whose response cannot be read (compressed),
 // which is passed on untouched.
 func streamsCutBeforeTheirUsagePayTheEstimate(t *testing.T, redis *redistest.Server) {
-	key := [2]string{"x-api-key", "sk-1"}
+	key := plugintest.APIKey
 	withUsage, _ := readStream(t)
 	events := plugintest.SSEEvents(withUsage)
 	const prompt = 21 // the 84 bytes of streamBody
 	// The first 5 events carry "", "Hello", "!", " How", " can": 14 bytes of text.
 	const firstFive = 4
 	start := func(t *testing.T) (*plugintest.Plugin, *plugintest.Exchange) {
-		redis.Do("FLUSHALL")
-		p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
 		x := sendBodyTo(p, "/v1/chat/completions", streamBody, key).Answer()
 		require.True(t, x.Passed())
 		return p, x
@@ -367,4 +362,73 @@ func injectedCount(p *plugintest.Plugin) uint64 {
 	p.Host.Tick()
 	n, _ := p.Host.GetCounterMetric("token_ratelimit_stream_usage_injected_count")
 	return n
+}
+
+// TestStreamUsageDuplicateKeys: a streaming request whose body repeats its
+// stream or include_usage keys (or spells them in another case) still goes
+// upstream asking for its usage, in a body with one "stream":true and one
+// include_usage, and the usage the stream reports is charged exactly. The
+// upstream here behaves as a real one: it sends the usage chunk only when
+// the body it gets asks for it, read as encoding/json reads it (the last
+// duplicate wins, keys match without case).
+func TestStreamUsageDuplicateKeys(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+		key := plugintest.APIKey
+		withUsage, withoutUsage := readStream(t)
+		const messages = `"messages":[{"role":"user","content":"Say hello."}]`
+		cases := []struct {
+			name, contentType, body string
+		}{
+			{"stream false then true", "application/json", `{"model":"gpt-4o","stream":false,"stream":true,` + messages + `}`},
+			{"include_usage true then false", "application/json", `{"model":"gpt-4o","stream":true,"stream_options":{"include_usage":true,"include_usage":false},` + messages + `}`},
+			{"a JSON media type with a suffix", "application/vnd.api+json; charset=utf-8", streamBody},
+		}
+		for _, c := range cases {
+			t.Run(c.name, func(t *testing.T) {
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+				x := &plugintest.Exchange{P: p, ID: p.Host.InitializeHttpContext()}
+				p.Host.CallOnRequestHeaders(x.ID, [][2]string{{":authority", "llm.example.com"}, {":method", "POST"},
+					{":path", "/v1/chat/completions"}, {"content-type", c.contentType}, key,
+					{"content-length", strconv.Itoa(len(c.body))}}, false)
+				x.Action = p.Host.CallOnRequestBody(x.ID, []byte(c.body), true)
+				x.Answer()
+				require.True(t, x.Passed())
+
+				body, _ := upstreamSees(x)
+				stream, includeUsage := upstreamReads(t, body)
+				assert.True(t, stream, "the upstream streams: %s", body)
+				assert.True(t, includeUsage, "the upstream is asked for the usage: %s", body)
+				assert.Equal(t, 1, strings.Count(body, `"stream":`), "one stream member: %s", body)
+				assert.Equal(t, 1, strings.Count(body, `"include_usage":`), "one include_usage member: %s", body)
+
+				sent := withoutUsage
+				if stream && includeUsage {
+					sent = withUsage
+				}
+				got, _, _ := clientGets(t, x, sse, plugintest.SSEEvents(sent))
+				assert.Equal(t, withoutUsage, got, "the client gets the stream without the usage chunk")
+				assert.Equal(t, int64(29), p.DayCounter(plugintest.APIKeySubject), "charged exactly the usage")
+				assert.Equal(t, uint64(1), injectedCount(p))
+				assert.Zero(t, counted(p, "none", estimated))
+			})
+		}
+	})
+}
+
+// upstreamReads reads a request body as a Go upstream does (encoding/json
+// into a struct: the last duplicate wins, keys match without case) and
+// tells whether it streams and asks for the usage.
+func upstreamReads(t *testing.T, body string) (stream, includeUsage bool) {
+	t.Helper()
+	var req struct {
+		Stream        bool `json:"stream"`
+		StreamOptions *struct {
+			IncludeUsage bool `json:"include_usage"`
+		} `json:"stream_options"`
+	}
+	d := json.NewDecoder(bytes.NewReader([]byte(body)))
+	require.NoError(t, d.Decode(&req), "the body goes upstream as JSON: %s", body)
+	return req.Stream, req.StreamOptions != nil && req.StreamOptions.IncludeUsage
 }

@@ -38,9 +38,8 @@ func TestUsageIsChargedExactlyHoweverTheBodyIsCut(t *testing.T) {
 		redis.AvoidWindowEdge(86400, 10)
 		for _, c := range cases {
 			t.Run(c.name, func(t *testing.T) {
-				redis.Do("FLUSHALL")
-				p := plugintest.Start(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
-				x := p.Request([2]string{"x-api-key", "sk-1"})
+				p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig("", `"token_per_day": 100000`))
+				x := p.Request(plugintest.APIKey)
 				require.True(t, x.Passed())
 				x.Respond(c.contentType, c.chunks...)
 				assert.Equal(t, c.want, p.DayCounter(plugintest.APIKeySubject))

@@ -14,5 +14,8 @@ func APIKeyConfig(extra string, limits string) string {
 // APIKeySubject is the Redis subject of APIKeyConfig's key.
 const APIKeySubject = "atrl:{chat|limit_by_header|x-api-key|sk-1}"
 
+// APIKey is the request header that sends APIKeyConfig's key.
+var APIKey = [2]string{"x-api-key", "sk-1"}
+
 // ReservationOn is the top-level field that turns token_reservation on.
 const ReservationOn = `"token_reservation": {"enabled": true},`

@@ -6,7 +6,6 @@ package plugintest
 
 import (
 	"encoding/json"
-	"fmt"
 	"sync"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/proxytest"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // Plugin is one started plugin (in Go or WASM mode, as test.RunTest chose)
@@ -38,6 +38,42 @@ func Start(t redistest.TB, redis redistest.Backend, config string) *Plugin {
 	require.Equal(t, types.OnPluginStartStatusOK, status, "plugin refused the configuration")
 	p.SendPostponed() // the first tick numbers the VM: the test's own ticks then send only what it expects
 	return p
+}
+
+// StartOnEmptyRedis empties Redis (FLUSHALL) and starts the plugin with a
+// configuration, as Start: a (sub)test that counts from nothing.
+func StartOnEmptyRedis(t redistest.TB, redis redistest.Backend, config string) *Plugin {
+	t.Helper()
+	redis.Do("FLUSHALL")
+	return Start(t, redis, config)
+}
+
+// StartOnEmptyRedisWithScript empties Redis, loads the limiter's script
+// into it, as the requests of a gateway running for a while would have (no
+// NOSCRIPT round trip), and starts the plugin with a configuration, as
+// Start.
+func StartOnEmptyRedisWithScript(t redistest.TB, redis redistest.Backend, config string) *Plugin {
+	t.Helper()
+	redis.Do("FLUSHALL")
+	redis.Do("SCRIPT", "LOAD", scripts.Limiter.Source)
+	return Start(t, redis, config)
+}
+
+// StartOnEmptyRedisAt empties Redis, runs the scripts' calls at a given
+// second until the test ends (redistest.Server.StartOver), and starts the
+// plugin with a configuration, as Start: a (sub)test whose windows and
+// resets are exact.
+func StartOnEmptyRedisAt(t redistest.TB, redis *redistest.Server, seconds float64, config string) *Plugin {
+	t.Helper()
+	redis.StartOver(t, seconds)
+	return Start(t, redis, config)
+}
+
+// AnHourAhead is the start of a window (its length in seconds) an hour
+// after Redis's clock: a test clock set there (SetClock) runs the test's
+// windows from a known point, whatever the time of the run.
+func AnHourAhead(r redistest.Backend, window int64) float64 {
+	return float64((r.Now()/window + 3600/window) * window)
 }
 
 // Stop stops the plugin (a gateway replica going away), so another can
@@ -153,12 +189,6 @@ func Header(headers [][2]string, name string) string {
 	return v
 }
 
-// DayCounter reads the day counter of a subject (0 when absent).
-func (p *Plugin) DayCounter(subject string) int64 {
-	p.T.Helper()
-	return p.Redis.Int("GET", fmt.Sprintf("%s:t86400:%d", subject, p.Redis.Now()/86400))
-}
-
 // SendBody sends a request with a JSON body through the plugin, without
 // answering its Redis calls yet.
 func (p *Plugin) SendBody(body string, extra ...[2]string) *Exchange {
@@ -166,12 +196,6 @@ func (p *Plugin) SendBody(body string, extra ...[2]string) *Exchange {
 	x := p.Send(extra...)
 	x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
 	return x
-}
-
-// MinuteCounter reads the current minute counter of a subject.
-func (p *Plugin) MinuteCounter(subject string) int64 {
-	p.T.Helper()
-	return p.Redis.Int("GET", fmt.Sprintf("%s:t60:%d", subject, p.Redis.Now()/60))
 }
 
 // SendTo sends a request's headers like Send, to another path (and query).

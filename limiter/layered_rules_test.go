@@ -17,21 +17,76 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/limiter"
 )
 
+// Layered rules: every rule item a request matches applies (rule_match_mode
+// all, the default, as in Higress 2.2.4), global_threshold together with
+// rule_items, and one subject counted once when several matches name it.
+// Through the plugin, Go and WASM mode, on a real redis-server.
+
+// Three items of three types (consumer, client IP, a header) match one
+// request: each is charged, one used up rejects it and none is charged for
+// the rejection, and another client on another IP is unaffected, with and
+// without reservation.
+func TestLayeredRulesAllApply(t *testing.T) {
+	redis := redistest.Start(t)
+	layered := func(extra string) string {
+		return `{"rule_name": "layers", "rule_match_mode": "all", ` + extra + `"rule_items": [
+			{"limit_by_per_consumer": "", "limit_keys": [{"key": "*", "token_per_day": 100000}]},
+			{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
+			{"limit_by_header": "x-tier", "limit_keys": [{"key": "free", "token_per_day": 50000}]}],
+			` + plugintest.RedisSection + `}`
+	}
+	consumer := "atrl:{layers|limit_by_per_consumer|x-mse-consumer|alice}"
+	ip := "atrl:{layers|limit_by_per_ip||192.0.2.1}"
+	tier := "atrl:{layers|limit_by_header|x-tier|free}"
+	counters := func(p *plugintest.Plugin) [3]int64 {
+		return [3]int64{p.DayCounter(consumer), p.MinuteCounter(ip), p.DayCounter(tier)}
+	}
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 15)
+		for _, mode := range []string{"check", "reserve"} {
+			t.Run(mode, func(t *testing.T) {
+				redis.Do("FLUSHALL")
+				extra := ""
+				if mode == "reserve" {
+					extra = plugintest.ReservationOn
+				}
+				p := plugintest.Start(t, redis, layered(extra))
+				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.1:40000")))
+				alice := [][2]string{{"x-mse-consumer", "alice"}, {"x-tier", "free"}}
+
+				x := p.SendBody(plugintest.ChatBody(100), alice...)
+				assert.Len(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID), 3, "three subjects, three slots: one call each")
+				x.Answer()
+				require.True(t, x.Passed())
+				x.Respond("text/event-stream", plugintest.SSEEvents(plugintest.OpenAIStream(2, 400, 600))...)
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "each rule is charged")
+
+				// The IP's minute is used up (by alice herself): alice is held
+				// back although her consumer and tier budgets are open.
+				y := p.SendBody(plugintest.ChatBody(100), alice...).Answer()
+				y.RequireRejected(429)
+				y.DoneAndTick()
+				assert.Equal(t, [3]int64{1000, 1000, 1000}, counters(p), "a rejected request charges none of them")
+
+				// Another client on another IP is unaffected by that IP's cap.
+				require.NoError(t, p.Host.SetProperty([]string{"source", "address"}, []byte("192.0.2.2:40000")))
+				z := p.SendBody(plugintest.ChatBody(100), [2]string{"x-mse-consumer", "bob"}).Answer()
+				assert.True(t, z.Passed())
+				z.Done()
+			})
+		}
+	})
+}
+
 // Issue 34: a drop-in for Higress 2.2.4 (PR #4011), whose ai-token-ratelimit
 // applies every rule item a request matches, and global_threshold together
 // with rule_items; and one subject counted once when several matches name
-// it. Through the plugin, Go and WASM mode, on a real redis-server, with
-// Higress's own test configurations where they fit.
+// it. TestHigress224 runs Higress's own test configurations where they fit
+// (their configuration-level cases: config/higress_cases_test.go).
 
 // higressStart is the test clock's second: mid-minute and mid-hour, so
 // that the resets below are exact.
 const higressStart = 1_767_225_600 + 30*60 + 20 // 2026-01-01 00:30:20 UTC
-
-// tokensAt reads a subject's token bucket of a window (in seconds) at the
-// test clock's time.
-func tokensAt(r *redistest.Server, subject string, window int64) int64 {
-	return r.Int("GET", fmt.Sprintf("%s:t%d:%d", subject, window, int64(r.Clock())/window))
-}
 
 // respond500 answers a request with 300 prompt and 200 completion tokens.
 func respond500(x *plugintest.Exchange) {
@@ -50,8 +105,7 @@ func TestHigress224(t *testing.T) {
 			}
 		})
 		t.Run("no matching item and no global threshold: no Redis call", func(t *testing.T) {
-			redis.StartOver(t, higressStart)
-			p := plugintest.Start(t, redis, higressTwoItemsConfig(false))
+			p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, higressTwoItemsConfig(false))
 			x := p.SendTo("/v1/chat/completions?other=1", [2]string{"x-other", "k1"})
 			require.Equal(t, types.ActionContinue, x.Action)
 			require.Empty(t, p.Host.GetRedisCalloutAttributesFromContext(x.ID))
@@ -89,8 +143,7 @@ const (
 )
 
 func higressHybrid(t *testing.T, redis *redistest.Server) {
-	redis.StartOver(t, higressStart)
-	p := plugintest.Start(t, redis, higressHybridConfig)
+	p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, higressHybridConfig)
 	vip := [2]string{"x-api-key", "vip-key"}
 
 	// Both match: one admission call about both subjects (on one Redis,
@@ -105,8 +158,8 @@ func higressHybrid(t *testing.T, redis *redistest.Server) {
 	require.Equal(t, []string{"admit/1 keys"}, scriptOps(p.Host, x.ID))
 	require.True(t, x.Answer().Passed())
 	respond500(x)
-	assert.Equal(t, int64(1000), tokensAt(redis, hybridGlobal, 60), "the global threshold: every request")
-	assert.Equal(t, int64(500), tokensAt(redis, hybridVIP, 60), "the item: its own")
+	assert.Equal(t, int64(1000), plugintest.CounterAtClock(redis, hybridGlobal, "t60"), "the global threshold: every request")
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, hybridVIP, "t60"), "the item: its own")
 
 	// The key's minute: 1,000 used after its second request.
 	x = p.Request(vip)
@@ -126,8 +179,8 @@ func higressHybrid(t *testing.T, redis *redistest.Server) {
 			assert.Equal(t, "global_threshold", plugintest.Header(local.Headers, limiter.HeaderScope))
 		}
 	}
-	assert.Equal(t, int64(2000), tokensAt(redis, hybridGlobal, 60))
-	assert.Equal(t, int64(1000), tokensAt(redis, hybridVIP, 60))
+	assert.Equal(t, int64(2000), plugintest.CounterAtClock(redis, hybridGlobal, "t60"))
+	assert.Equal(t, int64(1000), plugintest.CounterAtClock(redis, hybridVIP, "t60"))
 }
 
 // Higress's multiRuleItemsConfig (a header and a URL parameter), swapped
@@ -148,8 +201,7 @@ const (
 )
 
 func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
-	redis.StartOver(t, higressStart)
-	p := plugintest.Start(t, redis, higressTwoItemsConfig(swapped))
+	p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, higressTwoItemsConfig(swapped))
 	headerItem, paramItem := "0", "1"
 	if swapped {
 		headerItem, paramItem = "1", "0"
@@ -162,8 +214,8 @@ func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
 	x := both()
 	require.True(t, x.Passed())
 	respond500(x)
-	assert.Equal(t, int64(500), tokensAt(redis, twoItemsHeader, 60))
-	assert.Equal(t, int64(500), tokensAt(redis, twoItemsParam, 3600))
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, twoItemsHeader, "t60"))
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, twoItemsParam, "t3600"))
 
 	// The header's minute used up by its own requests: a request with both
 	// is rejected, though the parameter's hour has room.
@@ -176,7 +228,7 @@ func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
 	x = p.SendTo("/v1/chat/completions?apikey=k2").Answer() // the parameter alone passes
 	require.True(t, x.Passed())
 	respond500(x)
-	assert.Equal(t, int64(1000), tokensAt(redis, twoItemsParam, 3600), "a rejected request is not charged")
+	assert.Equal(t, int64(1000), plugintest.CounterAtClock(redis, twoItemsParam, "t3600"), "a rejected request is not charged")
 
 	// The next minute, the header has room again; the parameter's hour
 	// closes after one more request, and then rejects a request with both,
@@ -185,7 +237,7 @@ func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
 	x = both()
 	require.True(t, x.Passed())
 	respond500(x)
-	assert.Equal(t, int64(1500), tokensAt(redis, twoItemsParam, 3600))
+	assert.Equal(t, int64(1500), plugintest.CounterAtClock(redis, twoItemsParam, "t3600"))
 	local = both().RequireRejected(429)
 	assert.Equal(t, "rule_item="+paramItem+"; key="+config.Fingerprint("k2"), plugintest.Header(local.Headers, limiter.HeaderScope))
 	assert.Equal(t, strconv.Itoa(3600-30*60-20-60), plugintest.Header(local.Headers, limiter.HeaderRetryAfter))
@@ -201,12 +253,11 @@ func higressTwoItems(t *testing.T, redis *redistest.Server, swapped bool) {
 // rule_match_mode: first, Higress's behaviour before 2.2.4: the first
 // matching item alone limits and is charged.
 func higressFirstMode(t *testing.T, redis *redistest.Server) {
-	redis.StartOver(t, higressStart)
-	p := plugintest.Start(t, redis, strings.Replace(higressTwoItemsConfig(false), `"rule_items"`, `"rule_match_mode": "first", "rule_items"`, 1))
+	p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, strings.Replace(higressTwoItemsConfig(false), `"rule_items"`, `"rule_match_mode": "first", "rule_items"`, 1))
 	x := p.SendTo("/v1/chat/completions?apikey=k2", [2]string{"x-api-key", "k1"}).Answer()
 	require.True(t, x.Passed())
 	respond500(x)
-	assert.Equal(t, int64(500), tokensAt(redis, twoItemsHeader, 60))
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, twoItemsHeader, "t60"))
 	assert.Empty(t, redis.Keys(twoItemsParam+"*"), "the second item is not charged")
 }
 
@@ -230,7 +281,7 @@ func higressManyItems(t *testing.T, redis *redistest.Server) {
 	require.Equal(t, []string{"charge/12 keys"}, scriptOps(p.Host, x.ID))
 	x.Done()
 	for i := range 12 {
-		assert.Equal(t, int64(500), tokensAt(redis, fmt.Sprintf("atrl:{many|limit_by_per_header|x-h%d|v}", i), 60))
+		assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, fmt.Sprintf("atrl:{many|limit_by_per_header|x-h%d|v}", i), "t60"))
 	}
 	x = p.Request(headers...) // 500 of x-h0's 600 used: room for one more
 	require.True(t, x.Passed())
@@ -243,8 +294,7 @@ func higressManyItems(t *testing.T, redis *redistest.Server) {
 // minute, 10.0.0.0/8 also 600. An internal client is one subject with a cap
 // of 600: it is rejected after 600 real tokens, not 300 counted twice.
 func sameSubjectIPCaps(t *testing.T, redis *redistest.Server) {
-	redis.StartOver(t, higressStart)
-	p := plugintest.Start(t, redis, `{"rule_name": "ips", "show_limit_quota_header": true, "rule_items": [
+	p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, `{"rule_name": "ips", "show_limit_quota_header": true, "rule_items": [
 		{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "0.0.0.0/0", "token_per_minute": 1000}]},
 		{"limit_by_per_ip": "from-remote-addr", "limit_keys": [{"key": "10.0.0.0/8", "token_per_minute": 600}]}],
 		`+plugintest.RedisSection+`}`)
@@ -268,7 +318,7 @@ func sameSubjectIPCaps(t *testing.T, redis *redistest.Server) {
 		}
 		local := p.Request().RequireRejected(429)
 		assert.Equal(t, c.scope, plugintest.Header(local.Headers, limiter.HeaderScope), c.ip)
-		assert.Equal(t, int64(200*c.admitted), tokensAt(redis, "atrl:{ips|limit_by_per_ip||"+c.ip+"}", 60), "%s: each request counted once", c.ip)
+		assert.Equal(t, int64(200*c.admitted), plugintest.CounterAtClock(redis, "atrl:{ips|limit_by_per_ip||"+c.ip+"}", "t60"), "%s: each request counted once", c.ip)
 	}
 }
 
@@ -276,8 +326,7 @@ func sameSubjectIPCaps(t *testing.T, redis *redistest.Server) {
 // subject, its minute at the regexp's 1,000, its day at the other's
 // 3,000; a 500-token request counts 500. The quota endpoint shows it once.
 func sameSubjectKeys(t *testing.T, redis *redistest.Server) {
-	redis.StartOver(t, higressStart)
-	p := plugintest.Start(t, redis, `{"rule_name": "keys", "quota_path": "/v1/quota", "quota_headers": ["ietf"], "rule_items": [
+	p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, `{"rule_name": "keys", "quota_path": "/v1/quota", "quota_headers": ["ietf"], "rule_items": [
 		{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-free-", "token_per_minute": 1000}]},
 		{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": 5000, "token_per_day": 3000}]}],
 		`+plugintest.RedisSection+`}`)
@@ -291,8 +340,8 @@ func sameSubjectKeys(t *testing.T, redis *redistest.Server) {
 		plugintest.Header(headers, "RateLimit-Policy"), "each window once, named by the item it is from")
 	require.Equal(t, types.ActionPause, p.Host.CallOnResponseBody(x.ID, []byte(plugintest.OpenAIStream(2, 300, 200)), true))
 	x.Done()
-	assert.Equal(t, int64(500), tokensAt(redis, subject, 60))
-	assert.Equal(t, int64(500), tokensAt(redis, subject, 86400))
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, subject, "t60"))
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, subject, "t86400"))
 	x = p.Request(free)
 	require.True(t, x.Passed())
 	respond500(x)
@@ -336,18 +385,17 @@ func sameSubjectKeys(t *testing.T, redis *redistest.Server) {
 // With token_reservation, the estimate is reserved in a shared subject's
 // windows once, and given back once.
 func sameSubjectReservation(t *testing.T, redis *redistest.Server) {
-	redis.StartOver(t, higressStart)
-	p := plugintest.Start(t, redis, `{"rule_name": "res", `+plugintest.ReservationOn+` "rule_items": [
+	p := plugintest.StartOnEmptyRedisAt(t, redis, higressStart, `{"rule_name": "res", `+plugintest.ReservationOn+` "rule_items": [
 		{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "regexp:^sk-", "token_per_minute": 100000}]},
 		{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": 200000}]}],
 		`+plugintest.RedisSection+`}`)
 	const subject = "atrl:{res|limit_by_per_header|x-api-key|sk-1}"
-	x := p.SendBody(plugintest.ChatBody(1000), [2]string{"x-api-key", "sk-1"})
+	x := p.SendBody(plugintest.ChatBody(1000), plugintest.APIKey)
 	require.Equal(t, []string{"admit/1 keys"}, scriptOps(p.Host, x.ID))
 	require.True(t, x.Answer().Passed())
-	reserved := tokensAt(redis, subject, 60)
+	reserved := plugintest.CounterAtClock(redis, subject, "t60")
 	require.Greater(t, reserved, int64(1000), "the completion cap and the prompt, reserved")
 	require.Less(t, reserved, int64(1200), "once")
 	respond500(x)
-	assert.Equal(t, int64(500), tokensAt(redis, subject, 60), "the reservation given back once, the usage charged once")
+	assert.Equal(t, int64(500), plugintest.CounterAtClock(redis, subject, "t60"), "the reservation given back once, the usage charged once")
 }

@@ -11,7 +11,7 @@ import (
 // The cases of Higress 2.2.4's own config/config_test.go and
 // util/utils_test.go (ai-token-ratelimit) that a configuration or a
 // request can show, with what this plugin does; the plugin-level ones are
-// in limiter/higress224_test.go.
+// in limiter/layered_rules_test.go (TestHigress224).
 
 func TestHigressConfigCases(t *testing.T) {
 	// Both_ShouldSucceed: global_threshold and rule_items together.

@@ -16,6 +16,68 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
+// A client that resets (its stream ends) before Redis has answered its
+// admission: the gateway drops the answer, and what the admission took, or
+// will take, is given back. Through the plugin (Go and WASM mode) on a real
+// Redis and on a Redis Cluster.
+
+// The admission of a stream that ends before its answer is cancelled from
+// the plugin's tick: undone if it ran, refused if it runs later; one
+// answered in time is not cancelled. Issue 14, point 8: "A client reset
+// before Redis answers keeps its reservation and request count:
+// HEADERS+RST with max_tokens equal to the limit burns a shared window with
+// no upstream call."
+func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
+	redis := redistest.Start(t)
+	key := plugintest.APIKey
+	config := plugintest.APIKeyConfig(plugintest.ReservationOn+`"concurrency_lease_seconds": 600,`,
+		`"token_per_day": 1000, "query_per_day": 100, "max_concurrent_requests": 1`)
+	body := plugintest.ChatBody(1000 - plugintest.ChatBodyPrompt) // the whole window
+	requests := func() int64 {
+		return plugintest.Counter(redis, plugintest.APIKeySubject, "q86400", redis.Now())
+	}
+	leases := func() int64 { return plugintest.Leases(redis, plugintest.APIKeySubject) }
+
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(86400, 10)
+
+		t.Run("Redis runs the admission, the stream has gone when it answers", func(t *testing.T) {
+			p := plugintest.StartOnEmptyRedisWithScript(t, redis, config)
+			x := p.SendBody(body, key)
+			p.Host.CompleteHttpContext(x.ID) // the client resets
+			x.Answer()                       // Redis runs it; the answer is dropped
+			require.Equal(t, []int64{1000, 1, 1}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			p.SendPostponed()
+			assert.Equal(t, []int64{0, 0, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()}, "undone")
+			y := p.SendBody(body, key).Answer()
+			assert.True(t, y.Passed(), "the window is whole again")
+		})
+
+		t.Run("the cancel reaches Redis before the admission", func(t *testing.T) {
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
+			x := p.SendBody(body, key)
+			p.Host.CompleteHttpContext(x.ID)
+			p.SendPostponed() // the cancel goes first
+			x.Answer()        // then the admission runs: it takes nothing
+			assert.Equal(t, []int64{0, 0, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			p.SendPostponed()
+			assert.True(t, p.SendBody(body, key).Answer().Passed())
+		})
+
+		t.Run("an admission answered in time is not cancelled", func(t *testing.T) {
+			p := plugintest.StartOnEmptyRedis(t, redis, config)
+			x := p.SendBody(body, key).Answer()
+			require.True(t, x.Passed())
+			x.Respond("application/json", `{"usage":{"prompt_tokens":10,"completion_tokens":20,"total_tokens":30}}`)
+			p.SendPostponed()
+			assert.Equal(t, []int64{30, 1, 0}, []int64{p.DayCounter(plugintest.APIKeySubject), requests(), leases()})
+			for _, marker := range redis.Keys(plugintest.APIKeySubject + ":a:*") {
+				assert.NotEqual(t, "c", redis.Do("GET", marker).String(), "no admission marked cancelled")
+			}
+		})
+	})
+}
+
 // A client that resets while one slot group's admission has answered and
 // another's has not. On a Redis Cluster, a request whose subjects live in
 // two slots makes two admission calls; the gateway drops the answer to a
@@ -40,8 +102,8 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 	// counters: the consumer's day tokens and minute requests, the tier's
 	// day tokens and leases.
 	counters := func() [4]int64 {
-		return [4]int64{clusterCounter(cluster, consumer, "t86400"), clusterCounter(cluster, consumer, "q60"),
-			clusterCounter(cluster, tier, "t86400"), clusterCounter(cluster, tier, "c")}
+		return [4]int64{plugintest.CounterAtClock(cluster, consumer, "t86400"), plugintest.CounterAtClock(cluster, consumer, "q60"),
+			plugintest.CounterAtClock(cluster, tier, "t86400"), plugintest.Leases(cluster, tier)}
 	}
 	// leftovers lists the keys Redis holds that are not markers (which
 	// expire within seconds: AdmissionMarkerSeconds, ChargeMarkerSeconds)
@@ -115,7 +177,7 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 			answerGroup(t, p, x, "x-mse-consumer|bob")
 			p.Host.CompleteHttpContext(x.ID)
 			answerGroup(t, p, x, "x-tier|free") // Redis runs it, and admits: its answer is dropped
-			require.Equal(t, int64(1), clusterCounter(cluster, tier, "c"), "the tier's lease, taken")
+			require.Equal(t, int64(1), plugintest.Leases(cluster, tier), "the tier's lease, taken")
 			settle(t, p, x) // the rollback, and the cancel that undoes the tier's admission
 			assert.Equal(t, [4]int64{}, counters())
 			assert.Empty(t, leftovers(t))
@@ -123,7 +185,7 @@ func TestResetWithOneSlotGroupAnswered(t *testing.T) {
 
 		t.Run("consumer answered rejected, reset: only the other is undone", func(t *testing.T) {
 			p, x := start(t)
-			full := fmt.Sprintf("%s:q60:%d", consumer, int64(cluster.Clock())/60)
+			full := plugintest.Bucket(consumer, "q60", int64(cluster.Clock()))
 			cluster.Do("SET", full, "100", "EX", "120") // the consumer's 100 requests this minute are used
 			answerGroup(t, p, x, "x-mse-consumer|bob")
 			p.Host.CompleteHttpContext(x.ID)
