@@ -58,6 +58,8 @@ import (
 	"net/netip"
 	"regexp"
 	"strconv"
+
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
 // Defaults and well-known names.
@@ -154,6 +156,9 @@ type Config struct {
 	MatchMode MatchMode
 	// Reservation is token_reservation.
 	Reservation Reservation
+	// EstimateOptions are the options a request body is read with before
+	// admission, built once the configuration is parsed (estimateOptions).
+	EstimateOptions estimate.Options
 	// Cost is token_count_strategy with token_weights.
 	Cost Cost
 	// Pricing is pricing: what each model's tokens cost, which usd_per_*
@@ -201,7 +206,7 @@ type Config struct {
 	SecretHeaders []string
 	SecretParams  []string
 	// Deployments is deployments: Azure OpenAI deployment names and the
-	// models they deploy, for RouteModel.
+	// models they deploy, for Route.
 	Deployments map[string]string
 	// Priority is priority: the levels of requests (nil: none).
 	Priority *Priority

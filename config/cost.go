@@ -36,12 +36,29 @@ const (
 
 // SizeBytesPerToken is the bytes per token of what is counted by its size:
 // a body that cannot be read, the text of a response that reports no usage.
-// It is bytes_per_token, else estimate.SizeBytesPerToken.
+// It is bytes_per_token, else estimate's default
+// (estimate.Options.SizeBytesPerToken).
 func (r Reservation) SizeBytesPerToken() int64 {
-	if r.BytesPerToken > 0 {
-		return r.BytesPerToken
+	return estimate.Options{BytesPerToken: r.BytesPerToken}.SizeBytesPerToken()
+}
+
+// estimateOptions are the options a request body is read with
+// (Config.EstimateOptions): token_reservation's numbers, in the ranges its
+// parsing allows. Only token_reservation reserves the estimate: without
+// it, a body read before admission is read for its model alone
+// (ModelOnly), its prompt being its size, which is all a response without
+// usage is charged by. The model of a body too large to parse is looked
+// for when what a request costs depends on it (per-model weights or
+// prices).
+func (c *Config) estimateOptions() estimate.Options {
+	r := &c.Reservation
+	return estimate.Options{
+		BytesPerToken:           r.BytesPerToken,
+		DefaultCompletionTokens: r.DefaultCompletionTokens,
+		MaxBodyBytes:            r.MaxBodyBytes,
+		ModelOfLargeBodies:      len(c.Cost.ModelWeights) > 0 || c.PricesByModel(),
+		ModelOnly:               !r.Enabled,
 	}
-	return estimate.SizeBytesPerToken
 }
 
 // CountStrategy is token_count_strategy: which reported tokens a request costs.

@@ -265,6 +265,7 @@ func Parse(json gjson.Result) (*Config, error) {
 	if err := c.checkCombinations(members); err != nil {
 		return nil, err
 	}
+	c.EstimateOptions = c.estimateOptions()
 	return c, nil
 }
 

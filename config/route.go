@@ -24,16 +24,29 @@ import (
 // after /model/<model id>.
 var bedrockActions = []string{"converse", "converse-stream", "invoke", "invoke-with-response-stream"}
 
-// RouteModel returns the model the request's path (its :path, with any
-// query) addresses, and whether it addresses one at all: addressed with
-// model "" is a route whose model cannot be told (see above). A path that
-// addresses no model (OpenAI's /v1/chat/completions, Anthropic's
-// /v1/messages) gives "", false: the body names the model there. Segments
-// are read percent-decoded, as upstreams route them. It allocates only for
-// a segment with escapes.
-func (c *Config) RouteModel(path string) (model string, addressed bool) {
+// Route is what a request's path says of its model.
+type Route struct {
+	// Model is the model the path addresses: "" for a route whose model
+	// cannot be told (see above), or a path that addresses none.
+	Model string
+	// Addressed says the path addresses a model: it decides the request's,
+	// never the body.
+	Addressed bool
+	// Gemini says the path is a Gemini or Vertex AI one that names its
+	// model (…/models/<model>:<method>, estimate.ModelFromPath): the
+	// request speaks Gemini's API (estimate.RouteDialect), and another
+	// model can take its place in the path (estimate.ReplacePathModel).
+	Gemini bool
+}
+
+// Route reads the model the request's path (its :path, with any query)
+// addresses, if any. A path that addresses no model (OpenAI's
+// /v1/chat/completions, Anthropic's /v1/messages) gives the zero Route:
+// the body names the model there. Segments are read percent-decoded, as
+// upstreams route them. It allocates only for a segment with escapes.
+func (c *Config) Route(path string) Route {
 	if m := estimate.ModelFromPath(path); m != "" {
-		return m, true
+		return Route{Model: m, Addressed: true, Gemini: true}
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
@@ -48,14 +61,14 @@ func (c *Config) RouteModel(path string) (model string, addressed bool) {
 		seg[3], seg[2], seg[1], seg[0] = seg[2], seg[1], seg[0], decodePath(s)
 		switch {
 		case (seg[1] == "tunedModels" || seg[1] == "endpoints") && strings.Contains(seg[0], ":"):
-			return "", true // a tuned model, a Vertex AI endpoint: which model it is, only Google knows
+			return Route{Addressed: true} // a tuned model, a Vertex AI endpoint: which model it is, only Google knows
 		case seg[2] == "model" && seg[1] != "" && slices.Contains(bedrockActions, seg[0]):
-			return seg[1], true
+			return Route{Model: seg[1], Addressed: true}
 		case seg[2] == "openai" && seg[1] == "deployments" && seg[0] != "":
-			return c.Deployments[seg[0]], true
+			return Route{Model: c.Deployments[seg[0]], Addressed: true}
 		}
 	}
-	return "", false
+	return Route{}
 }
 
 // readDeployments reads deployments: Azure OpenAI deployments and the

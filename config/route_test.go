@@ -31,11 +31,11 @@ func TestRouteModel(t *testing.T) {
 		{"/deployments/x/chat/completions", "", false},
 		{"", "", false},
 	} {
-		model, addressed := c.RouteModel(tt.path)
-		require.Equal(t, tt.model, model, tt.path)
-		require.Equal(t, tt.addressed, addressed, tt.path)
+		route := c.Route(tt.path)
+		require.Equal(t, tt.model, route.Model, tt.path)
+		require.Equal(t, tt.addressed, route.Addressed, tt.path)
 	}
-	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() { c.RouteModel("/openai/deployments/my-gpt4o/chat/completions") }))
+	require.Equal(t, 0.0, testing.AllocsPerRun(100, func() { c.Route("/openai/deployments/my-gpt4o/chat/completions") }))
 
 	for _, tt := range []struct{ json, want string }{
 		{withGlobal(`,"deployments":[]`), "deployments: must be an object of deployment names and the models they deploy, got array"},

@@ -123,7 +123,7 @@ func (w *walker) models(e *Estimate) {
 	if w.ambiguous != "" && e.Ambiguous == "" {
 		e.Ambiguous = w.ambiguous
 	}
-	if e.Model != "" || w.model == "" { // the path names the model
+	if w.dialect == DialectGemini || w.model == "" { // the path names the model (see Request)
 		return
 	}
 	m := decodeString(w.model)

@@ -34,13 +34,13 @@ func BenchmarkRequest(b *testing.B) {
 			body := []byte(shape.build(kib << 10))
 			for _, count := range counts {
 				b.Run(fmt.Sprintf("%s/%dKiB/%s", shape.name, kib, count.name), func(b *testing.B) {
-					if e := Request(body, "", count.o); !e.Parsed || e.Prompt == 0 {
+					if e := Request(body, DialectOther, count.o); !e.Parsed || e.Prompt == 0 {
 						b.Fatalf("%+v", e)
 					}
 					b.SetBytes(int64(len(body)))
 					b.ReportAllocs()
 					for b.Loop() {
-						Request(body, "", count.o)
+						Request(body, DialectOther, count.o)
 					}
 					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(body))/1024), "ns/KiB")
 				})
@@ -111,13 +111,13 @@ func BenchmarkLargeBody(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			body := []byte(c.body)
-			if e := Request(body, "/v1/chat/completions", o); e.Parsed {
+			if e := Request(body, DialectOpenAIChat, o); e.Parsed {
 				b.Fatalf("%+v", e)
 			}
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
 			for b.Loop() {
-				Request(body, "/v1/chat/completions", o)
+				Request(body, DialectOpenAIChat, o)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(float64(len(body))/1024), "ns/KiB")
 		})

@@ -22,11 +22,12 @@ var openAIPaths = [...]string{"/completions", "/embeddings", "/moderations", "/i
 
 // DialectOf is the API of a request by its path (its query ignored), read
 // as ModelFromPath reads it for Gemini's.
-func DialectOf(path string) Dialect { return dialect(path, ModelFromPath(path) != "") }
+func DialectOf(path string) Dialect { return RouteDialect(path, ModelFromPath(path) != "") }
 
-// dialect is DialectOf for a path whose Gemini model, if any, has been read
-// already (Request has it from Size): it is read once per request.
-func dialect(path string, namesModel bool) Dialect {
+// RouteDialect is DialectOf for a path its caller has read for its model
+// already (namesModel: ModelFromPath names one, a Gemini or Vertex AI
+// path), as the limiter reads a request's route once.
+func RouteDialect(path string, namesModel bool) Dialect {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}

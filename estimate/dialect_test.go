@@ -11,7 +11,7 @@ import (
 // documentation, and output schemas counted as tool definitions are.
 func TestWhatTheAPIAddsToThePrompt(t *testing.T) {
 	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 10}
-	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
+	prompt := func(path, body string) int64 { return requestAt([]byte(body), path, o).Prompt }
 	two := `{"model":"gpt-4o","messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"What is 2+2?"}]}` // 21 bytes of text: 6 tokens
 
 	// OpenAI's chat format: 4 per message (with its role), 3 for the reply's priming.
@@ -69,5 +69,22 @@ func TestDialectOf(t *testing.T) {
 		"/healthz":                                        DialectOther,
 	} {
 		assert.Equal(t, want, DialectOf(path), path)
+	}
+}
+
+// A Gemini request names its model in its path, which its upstream reads:
+// its body is not read for one, nor is a model it names ambiguous or
+// unknown (the caller reads the path's).
+func TestGeminiBodyNamesNoModel(t *testing.T) {
+	for _, body := range []string{
+		`{"model":"gemini-2.0-flash-lite","contents":[{"parts":[{"text":"Hi"}]}]}`,
+		`{"model":"a","model":"b","contents":[]}`,
+		`{"model":"a",`,
+	} {
+		gemini := Request([]byte(body), DialectGemini, opts)
+		assert.Equal(t, "", gemini.Model, body)
+		assert.False(t, gemini.UnknownModel, body)
+		assert.Equal(t, [MaxOtherModels]string{}, gemini.OtherModels, body)
+		assert.NotEqual(t, Request([]byte(body), DialectOther, opts), gemini, body)
 	}
 }

@@ -43,7 +43,7 @@ func TestEstimatesMatchTheDocumentedCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := Request(body, f.Path, calibrated).Prompt
+		got := requestAt(body, f.Path, calibrated).Prompt
 		off := float64(got-f.Documented) / float64(f.Documented)
 		t.Logf("%-30s documented %6d, estimated %6d (%+.1f %%)", f.Name, f.Documented, got, 100*off)
 		if math.Abs(off) > f.Tolerance && abs64(got-f.Documented) > 1 {

@@ -5,7 +5,10 @@
 // It understands OpenAI chat/completions (and legacy completions), the OpenAI
 // Responses API, Anthropic Messages and Gemini generateContent, with one set
 // of rules for what a body holds; what each API adds to it, and how its
-// provider bills tools and media, is by the request's path (Dialect).
+// provider bills tools and media, is by the request's API (Dialect), which
+// its caller tells from the request's path (DialectOf). The estimate says
+// what the body says: a model the path names (Gemini's, ModelFromPath) is
+// the caller's to read.
 //
 // # What counts as prompt text
 //
@@ -113,7 +116,8 @@
 // deeper than MaxDepth objects and arrays is not parsed: its prompt
 // estimate is its size divided by BytesPerToken (else SizeBytesPerToken),
 // rounded up; if it starts
-// as an object, its model is unknown (UnknownModel). Valid means what gjson.ValidBytes accepts
+// as an object, its model is unknown (UnknownModel), unless the request is
+// Gemini's, whose path names it. Valid means what gjson.ValidBytes accepts
 // (RFC 8259 JSON, strings not checked for valid UTF-8); the check is made by
 // the same single pass that extracts the text, which never recurses more
 // than a few levels, so hostile bodies cost time linear in their size and a
@@ -162,7 +166,7 @@ const MaxTokens int64 = 1_000_000_000_000_000
 type Estimate struct {
 	Prompt     int64  // estimated input tokens (see What counts as prompt text), at most MaxTokens
 	Completion int64  // the output cap the request names, else the default; at most MaxTokens
-	Model      string // the model the request names ("" when none)
+	Model      string // the model the body names ("" when none; a Gemini request's body is not read for one: see Request)
 	Parsed     bool   // false when the body was not parsed (empty, too large, not a JSON object, too deep, or read for its model only: Options.ModelOnly): Prompt is then its size at BytesPerToken (else SizeBytesPerToken), rounded up
 
 	// Ambiguous says what makes JSON parsers read the body otherwise than
@@ -188,10 +192,6 @@ type Options struct {
 	BytesPerToken           int64
 	DefaultCompletionTokens int64 // used when the request names no output cap; a value < 0 is taken as 0
 	MaxBodyBytes            int64 // bodies larger than this are estimated by size without parsing; ≤ 0: no limit
-	// PathAPIOnly reads the path for the request's API (Dialect) only, not
-	// for its model: for a caller that reads the model from the path
-	// itself, in an order of its own.
-	PathAPIOnly bool
 	// ModelOfLargeBodies: find the model of a body larger than MaxBodyBytes
 	// all the same (its last top-level "model", as when the body is parsed;
 	// one scan that skips the values), for a cost that depends on the model.
@@ -211,8 +211,11 @@ type Options struct {
 // (Latin scripts have a little more bytes per token, CJK a little less).
 const SizeBytesPerToken = 4
 
-// sizeBytesPerToken is the bytes per token of what is counted by its size.
-func (o Options) sizeBytesPerToken() int64 {
+// SizeBytesPerToken is the bytes per token of what is counted by its size
+// (a body unparsed, the text of a response that reports no usage):
+// BytesPerToken, else the constant SizeBytesPerToken. It is the one place
+// that default is applied.
+func (o Options) SizeBytesPerToken() int64 {
 	if o.BytesPerToken > 0 {
 		return o.BytesPerToken
 	}
@@ -220,23 +223,25 @@ func (o Options) sizeBytesPerToken() int64 {
 }
 
 // Request estimates a request from its body (nil or empty for a bodyless
-// request: Prompt 0, Completion the default) and its :path, which names the
-// model of Gemini requests and may be "".
+// request: Prompt 0, Completion the default), read as its API reads it
+// (DialectOf its path, or RouteDialect).
 //
-// The model is the one ModelFromPath finds in path, else the body's last
-// string "model" member. Request does not retain body, which must not change
-// while Request runs.
-func Request(body []byte, path string, o Options) Estimate {
-	return requestWork(body, path, o, nil)
+// The model is the body's last string "model" member. A Gemini request
+// (DialectGemini) names its model in its path, which its upstream reads
+// and not the body: its body is not read for one (Model "", no model
+// ambiguous or unknown), and the caller reads the path's (ModelFromPath).
+// Request does not retain body, which must not change while Request runs.
+func Request(body []byte, api Dialect, o Options) Estimate {
+	return requestWork(body, api, o, nil)
 }
 
 // requestWork is Request, counting what it does in work (when not nil).
-func requestWork(body []byte, path string, o Options, work *work) Estimate {
+func requestWork(body []byte, api Dialect, o Options, work *work) Estimate {
 	bom := len(body) >= len(byteOrderMark) && string(body[:len(byteOrderMark)]) == byteOrderMark
 	if bom {
 		body = body[len(byteOrderMark):] // read as the parsers that accept it read it (see ambiguous.go)
 	}
-	e := request(body, path, o, work)
+	e := request(body, api, o, work)
 	if bom && e.Ambiguous == "" {
 		e.Ambiguous = AmbiguousBOM
 	}
@@ -264,16 +269,13 @@ func (work *work) add(w *walker) {
 
 // request is Request on a body without a byte order mark; work (when not
 // nil) counts what it did.
-func request(body []byte, path string, o Options, work *work) Estimate {
+func request(body []byte, d Dialect, o Options, work *work) Estimate {
 	// Unparsed (empty, too large, not JSON), a body is estimated by its size.
-	e := Size(int64(len(body)), path, o)
+	e := Size(int64(len(body)), o)
 	if len(body) == 0 {
 		return e
 	}
-	d := dialect(path, e.Model != "") // e.Model is still the path's
-	if o.PathAPIOnly {
-		d = DialectOf(path)
-	}
+	bodyModel := d != DialectGemini // the body names the model (see Request)
 	s := unsafe.String(unsafe.SliceData(body), len(body))
 	if !o.ModelOnly && o.MaxBodyBytes > 0 && int64(len(body)) > o.MaxBodyBytes {
 		// Too large to parse: its size, less its inline media's base64
@@ -283,9 +285,9 @@ func request(body []byte, path string, o Options, work *work) Estimate {
 			scan = &work.media
 		}
 		if tokens, bytes := mediaSpans(s, d, nil, scan); bytes > 0 {
-			e.Prompt = min(ceilDiv(int64(len(body))-bytes, o.sizeBytesPerToken())+tokens, MaxTokens)
+			e.Prompt = min(ceilDiv(int64(len(body))-bytes, o.SizeBytesPerToken())+tokens, MaxTokens)
 		}
-		if o.ModelOfLargeBodies && e.Model == "" {
+		if o.ModelOfLargeBodies && bodyModel {
 			w := walker{s: s}
 			ok := w.lastModel()
 			work.add(&w)
@@ -314,7 +316,7 @@ func request(body []byte, path string, o Options, work *work) Estimate {
 		// Not strict JSON: read as lenient parsers read it, if they do.
 		relaxedBody, ok := relaxedSteps(s, work)
 		if !ok {
-			if looksLikeObject(s) && e.Model == "" {
+			if looksLikeObject(s) && bodyModel {
 				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
 			}
 			return e
@@ -323,7 +325,7 @@ func request(body []byte, path string, o Options, work *work) Estimate {
 		ok = w.walk()
 		work.add(&w)
 		if !ok {
-			if looksLikeObject(s) && e.Model == "" {
+			if looksLikeObject(s) && bodyModel {
 				e.UnknownModel, e.Ambiguous = true, AmbiguousUnread
 			}
 			return e
@@ -384,28 +386,20 @@ func overhead(d Dialect, messages int64, tools, forcedTool bool, model string) i
 }
 
 // Size estimates a request whose body cannot be read (compressed, binary) by
-// its declared size in bytes, as Request does an unparsed body. The size
-// comes from the client (Content-Length): any int64 gives at most MaxTokens.
-func Size(bodyBytes int64, path string, o Options) Estimate {
+// its declared size in bytes, as Request does an unparsed body: a body
+// unread names no model. The size comes from the client (Content-Length):
+// any int64 gives at most MaxTokens.
+func Size(bodyBytes int64, o Options) Estimate {
 	return Estimate{
 		Prompt:     PromptOfSize(bodyBytes, o),
 		Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens),
-		Model:      modelFromPath(path, o),
 	}
 }
 
-// PromptOfSize is Size's prompt estimate alone, without reading the path
-// for a model: for a caller that keeps only the prompt.
+// PromptOfSize is Size's prompt estimate alone: for a caller that keeps
+// only the prompt.
 func PromptOfSize(bodyBytes int64, o Options) int64 {
-	return min(ceilDiv(max(bodyBytes, 0), o.sizeBytesPerToken()), MaxTokens)
-}
-
-// modelFromPath is ModelFromPath, or "" with Options.PathAPIOnly.
-func modelFromPath(path string, o Options) string {
-	if o.PathAPIOnly {
-		return ""
-	}
-	return ModelFromPath(path)
+	return min(ceilDiv(max(bodyBytes, 0), o.SizeBytesPerToken()), MaxTokens)
 }
 
 // ModelFromPath returns the Gemini model in a path like

@@ -25,6 +25,25 @@ var opts = Options{BytesPerToken: 1, DefaultCompletionTokens: 4096, MaxBodyBytes
 // calibrated is opts with the calibrated count of text (count.go).
 var calibrated = Options{DefaultCompletionTokens: 4096, MaxBodyBytes: 1 << 20}
 
+// requestAt is Request on a request to path: read as the API its path
+// names, with the model of a Gemini or Vertex AI path, the path's (as the
+// limiter reads a route: config.Config.Route).
+func requestAt(body []byte, path string, o Options) Estimate {
+	m := ModelFromPath(path)
+	e := Request(body, RouteDialect(path, m != ""), o)
+	if m != "" {
+		e.Model = m
+	}
+	return e
+}
+
+// sizeAt is Size for a request to path, with its model as requestAt has it.
+func sizeAt(bodyBytes int64, path string, o Options) Estimate {
+	e := Size(bodyBytes, o)
+	e.Model = ModelFromPath(path)
+	return e
+}
+
 type requestCase struct {
 	name string
 	body string
@@ -36,7 +55,7 @@ func runCases(t *testing.T, o Options, cases []requestCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Request([]byte(tc.body), tc.path, o)
+			got := requestAt([]byte(tc.body), tc.path, o)
 			assert.Equal(t, tc.want, got)
 			// The gjson-based reference implementation agrees.
 			assert.Equal(t, readings(tc.want), reference([]byte(tc.body), tc.path, o), "reference")
@@ -451,7 +470,7 @@ func TestHostileNesting(t *testing.T) {
 		strings.Repeat("[", 1<<20),
 		`{"tools":` + strings.Repeat(`{"a":`, 1<<18),
 	} {
-		e := Request([]byte(body), "", Options{BytesPerToken: 1, DefaultCompletionTokens: 1})
+		e := Request([]byte(body), DialectOther, Options{BytesPerToken: 1, DefaultCompletionTokens: 1})
 		assert.False(t, e.Parsed)
 		assert.Equal(t, int64(len(body)), e.Prompt)
 	}
@@ -498,25 +517,25 @@ func TestLargeBodyModelIsTheLastTopLevelOne(t *testing.T) {
 
 	// One scan, allocating only the copy of the model.
 	body := []byte(`{` + pad + `,"model":"claude-opus-4"}`)
-	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, "", o) }))
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, DialectOther, o) }))
 }
 
 func TestOptions(t *testing.T) {
 	body := []byte(`{"messages":[{"content":"12345"}]}`)
 	// Rounding up.
-	assert.Equal(t, int64(2), Request(body, "", Options{BytesPerToken: 4}).Prompt)
-	assert.Equal(t, int64(1), Request(body, "", Options{BytesPerToken: 5}).Prompt)
-	assert.Equal(t, int64(1), Request(body, "", Options{BytesPerToken: 1 << 62}).Prompt)
-	assert.Equal(t, int64(1), Request([]byte("x"), "", Options{BytesPerToken: 1<<63 - 1}).Prompt)
+	assert.Equal(t, int64(2), Request(body, DialectOther, Options{BytesPerToken: 4}).Prompt)
+	assert.Equal(t, int64(1), Request(body, DialectOther, Options{BytesPerToken: 5}).Prompt)
+	assert.Equal(t, int64(1), Request(body, DialectOther, Options{BytesPerToken: 1 << 62}).Prompt)
+	assert.Equal(t, int64(1), Request([]byte("x"), DialectOther, Options{BytesPerToken: 1<<63 - 1}).Prompt)
 	// No prompt text: no tokens.
-	assert.Equal(t, int64(0), Request([]byte(`{"messages":[{"content":""}]}`), "", Options{BytesPerToken: 4}).Prompt)
+	assert.Equal(t, int64(0), Request([]byte(`{"messages":[{"content":""}]}`), DialectOther, Options{BytesPerToken: 4}).Prompt)
 	// Out-of-range options; no bytes per token: the calibrated count (a
 	// number of 5 digits), rounded up.
 	calibrated := ceilDiv(weightNumber+5*weightOther, UnitsPerToken)
 	assert.Equal(t, Estimate{Prompt: calibrated, Completion: 0, Parsed: true},
-		Request(body, "", Options{BytesPerToken: 0, DefaultCompletionTokens: -3, MaxBodyBytes: 0}))
+		Request(body, DialectOther, Options{BytesPerToken: 0, DefaultCompletionTokens: -3, MaxBodyBytes: 0}))
 	assert.Equal(t, Estimate{Prompt: calibrated, Completion: 0, Parsed: true},
-		Request(body, "", Options{BytesPerToken: -4, MaxBodyBytes: -1}))
+		Request(body, DialectOther, Options{BytesPerToken: -4, MaxBodyBytes: -1}))
 }
 
 func TestModelFromPath(t *testing.T) {
@@ -577,7 +596,7 @@ func TestModelFromPathDecodes(t *testing.T) {
 
 func TestModelIsACopy(t *testing.T) {
 	body := []byte(`{"model":"gpt-4o"}`)
-	e := Request(body, "", opts)
+	e := Request(body, DialectOther, opts)
 	copy(body, strings.Repeat("x", len(body)))
 	assert.Equal(t, "gpt-4o", e.Model)
 }
@@ -585,21 +604,21 @@ func TestModelIsACopy(t *testing.T) {
 func TestAllocations(t *testing.T) {
 	body := []byte(chatBody(16 << 10))
 	path := "/v1beta/models/gemini-2.5-flash:generateContent"
-	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { Request(body, path, opts) }),
+	assert.Equal(t, 0.0, testing.AllocsPerRun(100, func() { requestAt(body, path, opts) }),
 		"with the model from the path")
-	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, "", opts) }),
+	assert.Equal(t, 1.0, testing.AllocsPerRun(100, func() { Request(body, DialectOther, opts) }),
 		"with the model from the body")
 	// An agent's request, its tools as OpenAI renders them, its tool calls
 	// and results, with the calibrated count: their strings with escapes
 	// are read in place (gjson allocated one each).
 	agent := []byte(requestbody.Agent(64 << 10))
-	assert.Equal(t, 1.0, testing.AllocsPerRun(20, func() { Request(agent, "/v1/chat/completions", calibrated) }),
+	assert.Equal(t, 1.0, testing.AllocsPerRun(20, func() { Request(agent, DialectOpenAIChat, calibrated) }),
 		"an agent's request: the model only")
 	// An image whose data URL has escaped slashes, as some JSON encoders
 	// write them: read in place, not copied to be unescaped.
 	image := []byte(`{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image\/png;base64,` +
 		strings.Repeat(`iVBO\/w0K`, 8<<10) + `","detail":"low"}}]}]}`)
-	assert.Equal(t, 1.0, testing.AllocsPerRun(20, func() { Request(image, "/v1/chat/completions", calibrated) }),
+	assert.Equal(t, 1.0, testing.AllocsPerRun(20, func() { Request(image, DialectOpenAIChat, calibrated) }),
 		"an image by data URL: the model only")
 }
 
@@ -652,7 +671,7 @@ func TestValidity(t *testing.T) {
 	for _, tmpl := range templates {
 		for _, v := range values {
 			body := []byte(strings.Replace(tmpl, "%s", v, 1))
-			got := Request(body, "", opts)
+			got := Request(body, DialectOther, opts)
 			valid := gjson.ValidBytes(body)
 			if r, ok := relaxed(string(body)); !valid && ok {
 				valid = gjson.ValidBytes(r) // as lenient parsers read it
@@ -667,9 +686,9 @@ func TestValidity(t *testing.T) {
 func TestSizeEstimatesAnUnreadableBody(t *testing.T) {
 	o := Options{BytesPerToken: 4, DefaultCompletionTokens: 512, MaxBodyBytes: 1 << 20}
 	assert.Equal(t, Estimate{Prompt: 250, Completion: 512, Model: "gemini-2.5-flash"},
-		Size(1000, "/v1beta/models/gemini-2.5-flash:generateContent", o))
-	assert.Equal(t, Estimate{Prompt: 1, Completion: 512}, Size(3, "/v1/chat/completions", o))
-	assert.Equal(t, Size(5000, "", o).Prompt, Request(make([]byte, 5000), "", o).Prompt, "same as an unparsed body")
+		sizeAt(1000, "/v1beta/models/gemini-2.5-flash:generateContent", o))
+	assert.Equal(t, Estimate{Prompt: 1, Completion: 512}, Size(3, o))
+	assert.Equal(t, Size(5000, o).Prompt, Request(make([]byte, 5000), DialectOther, o).Prompt, "same as an unparsed body")
 }
 
 // No estimate exceeds MaxTokens: not a declared size a client can set to
@@ -678,13 +697,13 @@ func TestSizeEstimatesAnUnreadableBody(t *testing.T) {
 // MaxTokens, which no window below it admits.
 func TestEstimatesStayWithinMaxTokens(t *testing.T) {
 	o := Options{BytesPerToken: 1, DefaultCompletionTokens: math.MaxInt64}
-	assert.Equal(t, Estimate{Prompt: MaxTokens, Completion: MaxTokens}, Size(math.MaxInt64, "", o))
-	assert.Equal(t, Estimate{Prompt: MaxTokens, Completion: MaxTokens}, Size(MaxTokens+1, "", o))
-	assert.Equal(t, Estimate{Prompt: MaxTokens - 1, Completion: MaxTokens}, Size(MaxTokens-1, "", o))
-	assert.Equal(t, Estimate{Completion: MaxTokens}, Request(nil, "", o), "a bodyless request")
-	assert.Equal(t, Estimate{Prompt: 2, Completion: MaxTokens, Parsed: true}, Request([]byte(`{"input":"Hi"}`), "", o))
-	assert.Equal(t, Estimate{Prompt: 2, Completion: 7, Parsed: true}, Request([]byte(`{"input":"Hi","max_tokens":7}`), "", o))
-	assert.Equal(t, reference([]byte(`{"input":"Hi"}`), "", o), Request([]byte(`{"input":"Hi"}`), "", o), "reference")
+	assert.Equal(t, Estimate{Prompt: MaxTokens, Completion: MaxTokens}, Size(math.MaxInt64, o))
+	assert.Equal(t, Estimate{Prompt: MaxTokens, Completion: MaxTokens}, Size(MaxTokens+1, o))
+	assert.Equal(t, Estimate{Prompt: MaxTokens - 1, Completion: MaxTokens}, Size(MaxTokens-1, o))
+	assert.Equal(t, Estimate{Completion: MaxTokens}, Request(nil, DialectOther, o), "a bodyless request")
+	assert.Equal(t, Estimate{Prompt: 2, Completion: MaxTokens, Parsed: true}, Request([]byte(`{"input":"Hi"}`), DialectOther, o))
+	assert.Equal(t, Estimate{Prompt: 2, Completion: 7, Parsed: true}, Request([]byte(`{"input":"Hi","max_tokens":7}`), DialectOther, o))
+	assert.Equal(t, reference([]byte(`{"input":"Hi"}`), "", o), Request([]byte(`{"input":"Hi"}`), DialectOther, o), "reference")
 }
 
 // TestPromptOfSizeIsSizesPrompt: the prompt alone is Size's, at every
@@ -693,7 +712,7 @@ func TestPromptOfSizeIsSizesPrompt(t *testing.T) {
 	for _, bpt := range []int64{0, 1, 3, 4, -2} {
 		o := Options{BytesPerToken: bpt}
 		for _, n := range []int64{-1, 0, 1, 3, 4, 5, 1023, 1 << 20, math.MaxInt64} {
-			if got, want := PromptOfSize(n, o), Size(n, "/v1beta/models/gemini-2.5-flash:generateContent", o).Prompt; got != want {
+			if got, want := PromptOfSize(n, o), Size(n, o).Prompt; got != want {
 				t.Errorf("PromptOfSize(%d, %v bytes per token) = %d, Size's prompt %d", n, bpt, got, want)
 			}
 		}
@@ -766,7 +785,7 @@ func TestLongEscapedPropertyNames(t *testing.T) {
 		return []byte(`{"model":"gpt-4o","tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":{"` +
 			n + `":{"type":"string"}}}}}],"messages":[{"role":"user","content":"hi"}]}`)
 	}
-	plain, withEscapes := Request(tools(name), "/v1/chat/completions", calibrated), Request(tools(escaped), "/v1/chat/completions", calibrated)
+	plain, withEscapes := Request(tools(name), DialectOpenAIChat, calibrated), Request(tools(escaped), DialectOpenAIChat, calibrated)
 	assert.Equal(t, plain.Prompt, withEscapes.Prompt)
 	assert.Equal(t, reference(tools(escaped), "/v1/chat/completions", calibrated), readings(withEscapes))
 }

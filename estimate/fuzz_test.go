@@ -17,7 +17,7 @@ func reference(body []byte, path string, o Options) Estimate {
 		bpt = SizeBytesPerToken
 	}
 	body, _ = bytes.CutPrefix(body, []byte(byteOrderMark))
-	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: modelFromPath(path, o)}
+	e := Estimate{Completion: min(max(o.DefaultCompletionTokens, 0), MaxTokens), Model: ModelFromPath(path)}
 	if len(body) == 0 {
 		return e
 	}
@@ -559,11 +559,10 @@ func FuzzRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"a","messages":[],"\u006dodel":"b","x":{"model":"c"}}`), "/v1beta/models%2Fg%3Ax", int64(1), int64(0), int64(3))
 	f.Fuzz(func(t *testing.T, body []byte, path string, bytesPerToken, defaultCompletion, maxBody int64) {
 		// An odd maxBody also looks for the model of a body over it; its
-		// bits 1 and 2 read the path for its API only, the body for its
-		// model only.
+		// bit 2 reads the body for its model only.
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
-			ModelOfLargeBodies: maxBody&1 == 1, PathAPIOnly: maxBody&2 == 2, ModelOnly: maxBody&4 == 4}
-		got := Request(body, path, o)
+			ModelOfLargeBodies: maxBody&1 == 1, ModelOnly: maxBody&4 == 4}
+		got := requestAt(body, path, o)
 		// At most the body's size, at the most a byte weighs (count.go),
 		// and what the dialect adds: 4 tokens per message and 3 (a message
 		// takes at least 2 bytes), or a tool-use system prompt (dialect.go).
@@ -581,7 +580,7 @@ func FuzzRequest(f *testing.F) {
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {
 			t.Fatalf("Completion %d with default %d", got.Completion, defaultCompletion)
 		}
-		if m := modelFromPath(path, o); m != "" && got.Model != m {
+		if m := ModelFromPath(path); m != "" && got.Model != m {
 			t.Fatalf("Model %q, path names %q", got.Model, m)
 		}
 		if want := reference(body, path, o); readings(got) != want {
@@ -589,7 +588,7 @@ func FuzzRequest(f *testing.F) {
 		}
 		// A body served by another model names that model to every reading.
 		if out, ok := ReplaceModel(body, "fallback-model"); ok {
-			e := Request(out, "", Options{})
+			e := Request(out, DialectOther, Options{})
 			if !e.Parsed || e.Model != "fallback-model" || e.OtherModels[0] != "" || e.UnknownModel {
 				t.Fatalf("ReplaceModel: %q estimates as %+v", out, e)
 			}

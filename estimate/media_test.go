@@ -45,7 +45,7 @@ func TestInlineImagesCostTheirSize(t *testing.T) {
 	openAI := func(b64, detail string) string {
 		return `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"` + detail + `}}]}]}`
 	}
-	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
+	prompt := func(path, body string) int64 { return requestAt([]byte(body), path, o).Prompt }
 	const chat = 4 + 3 // OpenAI's chat format: a message, and the reply's priming
 	for _, format := range []string{"png", "jpeg", "gif", "webp"} {
 		assert.Equal(t, int64(chat+765), prompt("/v1/chat/completions", openAI(encoded(t, format, 1024, 1024), "")), format)
@@ -91,7 +91,7 @@ func TestLargeBodiesCountTheirImagesAsImages(t *testing.T) {
 	b64 := header + strings.Repeat("A", 2<<20) // the pixels (not read)
 	body := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"text","text":"What is this?"},` +
 		`{"type":"image_url","image_url":{"url":"data:image/png;base64,` + b64 + `"}}]}]}`
-	e := Request([]byte(body), "/v1/chat/completions", o)
+	e := Request([]byte(body), DialectOpenAIChat, o)
 	require.False(t, e.Parsed)
 	assert.Equal(t, ceilDiv(int64(len(body)-len(b64)), 4)+765, e.Prompt)
 	assert.Less(t, e.Prompt, int64(1000))
@@ -103,7 +103,7 @@ func TestLargeBodiesCountTheirImagesAsImages(t *testing.T) {
 // and an inline image is counted once, by its size.
 func TestImagesByReference(t *testing.T) {
 	o := Options{BytesPerToken: 1 << 20, DefaultCompletionTokens: 1} // no text
-	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
+	prompt := func(path, body string) int64 { return requestAt([]byte(body), path, o).Prompt }
 	chat := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}},` +
 		`{"type":"image_url","image_url":{"url":"https://x/b.png","detail":"low"}}]}]}`
 	assert.Equal(t, int64(4+3+765+85), prompt("/v1/chat/completions", chat), "OpenAI chat: 765 and 85 (low)")
@@ -155,7 +155,7 @@ func TestAudioVideoAndDocuments(t *testing.T) {
 			b64(data) + `","format":"` + format + `"}}]}]}`
 	}
 	geminiPath := "/v1beta/models/gemini-2.5-flash:generateContent"
-	prompt := func(path, body string) int64 { return Request([]byte(body), path, o).Prompt }
+	prompt := func(path, body string) int64 { return requestAt([]byte(body), path, o).Prompt }
 	assert.Equal(t, int64(10*32), prompt(geminiPath, gemini("audio/wav", wav)), "Gemini: 32 a second")
 	assert.Equal(t, int64(4+3+10*10), prompt("/v1/chat/completions", openAIAudio("wav", wav)), "OpenAI: 10 a second, and the chat format")
 	assert.Equal(t, int64(20*32), prompt(geminiPath, gemini("audio/mpeg", mp3)), "an MP3 by its bitrate")

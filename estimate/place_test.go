@@ -50,7 +50,7 @@ func TestMediaOnlyWhereAPIsPutThem(t *testing.T) {
 		{"an escaped slash in a data URL", chat, user(`{"type":"image_url","image_url":{"url":"data:image\/jpeg;base64,` + png + `"}}`), png, 765},
 	}
 	for _, c := range media {
-		e := Request([]byte(c.body), c.path, o)
+		e := requestAt([]byte(c.body), c.path, o)
 		assert.Equal(t, ceilDiv(int64(len(c.body)-len(c.b64)), 4)+c.tokens, e.Prompt, "%s: the rest by its size, the medium by its header", c.name)
 	}
 
@@ -78,7 +78,7 @@ func TestMediaOnlyWhereAPIsPutThem(t *testing.T) {
 		{"an escaped key", gemini, `{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","d\u0061ta":"` + png + `"}}]}]}`},
 	}
 	for _, c := range text {
-		e := Request([]byte(c.body), c.path, o)
+		e := requestAt([]byte(c.body), c.path, o)
 		assert.Equal(t, ceilDiv(int64(len(c.body)), 4), e.Prompt, "%s: text, by its size", c.name)
 	}
 }

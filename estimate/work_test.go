@@ -85,7 +85,7 @@ func hostile(size int) []struct{ name, body string } {
 func checkWork(t testing.TB, name string, body []byte, path string, o Options) {
 	t.Helper()
 	var w work
-	requestWork(body, path, o, &w)
+	requestWork(body, DialectOf(path), o, &w)
 	n := int64(len(body))
 	const base = 4096
 	if w.steps > n+base {
@@ -95,7 +95,7 @@ func checkWork(t testing.TB, name string, body []byte, path string, o Options) {
 	if m.candidates > 3*(scanCandidates+n/scanBytesPerCandidate) || m.around > 2*n+base || m.decoded > 4*n+smallHead*m.candidates+base {
 		t.Fatalf("%s: %+v for %d bytes", name, m, n)
 	}
-	if allocs := testing.AllocsPerRun(1, func() { Request(body, path, o) }); allocs > 8+float64(n)/64 {
+	if allocs := testing.AllocsPerRun(1, func() { requestAt(body, path, o) }); allocs > 8+float64(n)/64 {
 		t.Fatalf("%s: %v allocations for %d bytes", name, allocs, n)
 	}
 }
@@ -140,7 +140,7 @@ func TestCostPerKiBIsBounded(t *testing.T) {
 	agent := []byte(requestbody.Agent(64 << 10))
 	perKiB := func(body []byte, o Options) float64 {
 		start := time.Now()
-		Request(body, "/v1/chat/completions", o)
+		Request(body, DialectOpenAIChat, o)
 		return float64(time.Since(start).Nanoseconds()) / (float64(len(body)) / 1024)
 	}
 	for _, c := range hostile(64 << 10) {

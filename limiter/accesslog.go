@@ -180,7 +180,7 @@ func (r *request) logSettled(u tokenusage.Usage, ok, estimated bool, cost reserv
 	switch {
 	case r.shadow:
 		d = r.shadowAs
-	case r.askedModel != "":
+	case r.servedAs != "":
 		d = decisionFallback
 	case r.chargedLocally:
 		d = decisionLocalAllowed
@@ -218,11 +218,11 @@ func (r *request) beginLog(d decision) []byte {
 		first := r.groups[0].matches[0].WindowFrom(0) // no limit noted: the request's first subject
 		b = appendSubject(b, r.pc.rules, &first)
 	}
-	if r.model != "" {
-		b = appendStringMember(b, logModel, r.model)
+	if model := r.servedModel(); model != "" {
+		b = appendStringMember(b, logModel, model)
 	}
-	if r.askedModel != "" {
-		b = appendStringMember(b, logFallbackFrom, r.askedModel)
+	if r.servedAs != "" {
+		b = appendStringMember(b, logFallbackFrom, r.model.name)
 	}
 	return b
 }

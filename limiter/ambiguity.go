@@ -36,7 +36,7 @@ import (
 // which the part read may not name, is unknown. A body in another coding
 // (br, zstd, several), or one that does not decompress, cannot be read:
 // its model is unknown, and it is estimated at the bound (see
-// unreadBody), or refused with compressed_body: reject.
+// unreadSize), or refused with compressed_body: reject.
 
 // metricAmbiguous counts requests whose body parsers read differently:
 // limited at their most expensive reading, or rejected.
@@ -127,7 +127,7 @@ func (r *request) keepCompressed(body []byte) {
 		r.compressed = body
 		return
 	}
-	r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(body), r.estimateOptions())
+	r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(body), r.pc.rules.EstimateOptions)
 }
 
 // inflatedSize is the size a compressed body decompresses to, counted
@@ -175,62 +175,59 @@ func (c *countingReader) ReadByte() (byte, error) {
 }
 
 // readBody estimates the body the request read, decompressed first when
-// it is compressed. A body that does not decompress is estimated by the
-// larger of its size and what did decompress, with an unknown model.
-func (r *request) readBody(body []byte, path string, opts estimate.Options) estimate.Estimate {
+// it is compressed, as the API its route speaks reads it. A body that does
+// not decompress is estimated by the larger of its size and what did
+// decompress, with an unknown model (but on a Gemini route, whose path
+// names it).
+func (r *request) readBody(body []byte, opts estimate.Options) estimate.Estimate {
+	route := r.model.routeOf(r.pc.rules, r.path)
 	if r.coding == "" || len(body) == 0 {
-		return estimate.Request(body, path, opts)
+		return estimate.Request(body, estimate.RouteDialect(r.path, route.Gemini), opts)
 	}
 	plain, size, err := decompress(r.coding, body, r.pc.rules.Reservation.MaxBodyBytes)
 	switch {
 	case errors.Is(err, errTooLarge): // too large to read: by its size, as a large plain body
-		e := estimate.Size(size, path, opts)
-		e.UnknownModel = e.Model == ""
+		e := estimate.Size(size, opts)
+		e.UnknownModel = !route.Gemini
 		return e
 	case err != nil:
-		e := estimate.Size(max(int64(len(body)), size), path, opts)
-		e.UnknownModel = e.Model == ""
+		e := estimate.Size(max(int64(len(body)), size), opts)
+		e.UnknownModel = !route.Gemini
 		e.Ambiguous = "the body's " + r.coding + " coding cannot be read: " + err.Error()
 		return e
 	}
-	return estimate.Request(plain, path, opts)
+	return estimate.Request(plain, estimate.RouteDialect(r.path, route.Gemini), opts)
 }
 
-// unreadBody estimates a body that is not read by its declared size; a
-// compressed one (in a coding the limiter does not decode) at the bound of
-// what it reads at the least, as large as it may inflate to, and it may
-// name a model, which cannot be told.
-func (r *request) unreadBody(size int64) estimate.Estimate {
-	if !compressed(requestHeader("content-encoding")) {
-		return estimate.Size(size, r.path, r.estimateOptions())
-	}
-	e := estimate.Size(max(size, r.pc.rules.Reservation.MaxBodyBytes), r.path, r.estimateOptions())
-	if e.Model == "" {
+// unreadBody estimates a body that is not read by its size (unreadSize); a
+// compressed one (in a coding the limiter does not decode) may name a
+// model, which cannot be told (but on a Gemini route, whose path names
+// it).
+func (r *request) unreadBody(declared int64) estimate.Estimate {
+	size, isCompressed := unreadSize(declared, r.pc.rules.Reservation.MaxBodyBytes)
+	e := estimate.Size(size, r.pc.rules.EstimateOptions)
+	if isCompressed && !r.model.routeOf(r.pc.rules, r.path).Gemini {
 		e.UnknownModel, e.Ambiguous = true, unreadableCoding
 	}
 	return e
 }
 
-// modelsOf is the model an estimate names, and the others it may name (nil
-// when the body is not ambiguous): config.UnknownModel when it cannot be
-// told.
-func modelsOf(e estimate.Estimate) (model string, others []string) {
-	if e.UnknownModel {
-		return config.UnknownModel, nil
+// unreadSize is the size a body that is not read is estimated by: its
+// declared size; a compressed one's (in a coding the limiter does not
+// decode) at the bound of what it reads (max_body_bytes) at the least, as
+// large as it may inflate to.
+func unreadSize(declared, bound int64) (size int64, isCompressed bool) {
+	if !compressed(requestHeader("content-encoding")) {
+		return declared, false
 	}
-	for _, m := range e.OtherModels {
-		if m != "" {
-			others = append(others, m)
-		}
-	}
-	return e.Model, others
+	return max(declared, bound), true
 }
 
 // ambiguous takes a request whose body parsers read differently: counts
 // it, and under ambiguous_body: reject answers 400 (rejected true: the
 // hook returns action).
 func (r *request) ambiguous(ctx wrapper.HttpContext, e estimate.Estimate) (action types.Action, rejected bool) {
-	r.pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), r.servedModel())
 	if r.pc.rules.AmbiguousBody != config.AmbiguousReject {
 		if debugEnabled() {
 			log.Debugf("ambiguous request body (%s): limited at its most expensive reading", e.Ambiguous)

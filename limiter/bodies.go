@@ -120,7 +120,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			r.promptBySize = false
 		case r.mayAsk:
 			// Read after all: the prompt is estimated by the body's size.
-			r.promptEstimate = estimate.PromptOfSize(int64(len(body)), r.estimateOptions())
+			r.promptEstimate = estimate.PromptOfSize(int64(len(body)), r.pc.rules.EstimateOptions)
 			r.promptBySize = false
 			r.askForUsage(body)
 		}
@@ -129,12 +129,13 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 		}
 		return types.ActionContinue
 	}
-	e := r.readBody(body, r.path, r.estimateOptions())
+	e := r.readBody(body, r.pc.rules.EstimateOptions)
 	if e.Ambiguous != "" {
 		if action, rejected := r.ambiguous(ctx, e); rejected {
 			return action
 		}
 	}
+	r.modelOfBody(ctx, &e)
 	return r.admitWithBody(ctx, body, e, r.cost(e))
 }
 
@@ -156,13 +157,13 @@ func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate
 // then admits it like bodyEnded: the body is parsed once, for its model and
 // its estimate. A request no rule applies to goes on untouched.
 func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Action {
-	opts := r.estimateOptions()
-	opts.ModelOfLargeBodies = true
-	opts.PathAPIOnly = true // the path is a source of the model of its own
-	e := r.readBody(body, r.path, opts)
-	model, others := r.pc.modelAfterBody(ctx, e)
-	matches := r.pc.matchRequest(ctx, model, others)
-	r.pc.noteUnmatched(ctx, model, matches)
+	opts := r.pc.rules.EstimateOptions
+	opts.ModelOfLargeBodies = true // the model decides which limits apply
+	e := r.readBody(body, opts)
+	model := r.model // as the headers left it: its route read
+	r.pc.resolveModel(ctx, &model, r.path, &e, false)
+	matches := r.pc.matchRequest(ctx, model.name, model.others)
+	r.pc.noteUnmatched(ctx, model.name, matches)
 	if len(matches) == 0 {
 		setCurrentRequest(nil)
 		return types.ActionContinue
@@ -172,7 +173,8 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 			return action
 		}
 	}
-	r.limitBy(ctx, matches, model, others)
+	r.model = model
+	r.limitBy(ctx, matches)
 	var cost reservation
 	if r.pc.rules.Reservation.Enabled {
 		cost = r.cost(e)

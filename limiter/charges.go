@@ -171,7 +171,7 @@ func (c *pendingCharge) answered(err error) {
 		c.r.pc.local.Charge(c.subjects, c.amounts, c.at, time.Now().Unix(), false)
 	default:
 		log.Warnf("charging %d tokens to %s failed twice: %v", c.amounts.Tokens, c.subjects[0].LogName(), err)
-		c.r.pc.metrics.count(metricChargeFailure, "", c.r.model)
+		c.r.pc.metrics.count(metricChargeFailure, "", c.r.servedModel())
 	}
 }
 

@@ -202,7 +202,9 @@ func (e *endpoint) trailers() types.Action {
 func (e *endpoint) serveQuota(ctx wrapper.HttpContext) types.Action {
 	model, _, _ := config.QueryParam("?"+e.query, "model")
 	if model == "" && e.pc.modelLimits {
-		model, _, _ = e.pc.modelAtHeaders(ctx, false)
+		var m requestModel
+		e.pc.resolveModel(ctx, &m, ctx.Path(), nil, false)
+		model = m.name
 	}
 	e.matches = e.pc.matchRequest(ctx, model, nil)
 	return e.readStatus()

@@ -55,17 +55,18 @@ type candidate struct {
 // a Gemini/Vertex path, or a model header. A route that names its model in
 // a way no candidate can be put in (an Azure deployment) is never rewritten.
 func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) {
-	rules := r.pc.rules
-	models := rules.FallbacksOf(r.model)
-	if len(models) == 0 || len(r.otherModels) > 0 || e.Ambiguous != "" || e.UnknownModel || r.coding != "" {
+	rules, asked := r.pc.rules, r.model.name
+	models := rules.FallbacksOf(asked)
+	if len(models) == 0 || len(r.model.others) > 0 || e.Ambiguous != "" || e.UnknownModel || r.coding != "" {
 		return
 	}
-	f := &fallbacks{candidates: []candidate{{model: r.model, cost: cost}}}
+	f := &fallbacks{candidates: []candidate{{model: asked, cost: cost}}}
 	if at, end, ok := estimate.ModelValue(body); ok {
 		f.body, f.at, f.end = body, at, end
 	}
-	f.pathModel = estimate.ModelFromPath(r.path) != ""
-	if _, routed := rules.RouteModel(r.path); routed && !f.pathModel {
+	route := r.model.routeOf(rules, r.path)
+	f.pathModel = route.Gemini
+	if route.Addressed && !f.pathModel {
 		return // a deployment's route: its upstream reads no model we can change
 	}
 	for _, s := range rules.ModelSources {
@@ -78,7 +79,7 @@ func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimat
 	}
 	perCandidate := [][]config.Match{r.matchesOfGroups()}
 	for _, m := range models {
-		if m == r.model {
+		if m == asked {
 			continue // a pattern's list may name the model itself
 		}
 		if f.pathModel {
@@ -250,27 +251,28 @@ func (r *request) dropEmptyGroups() {
 }
 
 // serve makes an admitted request the candidate its groups served: its
-// model and reservation that candidate's, its groups those with subjects;
-// served as a fallback, the upstream is told the model it is served as.
+// reservation that candidate's, its groups those with subjects; served as
+// a fallback, it is charged and counted as that model (servedAs), and the
+// upstream is told it.
 func (r *request) serve() {
 	f := r.fallback
 	if f == nil {
 		return
 	}
 	k := r.groups[0].served
-	asked := r.model
-	r.reserved, r.model = f.candidates[k].cost, f.candidates[k].model
+	r.reserved = f.candidates[k].cost
 	r.dropEmptyGroups()
 	r.fallback = nil
 	if k == 0 {
 		return
 	}
-	r.askedModel = asked
+	asked := r.model.name
+	r.servedAs = f.candidates[k].model
 	r.pc.metrics.count(metricFallback, requestHeader(consumerHeader), asked)
 	if debugEnabled() {
-		log.Debugf("rule %s: %q has no room: served as %q", r.pc.rules.RuleName, asked, r.model)
+		log.Debugf("rule %s: %q has no room: served as %q", r.pc.rules.RuleName, asked, r.servedAs)
 	}
-	r.nameModel(f, r.model)
+	r.nameModel(f, r.servedAs)
 }
 
 // nameModel tells the upstream the model a request is served as: in its
@@ -307,11 +309,11 @@ func (r *request) shadowFallback() bool {
 	if would < 0 {
 		return false
 	}
-	r.pc.metrics.count(metricShadowFallback, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(metricShadowFallback, requestHeader(consumerHeader), r.model.name)
 	r.noteShadow(decisionShadowFallback, r.shadowedBy)
 	if ok, more := r.pc.shadowLog.allow(); ok {
 		log.Warnf("shadow_mode: rule %s would have served %q in place of %q, whose limits have no room (%d more since the last line)",
-			r.pc.rules.RuleName, f.candidates[f.first+would].model, r.model, more)
+			r.pc.rules.RuleName, f.candidates[f.first+would].model, r.model.name, more)
 	}
 	return true
 }

@@ -65,7 +65,7 @@ func (s *startState) newLocal(rules *config.Config, client *scripts.Client, ids 
 // windows, all its groups or none: admits it, or rejects it as Redis
 // would have, with the local limit.
 func (r *request) decideLocally() {
-	r.pc.metrics.count(metricDecidedLocally, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(metricDecidedLocally, requestHeader(consumerHeader), r.servedModel())
 	now := time.Now().Unix()
 	for i := range r.groups {
 		g := &r.groups[i]

@@ -51,11 +51,11 @@ const (
 )
 
 // The <model> segment of a counter name is the model the request names, as
-// the plugin found it while estimating the request (request.model: the
-// body's "model", or a Gemini path's), which it does only where it reads
-// requests anyway: token_reservation, or per-model weights. The body is
-// never read for metrics alone, since reading it delays admission to the
-// body's end: without either option, a request is admitted or rejected at
+// the plugin resolved it (requestModel, models.go: the route's, the
+// body's "model", or model_source's), which it does only where it reads
+// requests anyway: token_reservation, per-model limits, weights or prices,
+// fallbacks. The body is never read for metrics alone, since reading it
+// delays admission to the body's end: without any of them, a request is admitted or rejected at
 // its headers, before any body is read, and its rejection (or admission
 // failure, or wait in a queue) counts under model.none. So does a request
 // whose model the estimate did not find (no "model" member, or a body over
@@ -321,5 +321,5 @@ func (r *request) countByLevel(shadow bool) {
 	if shadow {
 		name = "token_ratelimit_priority_" + p.Levels[r.level] + "_shadow_reject_count"
 	}
-	r.pc.metrics.count(name, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(name, requestHeader(consumerHeader), r.servedModel())
 }

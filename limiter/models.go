@@ -12,91 +12,125 @@ import (
 // first of model_source's sources that has one: a request header, the
 // body's "model" (read the way upstreams read it, see estimate.Request) or
 // a Gemini/Vertex path. A route that addresses a model in its path
-// (config.Config.RouteModel) decides it in place of the body and path
-// sources: its upstream never reads the body's. A body source that has to be read makes the
-// request wait for its body before it is even matched: the model decides
-// which limits apply. The model so resolved is also the model of per-model
-// weights and metrics.
+// (config.Config.Route) decides it in place of the body and path sources:
+// its upstream never reads the body's. A body source that has to be read
+// makes the request wait for its body before it is even matched: the model
+// decides which limits apply. Without model limits, the model is the
+// route's, else the body's, resolved once the body is estimated, where the
+// request's cost needs it (per-model weights or prices, fallbacks). The
+// model so resolved is also the model of per-model weights, prices,
+// metrics and the access log.
 
-// modelAtHeaders resolves the model from the sources before the first body
-// source. needBody says the body must be read first: the sources before it
-// gave nothing and the request has a body that can be read.
-//
-// A body that cannot be read (compressed in a coding the limiter does not
-// decompress) may name a model all the same: when no source names one,
-// the model is config.UnknownModel, and unreadBody says so (a route whose
-// model cannot be told is config.UnknownModel too, but no body's doing).
-func (pc PluginConfig) modelAtHeaders(ctx wrapper.HttpContext, readable bool) (model string, needBody, unreadBody bool) {
-	unread, routeRead := false, false
-	for _, s := range pc.rules.ModelSources {
+// requestModel is the model a request names, resolved once where it can
+// be known (resolveModel: at the headers, once the body is read) and kept
+// with what the request matched: its per-model limits, weights, prices,
+// metrics, access log and fallbacks read it.
+type requestModel struct {
+	name   string   // the model ("": none named, or not resolved; config.UnknownModel: it cannot be told)
+	others []string // the other models an ambiguous body may name: the request counts as each (ambiguity.go)
+	// route is what the request's path says of its model, once read
+	// (routeRead): see routeOf.
+	route     config.Route
+	routeRead bool
+	// unread says name is config.UnknownModel because the body, which may
+	// name a model, cannot be read (compressed in a coding the limiter
+	// does not decode): a route whose model cannot be told is unknown too,
+	// but no body's doing.
+	unread bool
+}
+
+// routeOf is what the request's path says of its model, read once for the
+// request (the one reading of a route for its model): by the first body or
+// path source, or for the API its body is read as (estimate.RouteDialect).
+func (m *requestModel) routeOf(rules *config.Config, path string) config.Route {
+	if !m.routeRead {
+		m.route, m.routeRead = rules.Route(path), true
+	}
+	return m.route
+}
+
+// routeThenBody are the sources of the model without model limits, where
+// model_source does not apply: the route's (read before a body source),
+// else the body's.
+var routeThenBody = []config.ModelSource{{Kind: config.ModelFromBody}}
+
+// resolveModel resolves the request's model into m at one point of its
+// life: at its headers (body nil), from the sources before the first body
+// source, or once its body is estimated (body), from the body's and the
+// sources after it. With model limits the sources are model_source's, else
+// routeThenBody. needBody (at the headers) says the body must be read
+// first: the sources before it gave nothing, and the request has a body
+// that can be read (readable). A body that cannot be read may name a model
+// all the same: when no source names one, the model is config.UnknownModel
+// (m.unread). An estimate's model is config.UnknownModel when it cannot be
+// told, with the other models an ambiguous body may name.
+func (pc PluginConfig) resolveModel(ctx wrapper.HttpContext, m *requestModel, path string, body *estimate.Estimate, readable bool) (needBody bool) {
+	sources := routeThenBody
+	if pc.modelLimits {
+		sources = pc.rules.ModelSources
+	}
+	unread, afterBody := false, false
+	for _, s := range sources {
 		if s.Kind == config.ModelFromHeader {
-			if m := requestHeader(s.Header); m != "" {
-				return m, false, false
+			if body != nil && !afterBody {
+				continue // read at the headers: it named none
+			}
+			if v := requestHeader(s.Header); v != "" {
+				m.name = v
+				return false
 			}
 			continue
 		}
-		// The first body or path source: a route that addresses a model
-		// decides it for both (its upstream ignores the body's); a path
-		// that addresses none names none (RouteModel reads Gemini's too).
-		if !routeRead {
-			routeRead = true
-			if route, addressed := pc.routeModel(ctx.Path()); addressed {
-				return route, false, false
+		// A body or path source: a route that addresses a model decides it
+		// for both (its upstream ignores the body's); a path that
+		// addresses none names none (Route reads Gemini's too).
+		if route := m.routeOf(pc.rules, path); route.Addressed {
+			m.name = route.Model
+			if m.name == "" {
+				m.name = config.UnknownModel // limited and priced the strictest way
 			}
+			return false
 		}
-		if s.Kind == config.ModelFromBody {
-			if readable {
-				return "", true, false
+		if s.Kind != config.ModelFromBody {
+			continue
+		}
+		switch {
+		case body != nil:
+			if body.UnknownModel {
+				m.name = config.UnknownModel
+				return false
 			}
+			if body.Model != "" {
+				var others []string
+				for _, other := range body.OtherModels {
+					if other != "" {
+						others = append(others, other)
+					}
+				}
+				m.name, m.others = body.Model, others
+				return false
+			}
+			afterBody = true
+		case readable:
+			return true
+		default:
 			unread = ctx.HasRequestBody() && !opensWebSocket(ctx)
 		}
 	}
 	if unread {
-		return config.UnknownModel, false, true
+		m.name, m.unread = config.UnknownModel, true
 	}
-	return "", false, false
+	return false
 }
 
-// modelAfterBody resolves the model once the body has been read: the
-// body's (with the other models an ambiguous body may name), then the
-// sources after the body's.
-func (pc PluginConfig) modelAfterBody(ctx wrapper.HttpContext, body estimate.Estimate) (model string, others []string) {
-	afterBody := false
-	for _, s := range pc.rules.ModelSources {
-		switch {
-		case s.Kind == config.ModelFromBody:
-			if m, others := modelsOf(body); m != "" {
-				return m, others
-			}
-			afterBody = true
-		case afterBody && s.Kind == config.ModelFromHeader: // a path source names none: see modelAtHeaders
-			if m := requestHeader(s.Header); m != "" {
-				return m, nil
-			}
-		}
+// servedModel is the model the request is limited, charged and counted
+// as: the fallback it is served as, once admitted as one (servedAs), else
+// the one it names.
+func (m *matched) servedModel() string {
+	if m.servedAs != "" {
+		return m.servedAs
 	}
-	return "", nil
-}
-
-// routeModel is the model the request's path addresses, if it addresses
-// one (see config.Config.RouteModel): config.UnknownModel for a route
-// whose model cannot be told, limited and priced the strictest way.
-func (pc PluginConfig) routeModel(path string) (model string, addressed bool) {
-	model, addressed = pc.rules.RouteModel(path)
-	if addressed && model == "" {
-		model = config.UnknownModel
-	}
-	return model, addressed
-}
-
-// modelOf is the request's model (and the others an ambiguous body may
-// name) from its estimate, where model limits do not resolve it through
-// model_source: the route's when it addresses one, else the body's.
-func (pc PluginConfig) modelOf(path string, e estimate.Estimate) (model string, others []string) {
-	if route, addressed := pc.routeModel(path); addressed {
-		return route, nil
-	}
-	return modelsOf(e)
+	return m.model.name
 }
 
 // modelRequest is a request with its resolved model, for the rules' model

@@ -45,8 +45,8 @@ func quotaValue(k budget.Kind, n int64) string {
 // and, when pricing is set, in nanodollars, as the most expensive of the
 // models it may name.
 func (r *request) spent(input, output, cacheRead, cacheWrite int64) reservation {
-	cost := r.spentAs(r.model, input, output, cacheRead, cacheWrite)
-	for _, m := range r.otherModels {
+	cost := r.spentAs(r.servedModel(), input, output, cacheRead, cacheWrite)
+	for _, m := range r.model.others {
 		cost = cost.atLeast(r.spentAs(m, input, output, cacheRead, cacheWrite))
 	}
 	return cost

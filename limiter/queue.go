@@ -107,7 +107,7 @@ func (r *request) join(line *waitLine) *waitLine {
 	}
 	line.waiting = append(line.waiting, r)
 	r.queue = line
-	r.pc.metrics.count(metricQueued, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(metricQueued, requestHeader(consumerHeader), r.servedModel())
 	return line
 }
 

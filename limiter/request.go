@@ -58,13 +58,12 @@ type matched struct {
 	// ("/v1/chat/%63ompletions" is): worked out once, where stream_usage
 	// may ask for the usage (a canonical path, the common case, is path
 	// itself, with no copy).
-	routedPath  string
-	groups      []group    // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
-	model       string     // the model the request names, for per-model weights and metrics ("": unknown, or not read)
-	otherModels []string   // the other models an ambiguous body may name: it counts as each (ambiguity.go)
-	fallback    *fallbacks // the candidates it may be served as, until admitted (fallback.go; nil: none)
-	askedModel  string     // the model it asked for, when served as a fallback (model is the one served)
-	level       int        // its priority level (config.Priority; 0 without)
+	routedPath string
+	groups     []group      // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
+	model      requestModel // the model the request names, resolved once (models.go)
+	fallback   *fallbacks   // the candidates it may be served as, until admitted (fallback.go; nil: none)
+	servedAs   string       // the model it is served as in place of the one it names, admitted as a fallback ("": its own)
+	level      int          // its priority level (config.Priority; 0 without)
 }
 
 // admission is what a request's admission asked of Redis, and the answers.
@@ -189,54 +188,54 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		size, _ = strconv.ParseInt(length, 10, 64) // (an absent one would cost a parse error)
 	}
 	coding, readable := bodyCoding(ctx)
-	var model string
+	var model requestModel
 	if pc.modelLimits {
-		var needBody, unreadBody bool
-		if model, needBody, unreadBody = pc.modelAtHeaders(ctx, readable); needBody {
+		if pc.resolveModel(ctx, &model, ctx.Path(), nil, readable) {
 			// The model is in the body, and decides which limits apply:
 			// the request is matched once its body has come (bodyEnded).
-			r := newRequest(pc, ctx, coding)
+			r := newRequest(pc, ctx, coding, model)
 			setCurrentRequest(r)
 			r.prepare(ctx, readable, size, length != "")
 			r.enter(phaseMatching)
 			return types.HeaderStopIteration
 		}
-		if unreadBody && pc.rules.AmbiguousBody == config.AmbiguousReject {
+		if model.unread && pc.rules.AmbiguousBody == config.AmbiguousReject {
 			pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), "")
 			return rejectAmbiguous(pc, unreadableCoding)
 		}
 	}
-	matches := pc.matchRequest(ctx, model, nil)
-	pc.noteUnmatched(ctx, model, matches)
+	matches := pc.matchRequest(ctx, model.name, nil)
+	pc.noteUnmatched(ctx, model.name, matches)
 	if len(matches) == 0 {
 		return types.ActionContinue
 	}
 	if pc.rules.CompressedBody == config.CompressedReject && undecodable(ctx, readable) {
 		return rejectCompressed()
 	}
-	r := newRequest(pc, ctx, coding)
+	r := newRequest(pc, ctx, coding, model)
 	setCurrentRequest(r)
-	r.limitBy(ctx, matches, model, nil)
+	r.limitBy(ctx, matches)
 	r.prepare(ctx, readable, size, length != "")
 
 	if !pc.needsBody() {
 		// Unread, the prompt is estimated by the body's declared size (one
 		// in a coding the limiter does not decode, at the bound: see
-		// unreadBody), and by the bytes that pass once they have (read to
+		// unreadSize), and by the bytes that pass once they have (read to
 		// ask for the usage, by its size; compressed, by its decompressed
 		// size, where a response without usage would be charged it: see
 		// bodyEnded). Admission does not wait for the body.
 		r.alongside = r.mayAsk || r.coding != "" && r.chargesUsage()
 		if undecodable(ctx, readable) {
-			r.promptEstimate = r.unreadBody(size).Prompt
-		} else {
-			r.promptEstimate = estimate.PromptOfSize(size, r.estimateOptions())
+			size, _ = unreadSize(size, pc.rules.Reservation.MaxBodyBytes)
 		}
+		r.promptEstimate = estimate.PromptOfSize(size, pc.rules.EstimateOptions)
 		r.promptBySize = true
 		return r.admit(reservation{})
 	}
 	if !ctx.HasRequestBody() {
-		return r.admit(r.cost(estimate.Request(nil, r.path, r.estimateOptions())))
+		e := estimate.Size(0, pc.rules.EstimateOptions)
+		r.modelOfBody(ctx, &e)
+		return r.admit(r.cost(e))
 	}
 	if !readable {
 		e := r.unreadBody(size)
@@ -246,6 +245,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			}
 		}
 		r.promptBySize = true
+		r.modelOfBody(ctx, &e)
 		return r.admit(r.cost(e))
 	}
 	// Wait for the whole body (bodyEnded) before asking Redis.
@@ -254,10 +254,11 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 }
 
 // newRequest is a request whose headers matched a rule (or whose body may
-// make it match one), in phase new, its body in content coding coding.
-func newRequest(pc PluginConfig, ctx wrapper.HttpContext, coding string) *request {
+// make it match one), in phase new, its body in content coding coding, its
+// model as its headers resolved it (with model limits).
+func newRequest(pc PluginConfig, ctx wrapper.HttpContext, coding string, model requestModel) *request {
 	r := &request{pc: pc}
-	r.path, r.ctxID, r.coding = ctx.Path(), currentContextID(), coding
+	r.path, r.ctxID, r.coding, r.model = ctx.Path(), currentContextID(), coding, model
 	return r
 }
 
@@ -266,8 +267,8 @@ func newRequest(pc PluginConfig, ctx wrapper.HttpContext, coding string) *reques
 var levelReading modelRequest
 
 // limitBy makes the request one that the matched limits apply to: its
-// subjects grouped by slot, its level, its model (with model limits).
-func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model string, others []string) {
+// subjects grouped by slot, its level (as its model, with model limits).
+func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match) {
 	pc := r.pc
 	r.groups = groupBySlot(pc.rules, matches, pc.oneCall())
 	if p := pc.rules.Priority; p != nil {
@@ -277,14 +278,11 @@ func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match, model
 		}
 		levelReading = modelRequest{hostRequest{ctx}, ""}
 		if pc.modelLimits {
-			levelReading.model = model
+			levelReading.model = r.model.name
 		}
-		r.level = pc.rules.LevelOf(&levelReading, others, matches, header)
+		r.level = pc.rules.LevelOf(&levelReading, r.model.others, matches, header)
 		levelReading = modelRequest{}
 		r.applyLevel()
-	}
-	if pc.modelLimits {
-		r.model, r.otherModels = model, others
 	}
 	r.enterQueueing(ctx)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
@@ -314,21 +312,6 @@ func (pc PluginConfig) needsBody() bool {
 	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel || len(pc.rules.Fallbacks) > 0
 }
 
-// estimateOptions are the options a request's body is read with. Only
-// token_reservation reserves the estimate: without it, a body read before
-// admission is read for its model alone (ModelOnly), its prompt being its
-// size, which is all a response without usage is charged by.
-func (r *request) estimateOptions() estimate.Options {
-	res := r.pc.rules.Reservation
-	return estimate.Options{
-		BytesPerToken:           res.BytesPerToken,
-		DefaultCompletionTokens: res.DefaultCompletionTokens,
-		MaxBodyBytes:            res.MaxBodyBytes,
-		ModelOfLargeBodies:      len(r.pc.rules.Cost.ModelWeights) > 0 || r.pc.pricesByModel,
-		ModelOnly:               !res.Enabled,
-	}
-}
-
 // chargesUsage says whether a subject of the request is charged what it
 // used (it has a token or a money window): a response without usage is
 // then charged an estimate (estimated).
@@ -341,21 +324,26 @@ func (r *request) chargesUsage() bool {
 	return false
 }
 
-// cost is what to reserve for a request so estimated, in the configured
-// cost (0 without token_reservation); it also notes the model the request
-// names, for per-model weights.
+// modelOfBody resolves, without model limits, the model of a request whose
+// body is estimated (e): the route's, else the body's (with model limits,
+// model_source resolved it to match the request).
+func (r *request) modelOfBody(ctx wrapper.HttpContext, e *estimate.Estimate) {
+	if !r.pc.modelLimits {
+		r.pc.resolveModel(ctx, &r.model, r.path, e, false)
+	}
+}
+
+// cost is what to reserve for a request so estimated, as its model, in the
+// configured cost (0 without token_reservation).
 func (r *request) cost(e estimate.Estimate) reservation {
 	r.promptEstimate = e.Prompt
-	if !r.pc.modelLimits { // with model limits, the model was resolved by model_source
-		r.model, r.otherModels = r.pc.modelOf(r.path, e)
-	}
 	if !r.pc.rules.Reservation.Enabled {
 		return reservation{}
 	}
 	cost := r.spent(e.Prompt, e.Completion, 0, 0)
 	if debugEnabled() {
 		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d tokens, %d nanodollars",
-			e.Prompt, e.Completion, r.model, cost.Tokens, cost.USD)
+			e.Prompt, e.Completion, r.model.name, cost.Tokens, cost.USD)
 	}
 	return cost
 }
@@ -727,7 +715,7 @@ func (r *request) noteFailure(err error) {
 	} else {
 		log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
 	}
-	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.servedModel())
 }
 
 // requestHeader returns a request header's value ("" when absent).

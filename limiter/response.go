@@ -33,8 +33,8 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	}
 	r.filterResponse(encoding)
 	r.readResponse(encoding)
-	if r.askedModel != "" {
-		_ = proxywasm.AddHttpResponseHeader(HeaderFallback, r.model)
+	if r.servedAs != "" {
+		_ = proxywasm.AddHttpResponseHeader(HeaderFallback, r.servedAs)
 	}
 	if r.phase == phaseAdmitted && pc.rules.QuotaHeaders != 0 {
 		var buf [12][2]string // every form: 3 + 6 + 2 headers
@@ -136,18 +136,19 @@ func (r *request) settle(complete bool) {
 // bytes_per_token (4 when it is not set); and those tokens, as the usage
 // estimated (Input, Output).
 func (r *request) estimated() (reservation, tokenusage.Usage) {
-	bytesPerToken := r.pc.rules.Reservation.SizeBytesPerToken()
+	opts := r.pc.rules.EstimateOptions
+	bytesPerToken := opts.SizeBytesPerToken()
 	text := int64(0) // no chunk read: no text
 	if r.usage != nil {
 		text = r.usage.TextBytes()
 	}
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
 	if r.compressed != nil { // kept for this (keepCompressed)
-		r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(r.compressed), r.estimateOptions())
+		r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(r.compressed), opts)
 		r.compressed = nil
 	}
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
-		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, r.estimateOptions()))
+		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, opts))
 	}
 	cost := r.spent(r.promptEstimate, output, 0, 0)
 	if debugEnabled() {

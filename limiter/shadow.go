@@ -49,7 +49,7 @@ func (r *request) shadowReject() {
 	if g == nil || !r.pc.rules.Shadow {
 		return
 	}
-	r.pc.metrics.count(metricShadowRejected, requestHeader(consumerHeader), r.model)
+	r.pc.metrics.count(metricShadowRejected, requestHeader(consumerHeader), r.servedModel())
 	r.countByLevel(true)
 	r.noteShadow(decisionShadowRejected, g)
 	ok, more := r.pc.shadowLog.allow()

@@ -373,7 +373,7 @@ func (rt *soakRoute) bytesPerToken() int64 {
 // /v1/chat/completions).
 func (rt *soakRoute) promptEstimate(body []byte) int64 {
 	if rt.reserve != nil {
-		return estimate.Request(body, "/v1/chat/completions", *rt.reserve).Prompt
+		return estimate.Request(body, estimate.DialectOpenAIChat, *rt.reserve).Prompt
 	}
 	return (int64(len(body)) + 3) / 4
 }
@@ -658,7 +658,7 @@ func (s *soakRun) play(i int) {
 	}
 	var reserved int64
 	if rt.reserve != nil {
-		reserved = rt.reservation(estimate.Request(body, "/v1/chat/completions", *rt.reserve), weightsModel)
+		reserved = rt.reservation(estimate.Request(body, estimate.DialectOpenAIChat, *rt.reserve), weightsModel)
 	}
 
 	outcome, resp, delivered := soakOutcome(r)

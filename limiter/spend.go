@@ -98,7 +98,7 @@ func (r *request) countSpend(how settlement, u tokenusage.Usage, cost reservatio
 	if how == settledNothing {
 		return
 	}
-	s := r.pc.metrics.seriesOf(requestHeader(consumerHeader), r.model)
+	s := r.pc.metrics.seriesOf(requestHeader(consumerHeader), r.servedModel())
 	if how == settledEstimated {
 		s.count(metricEstimated)
 		s.add(metricEstimatedInputTokens, u.Input)
@@ -131,7 +131,7 @@ func estimateRatioPercent(reserved, charged int64) uint64 {
 // countRejection counts a rejection (token_ratelimit_count, the Higress
 // counter) and the kind of limit that closed.
 func (r *request) countRejection(k budget.Kind) {
-	s := r.pc.metrics.seriesOf(requestHeader(consumerHeader), r.model)
+	s := r.pc.metrics.seriesOf(requestHeader(consumerHeader), r.servedModel())
 	s.count(metricRejected)
 	if int(k) < len(rejectedBy) {
 		s.add(rejectedBy[k], 1)
