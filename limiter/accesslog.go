@@ -114,23 +114,23 @@ type accessLog struct {
 }
 
 // noteLimit notes the limit of v, group g's verdict, as the one the access
-// log names.
-func (r *request) noteLimit(g *group, v budget.Verdict) {
-	if !r.pc.rules.AccessLog || g == nil || v.Subject < 0 || v.Subject >= len(g.matches) || v.Subject >= len(g.subjects) {
+// log names (noted with access_log off too: nothing reads it then).
+func (l *accessLog) noteLimit(g *group, v budget.Verdict) {
+	if g == nil || v.Subject < 0 || v.Subject >= len(g.matches) || v.Subject >= len(g.subjects) {
 		return
 	}
-	r.decidedBy, r.subjectBy, r.window, r.kind = &g.matches[v.Subject], &g.subjects[v.Subject], v.Window, v.Kind
+	l.decidedBy, l.subjectBy, l.window, l.kind = &g.matches[v.Subject], &g.subjects[v.Subject], v.Window, v.Kind
 }
 
 // noteShadow notes that shadow_mode let the request through a limit of
 // group g that would have decided otherwise (d: shadow_rejected or
 // shadow_fallback).
-func (r *request) noteShadow(d decision, g *group) {
+func (l *accessLog) noteShadow(d decision, g *group) {
 	if g == nil {
 		return
 	}
-	r.noteLimit(g, g.verdict)
-	r.shadow, r.shadowAs = true, d
+	l.noteLimit(g, g.verdict)
+	l.shadow, l.shadowAs = true, d
 }
 
 // logRejected writes the access log of a request rejected by the verdict
@@ -151,7 +151,7 @@ func (r *request) logRejected(g *group, v budget.Verdict) {
 		d = decisionLocalRejected
 	}
 	b := r.beginLog(d)
-	r.writeLog(r.appendLimit(b, true))
+	writeLog(r.appendLimit(b, true))
 }
 
 // logFailed writes the access log of a request Redis could not decide,
@@ -165,7 +165,7 @@ func (r *request) logFailed(denied bool) {
 		d = decisionFailureDenied
 	}
 	r.decidedBy = nil
-	r.writeLog(r.beginLog(d))
+	writeLog(r.beginLog(d))
 }
 
 // logSettled writes the access log of an admitted request as it is
@@ -202,7 +202,7 @@ func (r *request) logSettled(u tokenusage.Usage, ok, estimated bool, cost reserv
 		b = appendMember(b, logEstimated)
 		b = append(b, "true"...)
 	}
-	r.writeLog(b)
+	writeLog(b)
 }
 
 // beginLog starts the access log of the request with its decision, rule,
@@ -262,25 +262,25 @@ func appendSubject(b []byte, rules *config.Config, m *config.Match) []byte {
 
 // appendLimit writes the kind and window of the limit noted (with known:
 // one was), if any.
-func (r *request) appendLimit(b []byte, known bool) []byte {
+func (l *accessLog) appendLimit(b []byte, known bool) []byte {
 	if !known {
 		return b
 	}
-	if int(r.kind) < len(kindNames) {
-		b = appendStringMember(b, logLimitKind, kindNames[r.kind])
+	if int(l.kind) < len(kindNames) {
+		b = appendStringMember(b, logLimitKind, kindNames[l.kind])
 	}
-	switch s := r.subjectBy; {
-	case r.window < 0 && r.kind == budget.KindConcurrent:
+	switch s := l.subjectBy; {
+	case l.window < 0 && l.kind == budget.KindConcurrent:
 		b = appendStringMember(b, logWindow, "max_concurrent_requests")
-	case s != nil && r.window >= 0 && r.window < len(s.Windows):
-		b = appendStringMember(b, logWindow, s.Windows[r.window].Field)
+	case s != nil && l.window >= 0 && l.window < len(s.Windows):
+		b = appendStringMember(b, logWindow, s.Windows[l.window].Field)
 	}
 	return b
 }
 
 // writeLog adds the members b to the ai_log property, keeping what other
 // plugins put there, and makes b the VM's buffer again.
-func (r *request) writeLog(b []byte) {
+func writeLog(b []byte) {
 	logBuf = keptBuffer(b)
 	out, ok := mergeAILog(logOut[:0], hostProperty(aiLogPath), b)
 	logOut = keptBuffer(out)

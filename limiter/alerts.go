@@ -174,14 +174,14 @@ func newAlerter(rules *config.Config, redis *scripts.Client, s *startState) *ale
 }
 
 // alertCrossings makes the alert of each crossing of a call about the
-// subjects (those of one of the request's groups): its body goes to its
-// outbox, and the outbox to its index, from the tick.
-func (r *request) alertCrossings(subjects []budget.Subject, crossed []budget.Crossing) {
-	a := r.pc.alerts
+// subjects (those of one of a request's groups, whose matches are
+// matches): its body goes to its outbox, and the outbox to its index, from
+// the tick.
+func (pc PluginConfig) alertCrossings(matches []config.Match, subjects []budget.Subject, crossed []budget.Crossing) {
+	a := pc.alerts
 	if a == nil || len(crossed) == 0 {
 		return
 	}
-	matches := r.matchesOf(subjects)
 	for _, c := range crossed {
 		if c.Subject >= len(matches) {
 			continue // not the request's group: never the case
@@ -190,17 +190,17 @@ func (r *request) alertCrossings(subjects []budget.Subject, crossed []budget.Cro
 		outbox := scripts.Outbox(subjects[c.Subject].Key, a.owner)
 		member := scripts.AlertMember(c, scripts.OverrideName(w.Unit, w.Seconds))
 		id := scripts.AlertID(outbox, member[:strings.IndexByte(member, '|')])
-		body := alertJSON(r.pc.rules, id, quota.ShownNameOf(r.pc.rules, matches[c.Subject].WindowFrom(c.Window)), w.Unit, w.Seconds, c)
+		body := alertJSON(pc.rules, id, quota.ShownNameOf(pc.rules, matches[c.Subject].WindowFrom(c.Window)), w.Unit, w.Seconds, c)
 		log.Infof("budget alert: %s", body)
-		a.add(&newAlert{outbox: outbox, member: member, body: body, made: r.pc.start.ticks})
+		a.add(&newAlert{outbox: outbox, member: member, body: body, made: pc.start.ticks})
 	}
 }
 
-// matchesOf returns the matches of the request's group whose subjects
+// matchesOf returns the matches of the admission's group whose subjects
 // these are (nil: none).
-func (r *request) matchesOf(subjects []budget.Subject) []config.Match {
-	for i := range r.groups {
-		if g := &r.groups[i]; len(g.subjects) > 0 && len(subjects) > 0 && &g.subjects[0] == &subjects[0] {
+func (a *admission) matchesOf(subjects []budget.Subject) []config.Match {
+	for i := range a.groups {
+		if g := &a.groups[i]; len(g.subjects) > 0 && len(subjects) > 0 && &g.subjects[0] == &subjects[0] {
 			return g.matches
 		}
 	}

@@ -49,7 +49,7 @@ type pendingCharge struct {
 	spent    *budget.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
 	at       int64
 	id       string         // marks it applied in Redis (see charge.lua)
-	cancel   string         // the marker of an admission it cancels instead (see cancelAdmission)
+	cancel   string         // the marker of an admission it cancels instead (see admission.cancel)
 	retried  bool           // this is its second try (of one that gives back: after an answer that was an error)
 	again    bool           // it gives back, and a try got no answer: it is tried again (see giveBackRetriesPerTick)
 	holds    bool           // its first try holds the response's last chunk until answered
@@ -112,7 +112,7 @@ func (c *pendingCharge) send() error {
 		return r.pc.redis.Cancel(c.subjects, c.amounts, r.leaseID, c.cancel, c.reply)
 	}
 	return r.pc.redis.ChargeAlerting(c.subjects, c.amounts, c.spent, c.at, r.leaseID, c.id, func(crossed []budget.Crossing, err error) {
-		r.alertCrossings(c.subjects, crossed) // budget alerts: sent from the tick
+		r.pc.alertCrossings(r.matchesOf(c.subjects), c.subjects, crossed) // budget alerts: sent from the tick
 		c.reply(err)
 	})
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
-	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
 // Fallbacks (model_fallbacks). A request whose model has fallbacks is
@@ -77,7 +76,7 @@ func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimat
 	if f.end == 0 && !f.pathModel && len(f.headers) == 0 {
 		return // nowhere to name another model
 	}
-	perCandidate := [][]config.Match{r.matchesOfGroups()}
+	perCandidate := [][]config.Match{r.admission.matchesOfGroups()}
 	for _, m := range models {
 		if m == asked {
 			continue // a pattern's list may name the model itself
@@ -102,15 +101,15 @@ func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimat
 	}
 	r.fallback = f
 	r.groups = groupCandidates(rules, perCandidate, r.pc.oneCall())
-	r.applyLevel()
+	r.admission.applyLevel(r.pc.rules, r.level)
 }
 
-// matchesOfGroups is the request's matches, group by group (a per_model
+// matchesOfGroups is the admission's matches, group by group (a per_model
 // match still right after its parent's: they share a slot).
-func (r *request) matchesOfGroups() []config.Match {
+func (a *admission) matchesOfGroups() []config.Match {
 	var out []config.Match
-	for i := range r.groups {
-		out = append(out, r.groups[i].matches...)
+	for i := range a.groups {
+		out = append(out, a.groups[i].matches...)
 	}
 	return out
 }
@@ -148,121 +147,11 @@ func (r *request) costAs(e estimate.Estimate, model string) reservation {
 	return r.spentAs(model, e.Prompt, e.Completion, 0, 0)
 }
 
-// admitFirst sends the admission of a group with fallbacks: its candidates
-// from the first offered.
-// A group none of whose candidates offered has subjects (a slot only
-// earlier candidates use) is answered at once: nothing in it stops the first.
-func (r *request) admitFirst(g *group) error {
-	f := r.fallback
-	candidates := make([]scripts.Candidate, 0, len(f.candidates)-f.first)
-	empty := true
-	for i := f.first; i < len(f.candidates); i++ {
-		subjects := g.alternatives[i].subjects
-		empty = empty && len(subjects) == 0
-		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: budget.Amounts(f.candidates[i].cost)})
-	}
-	if empty {
-		g.marker = ""
-		r.answer(g, budget.Verdict{Allowed: true, Subject: -1, Window: -1, WouldServe: -1}, nil)
-		return nil
-	}
-	if len(candidates) == 1 { // the last one alone: a plain admission
-		c := candidates[0]
-		return r.pc.redis.Admit(c.Subjects, c.Cost, r.leaseID, g.marker, func(v budget.Verdict, err error) {
-			v.WouldServe = -1
-			r.answer(g, v, err)
-		})
-	}
-	return r.pc.redis.AdmitFirst(candidates, r.leaseID, g.marker, func(v budget.Verdict, err error) { r.answer(g, v, err) })
-}
-
-// serving notes which candidate a group's answer is about: the group's
-// subjects are that candidate's from then on (the verdict's subject indexes
-// are among them).
-func (r *request) serving(g *group, v budget.Verdict) {
-	if g.alternatives == nil {
-		return
-	}
-	g.served = r.fallback.first + v.Served
-	g.limits = g.alternatives[g.served]
-}
-
-// reservedBy is what a group's admission reserved: its served candidate's
-// cost, with fallbacks.
-func (r *request) reservedBy(g *group) reservation {
-	if g.alternatives == nil {
-		return r.reserved
-	}
-	return r.fallback.candidates[g.served].cost
-}
-
-// agree checks, once every group admitted the request, that they admitted
-// it as the same candidate: slots on a Redis Cluster decide apart, each
-// serving the first candidate with room there. When they did not, what
-// they took is given back and every slot is asked again from the latest
-// candidate served (the earlier ones have no room in its slot): it returns
-// false, the admission going on. Candidates only grow, so this ends.
-func (r *request) agree() bool {
-	if r.fallback == nil || len(r.groups) < 2 {
-		return true
-	}
-	latest, same := r.groups[0].served, true
-	for i := range r.groups {
-		same = same && r.groups[i].served == latest
-		latest = max(latest, r.groups[i].served)
-	}
-	if same {
-		return true
-	}
-	r.rollBack()
-	for i := range r.groups {
-		r.groups[i].answered, r.groups[i].verdict = false, budget.Verdict{}
-	}
-	r.verdict, r.byKind = budget.Verdict{}, nil
-	r.fallback.first = latest
-	r.admit(r.fallback.candidates[0].cost)
-	return false
-}
-
-// askedLimits puts every group back to the asked model's subjects: a
-// request decided without Redis (failure_mode local) is limited as it asked.
-func (r *request) askedLimits() {
-	if r.fallback == nil {
-		return
-	}
-	for i := range r.groups {
-		g := &r.groups[i]
-		g.served, g.limits = 0, g.alternatives[0]
-	}
-	r.dropEmptyGroups()
-	r.fallback = nil
-}
-
-// dropEmptyGroups forgets the groups whose candidate has no subjects in
-// their slot: nothing there is charged or released.
-func (r *request) dropEmptyGroups() {
-	kept := r.groups[:0]
-	for _, g := range r.groups {
-		if len(g.subjects) > 0 {
-			kept = append(kept, g)
-		}
-	}
-	r.groups = kept
-}
-
-// serve makes an admitted request the candidate its groups served: its
-// reservation that candidate's, its groups those with subjects; served as
-// a fallback, it is charged and counted as that model (servedAs), and the
-// upstream is told it.
+// serve makes an admitted request the candidate its groups served
+// (admission.serve); served as a fallback, it is charged and counted as
+// that model (servedAs), and the upstream is told it.
 func (r *request) serve() {
-	f := r.fallback
-	if f == nil {
-		return
-	}
-	k := r.groups[0].served
-	r.reserved = f.candidates[k].cost
-	r.dropEmptyGroups()
-	r.fallback = nil
+	f, k := r.admission.serve()
 	if k == 0 {
 		return
 	}
@@ -272,12 +161,13 @@ func (r *request) serve() {
 	if debugEnabled() {
 		log.Debugf("rule %s: %q has no room: served as %q", r.pc.rules.RuleName, asked, r.servedAs)
 	}
-	r.nameModel(f, r.servedAs)
+	f.nameModel(r.path, r.servedAs)
 }
 
-// nameModel tells the upstream the model a request is served as: in its
-// body (its length updated), its path and its model headers.
-func (r *request) nameModel(f *fallbacks, model string) {
+// nameModel tells the upstream of a request whose path is path the model
+// it is served as: in its body (its length updated), its path and its
+// model headers.
+func (f *fallbacks) nameModel(path, model string) {
 	if f.end > 0 {
 		body := estimate.SpliceModel(f.body, f.at, f.end, model)
 		if err := proxywasm.ReplaceHttpRequestBody(body); err != nil {
@@ -288,7 +178,7 @@ func (r *request) nameModel(f *fallbacks, model string) {
 		}
 	}
 	if f.pathModel {
-		if path, ok := estimate.ReplacePathModel(r.path, model); ok {
+		if path, ok := estimate.ReplacePathModel(path, model); ok {
 			_ = proxywasm.ReplaceHttpRequestHeader(":path", path)
 		}
 	}

@@ -19,17 +19,17 @@ func (pc PluginConfig) renewInterval() time.Duration {
 	return min(maxRenewInterval, time.Duration(pc.rules.LeaseSeconds)*time.Second/3)
 }
 
-// renewLeases extends the request's concurrency leases if it has not done so
+// renewLeases extends the admission's concurrency leases if it has not done so
 // for a renewal interval; nothing waits for the answer. The tick calls it
-// (renewDueLeases), so that a request renews its leases while it is in
+// (renewDueLeases), so that a request's admission renews its leases while it is in
 // progress, streaming or not.
-func (r *request) renewLeases(now time.Time) {
-	if now.Sub(r.renewed) < r.pc.renewInterval() {
+func (a *admission) renewLeases(pc PluginConfig, now time.Time) {
+	if now.Sub(a.renewed) < pc.renewInterval() {
 		return
 	}
-	r.renewed = now
-	for i := range r.groups {
-		g := &r.groups[i]
+	a.renewed = now
+	for i := range a.groups {
+		g := &a.groups[i]
 		if !g.leases {
 			continue
 		}
@@ -38,17 +38,17 @@ func (r *request) renewLeases(now time.Time) {
 				log.Warnf("renewing the concurrency lease of %s failed: %v", g.subjects[0].LogName(), err)
 			}
 		}
-		if err := r.pc.redis.Renew(leased(g.subjects), r.leaseID, failed); err != nil {
+		if err := pc.redis.Renew(leased(g.subjects), a.leaseID, failed); err != nil {
 			failed(err)
 		}
 	}
 }
 
-// holdsLeases notes an admitted request that took concurrency leases, for
+// holdLeases notes an admitted request that took concurrency leases, for
 // the tick to renew them until it ends.
-func (r *request) holdsLeases() {
+func (s *startState) holdLeases(r *request) {
 	if r.leaseID != "" {
-		r.pc.start.leaseHolders = append(r.pc.start.leaseHolders, r)
+		s.leaseHolders = append(s.leaseHolders, r)
 	}
 }
 
@@ -65,7 +65,7 @@ func (s *startState) renewDueLeases() {
 		if r.phase == phaseSettled || r.phase == phaseGone {
 			continue
 		}
-		r.renewLeases(now)
+		r.admission.renewLeases(r.pc, now)
 		kept = append(kept, r)
 	}
 	clear(s.leaseHolders[len(kept):])

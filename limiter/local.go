@@ -61,31 +61,6 @@ func (s *startState) newLocal(rules *config.Config, client *scripts.Client, ids 
 	return ls.limiter
 }
 
-// decideLocally decides a request Redis could not decide with the local
-// windows, all its groups or none: admits it, or rejects it as Redis
-// would have, with the local limit.
-func (r *request) decideLocally() {
-	r.pc.metrics.count(metricDecidedLocally, requestHeader(consumerHeader), r.servedModel())
-	now := time.Now().Unix()
-	for i := range r.groups {
-		g := &r.groups[i]
-		v := r.pc.local.Admit(g.subjects, budget.Amounts(r.reserved), now)
-		if !v.Allowed {
-			for j := range i { // give back what the groups before it took
-				r.pc.local.Charge(r.groups[j].subjects, r.reserved.givenBack(), now, now, true)
-			}
-			g.verdict = v
-			r.rejected, r.rejectedBy = &g.verdict, g
-			r.reject(v, r.rejectedScope())
-			return
-		}
-		r.allowedBy(g, v)
-	}
-	r.chargedLocally = true
-	r.shadowReject()
-	r.goOn(phaseAdmitted)
-}
-
 // catchUp adds to Redis what the local windows counted, a bounded number
 // of calls per configuration and tick, while Redis's breaker is closed and
 // the VM's ids need not wait for its number (ids.go; the tick asks). A

@@ -61,17 +61,17 @@ func ticksFor(ms int64) uint64 {
 // enterQueueing notes, for a request of a queueing configuration, its
 // context (to act on it from the tick, should it wait) and when it must stop
 // waiting.
-func (r *request) enterQueueing(ctx wrapper.HttpContext) {
-	if room := r.pc.queues; room != nil {
+func (room *waitingRoom) enterQueueing(r *request, ctx wrapper.HttpContext) {
+	if room != nil {
 		r.httpCtx = ctx
 		r.giveUpAt = room.tick + ticksFor(r.pc.rules.MaxQueueWaitMs)
 	}
 }
 
-// queueKey names the set of subjects a request waits for.
-func (r *request) queueKey() string {
+// queueKey names the set of subjects an admission waits for.
+func (a *admission) queueKey() string {
 	var b strings.Builder
-	for _, g := range r.groups {
+	for _, g := range a.groups {
 		for _, s := range g.subjects {
 			b.Write(s.Key)
 			b.WriteByte('\n')
@@ -82,22 +82,21 @@ func (r *request) queueKey() string {
 
 // lineAhead returns the line of requests already waiting for the request's
 // subjects, which it must wait behind, or nil.
-func (r *request) lineAhead() *waitLine {
-	if r.httpCtx == nil || r.queue != nil || len(r.pc.queues.lines) == 0 {
+func (room *waitingRoom) lineAhead(r *request) *waitLine {
+	if r.httpCtx == nil || r.queue != nil || len(room.lines) == 0 {
 		return nil
 	}
-	return r.pc.queues.lines[r.queueKey()]
+	return room.lines[r.queueKey()]
 }
 
 // join puts the request at the end of a line (a new one for its subjects
 // when line is nil). It returns nil when the request cannot wait: its
 // context id is unknown.
-func (r *request) join(line *waitLine) *waitLine {
+func (room *waitingRoom) join(r *request, line *waitLine) *waitLine {
 	if r.ctxID == 0 {
 		log.Errorf("over_limit_action queue: the request's context id is unknown; rejecting instead of queueing")
 		return nil
 	}
-	room := r.pc.queues
 	if line == nil {
 		key := r.queueKey()
 		if line = room.lines[key]; line == nil {
@@ -116,18 +115,17 @@ func (r *request) join(line *waitLine) *waitLine {
 // off, the room comes after the request's maximum wait, or never comes (a
 // reservation larger than a token window). scope names the limit that
 // closed, for those who give up.
-func (r *request) wait(v budget.Verdict, scope string) bool {
-	if r.httpCtx == nil || !r.fits() || r.reserved.exceeds(v.Kind, v.Limit) {
+func (room *waitingRoom) wait(r *request, v budget.Verdict, scope string) bool {
+	if r.httpCtx == nil || !r.admission.fits(r.pc.rules) || r.reserved.exceeds(v.Kind, v.Limit) {
 		return false
 	}
-	room := r.pc.queues
 	retryAt := room.tick + max(ticksFor(v.WaitMs), 1)
 	if retryAt > r.giveUpAt {
 		return false
 	}
 	line := r.queue
 	if line == nil {
-		if line = r.join(nil); line == nil {
+		if line = room.join(r, nil); line == nil {
 			return false
 		}
 	}
@@ -138,19 +136,19 @@ func (r *request) wait(v budget.Verdict, scope string) bool {
 	return true
 }
 
-// fits says whether the request's reservation fits every token and money
+// fits says whether the admission's reservation fits every token and money
 // window at all: one larger than a window's limit (the share of it open to
 // the request's priority level) would wait in vain. With
 // limit_overrides, a subject's limit may be another than configured: only
 // the limit Redis reported (wait) says.
-func (r *request) fits() bool {
-	if r.pc.rules.LimitOverrides {
+func (a *admission) fits(rules *config.Config) bool {
+	if rules.LimitOverrides {
 		return true
 	}
-	for _, g := range r.groups {
+	for _, g := range a.groups {
 		for _, s := range g.subjects {
 			for j, w := range s.Windows { // the share of it open to the request's priority level
-				if r.reserved.exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
+				if a.reserved.exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
 					return false
 				}
 			}
@@ -159,9 +157,9 @@ func (r *request) fits() bool {
 	return true
 }
 
-// leaveQueue takes a decided (or gone) request out of its line; the next in
+// leave takes a decided (or gone) request out of its line; the next in
 // line asks Redis at the next chance.
-func (r *request) leaveQueue() {
+func (room *waitingRoom) leave(r *request) {
 	line := r.queue
 	if line == nil {
 		return
@@ -176,7 +174,7 @@ func (r *request) leaveQueue() {
 		line.retryAt, line.asking = 0, false
 	}
 	if len(line.waiting) == 0 {
-		delete(r.pc.queues.lines, line.key)
+		delete(room.lines, line.key)
 	}
 }
 
@@ -203,7 +201,7 @@ func (line *waitLine) giveUp(tick uint64) {
 			continue
 		}
 		v, scope := line.verdict, line.scope
-		r.leaveQueue()
+		r.pc.queues.leave(r)
 		r.actOnItsContext()
 		r.reject(v, scope)
 	}
@@ -223,10 +221,6 @@ func (line *waitLine) pump(tick uint64) {
 // context the tick (or the answer to the retry before) runs on, which is
 // the plugin's: its answer comes even if the request's stream ends first.
 func (r *request) retry() {
-	r.pending, r.failure, r.rejected, r.verdict = 0, nil, nil, budget.Verdict{}
-	for i := range r.groups {
-		r.groups[i].verdict, r.groups[i].answered = budget.Verdict{}, false
-	}
 	if r.admit(r.reserved) == types.ActionContinue {
 		r.actOnItsContext()
 		r.resume() // decided at once: admitted, or failure_mode allow
@@ -238,8 +232,8 @@ func (r *request) retry() {
 // call sent from it). Calls are sent before it, not after: the test host
 // ties a call to the context last pointed at (a gateway ties it to the one
 // running), and drops its answer when that stream ends.
-func (r *request) actOnItsContext() {
-	if r.ctxID != 0 {
-		_ = proxywasm.SetEffectiveContext(r.ctxID)
+func (w *waiting) actOnItsContext() {
+	if w.ctxID != 0 {
+		_ = proxywasm.SetEffectiveContext(w.ctxID)
 	}
 }

@@ -59,16 +59,16 @@ type kindQuota struct {
 }
 
 // noteByKind merges a group's tightest window of each kind into the
-// request's: the one with the least left, then the later reset.
-func (r *request) noteByKind(g *group, v budget.Verdict) {
+// admission's: the one with the least left, then the later reset.
+func (a *admission) noteByKind(g *group, v budget.Verdict) {
 	if v.ByKind == nil {
 		return
 	}
-	if r.byKind == nil {
-		r.byKind = new([budget.KindUSD + 1]kindQuota)
+	if a.byKind == nil {
+		a.byKind = new([budget.KindUSD + 1]kindQuota)
 	}
 	for k, t := range v.ByKind {
-		cur := &r.byKind[k]
+		cur := &a.byKind[k]
 		if t.Limit > 0 && (cur.g == nil || t.Remaining < cur.Remaining || t.Remaining == cur.Remaining && t.ResetMs > cur.ResetMs) {
 			*cur = kindQuota{Tightest: t, g: g}
 		}
@@ -78,8 +78,8 @@ func (r *request) noteByKind(g *group, v budget.Verdict) {
 // appendQuotaHeaders appends the configured quota headers for v, the
 // verdict that decided the request (rejected: the closed limit; a
 // rejection carries X-TokenRateLimit-Reset and Retry-After already).
-func (r *request) appendQuotaHeaders(dst [][2]string, v budget.Verdict, rejected bool) [][2]string {
-	forms := r.pc.rules.QuotaHeaders
+func (a *admission) appendQuotaHeaders(rules *config.Config, dst [][2]string, v budget.Verdict, rejected bool) [][2]string {
+	forms := rules.QuotaHeaders
 	if forms&config.QuotaHeadersTokenRateLimit != 0 && v.Limit > 0 {
 		remaining := v.Remaining
 		if rejected {
@@ -90,9 +90,9 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v budget.Verdict, rejected
 			dst = append(dst, [2]string{HeaderReset, strconv.FormatInt(v.Reset, 10)})
 		}
 	}
-	if forms&config.QuotaHeadersOpenAI != 0 && r.byKind != nil && (!rejected || openAINames(v.Kind)) {
+	if forms&config.QuotaHeadersOpenAI != 0 && a.byKind != nil && (!rejected || openAINames(v.Kind)) {
 		for _, k := range [...]budget.Kind{budget.KindTokens, budget.KindRequests} {
-			q := &r.byKind[k]
+			q := &a.byKind[k]
 			if q.g == nil {
 				continue
 			}
@@ -107,10 +107,10 @@ func (r *request) appendQuotaHeaders(dst [][2]string, v budget.Verdict, rejected
 		}
 	}
 	if forms&config.QuotaHeadersIETF != 0 {
-		if policy := r.ratelimitPolicy(); policy != "" {
+		if policy := a.ratelimitPolicy(rules); policy != "" {
 			dst = append(dst, [2]string{headerRateLimitPolicy, policy})
 		}
-		if current := r.ratelimit(v, rejected); current != "" {
+		if current := a.ratelimit(rules, v, rejected); current != "" {
 			dst = append(dst, [2]string{headerRateLimit, current})
 		}
 	}
@@ -142,13 +142,13 @@ const maxResetMs = 366 * 86400 * 1000
 // ratelimitPolicy is the RateLimit-Policy value: an item per window and
 // concurrency limit of each subject the request matched, in the order they
 // were matched, e.g. "item0.token_per_minute";q=1000;w=60;qu="tokens".
-func (r *request) ratelimitPolicy() string {
+func (a *admission) ratelimitPolicy(rules *config.Config) string {
 	var b strings.Builder
 	item := func(g *group, subject, window int, field string, quota, seconds int64, unit string) {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		r.writePolicyID(&b, g, subject, window, field)
+		writePolicyID(&b, rules, g, subject, window, field)
 		b.WriteString(";q=")
 		b.WriteString(strconv.FormatInt(quota, 10))
 		if seconds > 0 {
@@ -161,8 +161,8 @@ func (r *request) ratelimitPolicy() string {
 			b.WriteByte('"')
 		}
 	}
-	for gi := range r.groups {
-		g := &r.groups[gi]
+	for gi := range a.groups {
+		g := &a.groups[gi]
 		for si, s := range g.subjects {
 			for j, w := range s.Windows { // each limit as its share open to the request's priority level
 				item(g, si, j, w.Field, config.Share(g.limitInForce(si, j, w.Limit), s.Open(j)), w.Seconds, policyUnits[w.Unit])
@@ -196,27 +196,27 @@ const concurrencyField = "max_concurrent_requests"
 // ratelimit is the RateLimit value: the tightest window of each kind, as
 // "<policy id>";r=<remaining>;t=<seconds to its reset>, and on a
 // rejection by a concurrency limit, that limit (r=0;t=1).
-func (r *request) ratelimit(v budget.Verdict, rejected bool) string {
+func (a *admission) ratelimit(rules *config.Config, v budget.Verdict, rejected bool) string {
 	var b strings.Builder
 	item := func(g *group, subject, window int, field string, remaining, seconds int64) {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		r.writePolicyID(&b, g, subject, window, field)
+		writePolicyID(&b, rules, g, subject, window, field)
 		b.WriteString(";r=")
 		b.WriteString(strconv.FormatInt(remaining, 10))
 		b.WriteString(";t=")
 		b.WriteString(strconv.FormatInt(seconds, 10))
 	}
-	if r.byKind != nil {
+	if a.byKind != nil {
 		for _, k := range [...]budget.Kind{budget.KindTokens, budget.KindRequests, budget.KindUSD} {
-			if q := &r.byKind[k]; q.g != nil {
+			if q := &a.byKind[k]; q.g != nil {
 				item(q.g, q.Subject, q.Window, q.g.subjects[q.Subject].Windows[q.Window].Field, q.Remaining, (q.ResetMs+999)/1000)
 			}
 		}
 	}
-	if rejected && v.Kind == budget.KindConcurrent && r.rejectedBy != nil {
-		item(r.rejectedBy, v.Subject, -1, concurrencyField, 0, 1)
+	if rejected && v.Kind == budget.KindConcurrent && a.rejectedBy != nil {
+		item(a.rejectedBy, v.Subject, -1, concurrencyField, 0, 1)
 	}
 	return b.String()
 }
@@ -227,7 +227,7 @@ func (r *request) ratelimit(v budget.Verdict, rejected bool) string {
 // then the limit's field ("token_per_minute"). The limit is window j of
 // the subject (-1: its concurrency limit), whose match is the one it is
 // from where the subject is shared (see config.Shared).
-func (r *request) writePolicyID(b *strings.Builder, g *group, subject, window int, field string) {
+func writePolicyID(b *strings.Builder, rules *config.Config, g *group, subject, window int, field string) {
 	m := limitFrom(&g.matches[subject], window)
 	b.WriteByte('"')
 	switch {
@@ -237,7 +237,7 @@ func (r *request) writePolicyID(b *strings.Builder, g *group, subject, window in
 		b.WriteString("global")
 	default:
 		b.WriteString("item")
-		b.WriteString(strconv.Itoa(itemIndex(r.pc.rules, m.Item)))
+		b.WriteString(strconv.Itoa(itemIndex(rules, m.Item)))
 	}
 	if m.Model != "" {
 		b.WriteByte('.')

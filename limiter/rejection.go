@@ -90,7 +90,7 @@ func (r *request) reject(v budget.Verdict, scope string) {
 	if spent {
 		headers = append(headers, [2]string{headerShouldRetry, "false"})
 	}
-	headers = r.appendQuotaHeaders(headers, v, true)
+	headers = r.admission.appendQuotaHeaders(rules, headers, v, true)
 	_ = proxywasm.SendHttpResponseWithDetail(rules.RejectedCode, detail, headers, []byte(body), -1)
 }
 
@@ -283,7 +283,7 @@ func waitText(ms int64) string {
 	return (time.Duration((ms+999)/1000) * time.Second).String()
 }
 
-// rejectedScope names the limit that rejected the request, for the
+// scopeOf names the limit of v, the verdict of group g, for the
 // X-TokenRateLimit-Scope header: "rule_item=<index>; key=<key>" for a rule
 // item's limit key (its index in rule_items, from 0, and the key as
 // configured), "global_threshold", or "unmatched_threshold", followed by
@@ -292,10 +292,6 @@ func waitText(ms int64) string {
 // header value cannot carry (controls, non-ASCII, and the ';' and '%'
 // the format uses) are percent-encoded, and each value is cut at
 // maxScopeValueBytes.
-func (r *request) rejectedScope() string { return scopeOf(r.pc.rules, r.rejectedBy, r.rejected) }
-
-// scopeOf names the limit of v, the verdict of group g, as rejectedScope
-// does.
 func scopeOf(rules *config.Config, g *group, v *budget.Verdict) string {
 	if g == nil || v == nil || v.Subject < 0 || v.Subject >= len(g.matches) {
 		return ""

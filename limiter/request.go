@@ -4,7 +4,6 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
@@ -42,7 +41,7 @@ type request struct {
 	phase phase
 
 	matched     // what it matched, as which model and level
-	admission   // what its admission asked of Redis, and the answers
+	admission   // its admission: its groups' calls to Redis and their answers (admission.go)
 	requestBody // what is read of its body
 	waiting     // queueing (over_limit_action: queue, queue.go)
 	response    // reading its response, and charging it
@@ -59,31 +58,9 @@ type matched struct {
 	// may ask for the usage (a canonical path, the common case, is path
 	// itself, with no copy).
 	routedPath string
-	groups     []group      // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
 	model      requestModel // the model the request names, resolved once (models.go)
-	fallback   *fallbacks   // the candidates it may be served as, until admitted (fallback.go; nil: none)
 	servedAs   string       // the model it is served as in place of the one it names, admitted as a fallback ("": its own)
 	level      int          // its priority level (config.Priority; 0 without)
-}
-
-// admission is what a request's admission asked of Redis, and the answers.
-type admission struct {
-	reserved reservation // tokens and nanodollars reserved in every window at admission (0: none)
-	leaseID  string      // the concurrency lease it takes ("": no subject limits concurrency)
-	renewed  time.Time   // when its leases were last taken or renewed
-	pending  int         // admission calls not answered yet
-	// sentFromStream says the pending admission calls were sent from the
-	// request's own hooks (not the tick): their answers go with its stream.
-	sentFromStream bool
-	failure        error                          // the first admission call that failed
-	rejected       *budget.Verdict                // the closed window that resets last, if any
-	rejectedBy     *group                         // the group it belongs to
-	verdict        budget.Verdict                 // the tightest open window, once admitted
-	shadowedBy     *group                         // a group that admitted it only because its closed limits are soft (shadow_mode)
-	byKind         *[budget.KindUSD + 1]kindQuota // the tightest window of each kind (quota headers, quotaheaders.go)
-	// chargedLocally says the local windows admitted it (failure_mode
-	// local): its usage is charged there.
-	chargedLocally bool
 }
 
 // requestBody is what the limiter reads of a request's body.
@@ -282,9 +259,9 @@ func (r *request) limitBy(ctx wrapper.HttpContext, matches []config.Match) {
 		}
 		r.level = pc.rules.LevelOf(&levelReading, r.model.others, matches, header)
 		levelReading = modelRequest{}
-		r.applyLevel()
+		r.admission.applyLevel(pc.rules, r.level)
 	}
-	r.enterQueueing(ctx)
+	pc.queues.enterQueueing(r, ctx)
 	for i := 0; i < len(matches) && debugEnabled(); i++ {
 		m := matches[i]
 		if m.Model == "" {
@@ -310,18 +287,6 @@ func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize i
 // their cost, or to know their model for per-model weights or prices.
 func (pc PluginConfig) needsBody() bool {
 	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel || len(pc.rules.Fallbacks) > 0
-}
-
-// chargesUsage says whether a subject of the request is charged what it
-// used (it has a token or a money window): a response without usage is
-// then charged an estimate (estimated).
-func (r *request) chargesUsage() bool {
-	for i := range r.groups {
-		if r.groups[i].tokens || r.groups[i].usd {
-			return true
-		}
-	}
-	return false
 }
 
 // modelOfBody resolves, without model limits, the model of a request whose
@@ -375,31 +340,6 @@ func groupBySlot(rules *config.Config, matches []config.Match, oneCall bool) []g
 	return groups
 }
 
-// applyLevel gives every subject of the request (every candidate's, with
-// fallbacks) its priority level, and the share of its concurrency limit open
-// to it.
-func (r *request) applyLevel() {
-	if r.pc.rules.Priority == nil {
-		return
-	}
-	apply := func(l *limits) {
-		for i := range l.subjects {
-			s := &l.subjects[i]
-			s.Level = r.level
-			if s.Concurrent > 0 {
-				s.ConcurrentOpen = l.matches[i].ConcurrentOpen(r.level)
-			}
-		}
-	}
-	for i := range r.groups {
-		g := &r.groups[i]
-		apply(&g.limits)
-		for j := range g.alternatives {
-			apply(&g.alternatives[j])
-		}
-	}
-}
-
 // slotGroup returns the index of the group of subject s's slot (the one
 // group with oneCall) among groups, whose slots are slots, appending it
 // (and its slot) when it is new; and the groups and slots so extended.
@@ -426,54 +366,26 @@ func describeItem(m config.Match) string {
 	return m.Item.Describe()
 }
 
-// admit sends one admission call per group, reserving cost tokens in
-// every window (0: check only). It returns what the calling hook returns:
-// pause until every group answers, or go on when it was decided at once.
+// admit sends the request's admission (admission.send), reserving cost
+// tokens in every window (0: check only), unless it waits behind others
+// for the same subjects, or for the VM's number. It returns what the
+// calling hook returns: pause until every group answers, or go on when it
+// was decided at once.
 func (r *request) admit(cost reservation) types.Action {
 	// Sent from its own hooks, or from the answer to its call for the VM's
 	// number (which comes with its stream), its calls' answers go with its
 	// stream.
 	fromStream := current != nil || r.phase == phaseNumbering
 	r.enter(phaseDispatching)
-	r.reserved = cost
-	if line := r.lineAhead(); line != nil && r.join(line) != nil {
+	r.admission.begin(cost)
+	if line := r.pc.queues.lineAhead(r); line != nil && r.pc.queues.join(r, line) != nil {
 		r.enter(phaseQueued)
 		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
 	}
-	ids := r.pc.ids
-	if ids.waits() && current != nil && r.awaitNumber() {
+	if r.pc.ids.waits() && current != nil && r.awaitNumber() {
 		return types.HeaderStopAllIterationAndWatermark // its ids wait for the VM's number (ids.go)
 	}
-	if r.leaseID == "" && r.takesLeases() {
-		r.leaseID = ids.newID()
-	}
-	r.pending = len(r.groups)
-	r.shadowedBy = nil
-	if r.byKind != nil {
-		*r.byKind = [budget.KindUSD + 1]kindQuota{}
-	}
-	r.sentFromStream = fromStream
-	if r.leaseID != "" {
-		r.renewed = time.Now()
-	}
-	for i := range r.groups {
-		g := &r.groups[i]
-		g.marker = ""
-		if g.takes(cost) || g.alternatives != nil {
-			// Its answer may be lost with the stream (see cancelAdmission),
-			// or come after the gateway gave up on it (see answer).
-			g.marker = ids.newID()
-		}
-		var err error
-		if g.alternatives != nil {
-			err = r.admitFirst(g)
-		} else {
-			err = r.pc.redis.Admit(g.subjects, budget.Amounts(cost), r.leaseID, g.marker, func(v budget.Verdict, err error) { r.answer(g, v, err) })
-		}
-		if err != nil { // the call never left: that group fails now
-			r.answer(g, budget.Verdict{}, err)
-		}
-	}
+	r.admission.send(r.pc, fromStream, r)
 	switch r.phase {
 	case phaseDispatching: // its answers are to come
 		r.enter(phaseAdmitting)
@@ -486,197 +398,88 @@ func (r *request) admit(cost reservation) types.Action {
 	return types.ActionPause // answered locally
 }
 
-// takesLeases says whether the request's admission takes a concurrency
-// lease: some subject of it (of any candidate it may be served as) limits
-// concurrency.
-func (r *request) takesLeases() bool {
-	for i := range r.groups {
-		g := &r.groups[i]
-		if g.leases || slices.ContainsFunc(g.alternatives, func(l limits) bool { return l.leases }) {
-			return true
-		}
-	}
-	return false
-}
-
-// answer takes one group's answer; the last one decides.
-func (r *request) answer(g *group, v budget.Verdict, err error) {
-	if g.canceled {
-		return // answered after all, but its stream is gone and its admission was cancelled
-	}
-	r.pending--
-	if err == nil {
-		r.serving(g, v) // with fallbacks: the candidate it is about
-		r.noteByKind(g, v)
-	} else if g.marker != "" && scripts.MayHaveRun(err) {
-		// The gateway gave up on it (redis.timeout) or its reply made no
-		// sense, but Redis may have run it, or run it still, late (a Redis
-		// that hangs runs what it was sent when it resumes): failure_mode
-		// decides the request, and what the admission took is undone,
-		// whenever it runs.
-		r.cancelGroup(g)
-	}
-	r.alertCrossings(g.subjects, v.Crossings) // budget alerts: sent from the tick
-	switch {
-	case err != nil:
-		if r.failure == nil {
-			r.failure = err
-		}
-	case !v.Allowed:
-		g.verdict, g.answered = v, true
-		if r.rejected == nil || v.Reset > r.rejected.Reset {
-			r.rejected, r.rejectedBy = &g.verdict, g
-		}
-	default:
-		r.allowedBy(g, v)
-	}
-	if r.pending == 0 {
+// answered takes one group's answer to the request's admission (see
+// admissionOwner); the last one decides.
+func (r *request) answered(g *group, v budget.Verdict, err error) {
+	if r.admission.answer(r.pc, r, &r.accessLog, g, v, err) {
 		r.decide()
 	}
 }
 
-// allowedBy notes a group's verdict that allows the request, keeping as
-// the request's (the quota headers show it) the one that decides among the
-// groups as each group's script chose among its windows.
-func (r *request) allowedBy(g *group, v budget.Verdict) {
-	g.verdict, g.answered = v, true
-	if v.OverSoft && r.shadowedBy == nil {
-		r.shadowedBy = g
-	}
-	if v.Limit > 0 && (r.verdict.Limit == 0 || v.DecidesOver(r.verdict)) { // (no limit: a slot where nothing limits it)
-		r.verdict = v
-		r.noteLimit(g, v)
-	}
+// cancelCall cancels an admission call of the request from the tick (see
+// admissionOwner).
+func (r *request) cancelCall(subjects []budget.Subject, amounts budget.Amounts, marker string) {
+	c := &pendingCharge{r: r, subjects: subjects, amounts: amounts, cancel: marker}
+	c.postpone()
 }
 
-// decide acts once every group has answered: admits the request, rejects
-// it, applies failure_mode, or (queueing) lets it wait.
+// decide acts on the admission's outcome once every group has answered:
+// admits the request, rejects it, applies failure_mode, or (queueing) lets
+// it wait.
 func (r *request) decide() {
+	a := &r.admission
 	if r.phase == phaseGone { // a retry answered after the client left: undo what it took
-		r.rollBack()
+		a.rollBack(r)
 		return
 	}
-	if r.failure == nil && r.rejected == nil && !r.agree() {
-		return // slots served different candidates: asked again
+	out := a.outcome()
+	if out == outcomeAdmitted && !a.agree(r) {
+		r.admit(a.fallback.candidates[0].cost) // slots served different candidates: asked again
+		return
 	}
-	if r.failure != nil || r.rejected != nil {
-		r.rollBack()
+	if out != outcomeAdmitted {
+		a.rollBack(r)
 	}
-	if r.rejected != nil && r.failure == nil && r.wait(*r.rejected, r.rejectedScope()) {
+	if out == outcomeRejected && r.pc.queues.wait(r, *a.rejected, a.rejectedScope(r.pc.rules)) {
 		r.enter(phaseQueued)
 		return
 	}
 	line := r.queue
-	r.leaveQueue()
+	r.pc.queues.leave(r)
 	pumped := line != nil && r.phase != phaseDispatching
 	if pumped {
 		line.pump(r.pc.queues.tick) // the next in line may fit now (first: see actOnItsContext)
 	}
-	if pumped || !r.sentFromStream {
+	if pumped || !a.sentFromStream {
 		// Sent from its own hooks, the admission is answered with the host
 		// pointed at its stream already (the SDK does it before a call's
 		// callback, as a gateway does within a hook): one host call less.
 		r.actOnItsContext()
 	}
 	switch {
-	case r.failure != nil && r.pc.local != nil:
-		r.noteFailure(r.failure)
-		r.askedLimits()
-		r.decideLocally()
-	case r.failure != nil:
-		r.fail(r.failure)
-	case r.rejected != nil:
-		r.reject(*r.rejected, r.rejectedScope())
+	case out == outcomeFailed && r.pc.local != nil:
+		r.noteFailure(a.failure)
+		a.askedLimits()
+		r.pc.metrics.count(metricDecidedLocally, requestHeader(consumerHeader), r.servedModel())
+		if a.decideLocally(r.pc.local, &r.accessLog) == outcomeRejected {
+			r.reject(*a.rejected, a.rejectedScope(r.pc.rules))
+			return
+		}
+		r.shadowReject()
+		r.letThrough(phaseAdmitted)
+	case out == outcomeFailed:
+		r.fail(a.failure)
+	case out == outcomeRejected:
+		r.reject(*a.rejected, a.rejectedScope(r.pc.rules))
 	default:
 		if !r.shadowFallback() {
 			r.shadowReject()
 		}
 		r.serve()
-		r.holdsLeases()
-		r.goOn(phaseAdmitted)
+		r.pc.start.holdLeases(r)
+		r.letThrough(phaseAdmitted)
 	}
 }
 
-// goOn moves a request Redis (or the local windows, or failure_mode allow)
-// let through to phase p (admitted, passed), and lets it go on: outside the
-// hook dispatching its admission, which returns the action itself.
-func (r *request) goOn(p phase) {
+// letThrough moves a request Redis (or the local windows, or failure_mode
+// allow) let through to phase p (admitted, passed), and resumes it:
+// outside the hook dispatching its admission, which returns the action
+// itself.
+func (r *request) letThrough(p phase) {
 	dispatching := r.phase == phaseDispatching
 	r.enter(p)
 	if !dispatching {
 		r.resume()
-	}
-}
-
-// rollBack undoes the admission of the groups that admitted the request when
-// another group rejected it or failed: gives back their reservation, uncounts
-// the request and releases its leases.
-func (r *request) rollBack() {
-	for i := range r.groups {
-		if g := &r.groups[i]; g.answered {
-			r.rollBackGroup(g)
-		}
-	}
-}
-
-// rollBackGroup gives back what an answered group's admission took, if it
-// admitted the request and took anything.
-func (r *request) rollBackGroup(g *group) {
-	if reserved := r.reservedBy(g); g.verdict.Allowed && g.takes(reserved) && len(g.subjects) > 0 {
-		r.charge(g.subjects, reserved.givenBack(), g.verdict.At)
-	}
-}
-
-// takes says whether the group's admission takes anything that must be given
-// back should the request not go on: a reservation, a request count, a lease.
-func (g *group) takes(reserved reservation) bool {
-	return reserved != reservation{} || g.requests || g.leases
-}
-
-// cancelAdmission undoes the admission of a request whose stream ended
-// before Redis answered it. The gateway delivers the answer to a call only
-// while the stream it was sent from lives, so an admission sent from the
-// request's hooks may never be answered: each group still waiting is
-// cancelled (cancelGroup), and the groups that did admit it are rolled
-// back, from the plugin's tick, whose calls are always answered. (A retry
-// of a queued request is sent from the tick: its answer comes, and decide
-// rolls it back.)
-func (r *request) cancelAdmission() {
-	if r.pending == 0 || !r.sentFromStream {
-		return
-	}
-	r.pending = 0
-	for i := range r.groups {
-		g := &r.groups[i]
-		switch {
-		case g.answered:
-			r.rollBackGroup(g)
-		case g.marker != "" && !g.canceled: // (one that failed is cancelled already: see answer)
-			r.cancelGroup(g)
-		}
-	}
-}
-
-// cancelGroup cancels the admission of a group whose answer the request
-// will not have (its stream ended first) or that failed where Redis may
-// run it all the same (see answer), from the plugin's tick
-// (scripts.Client.Cancel, tried until it lands: see pendingCharge.answered):
-// the admission is undone if it ran and admitted (its reservation, its
-// request count and its lease given back), and takes nothing if it runs
-// later. A late answer to it is ignored.
-func (r *request) cancelGroup(g *group) {
-	g.canceled = true
-	if g.alternatives == nil {
-		c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.givenBack(), cancel: g.marker}
-		c.postpone()
-		return
-	}
-	for i := r.fallback.first; i < len(g.alternatives); i++ { // each candidate offered: the one it served, if any, is undone
-		if subjects := g.alternatives[i].subjects; len(subjects) > 0 {
-			marker := scripts.FallbackMarker(g.marker, i-r.fallback.first)
-			c := &pendingCharge{r: r, subjects: subjects, amounts: r.fallback.candidates[i].cost.givenBack(), cancel: marker}
-			c.postpone()
-		}
 	}
 }
 
@@ -693,7 +496,7 @@ func (r *request) fail(err error) {
 	}
 	// allow: the request goes on unlimited and, not being admitted, uncharged
 	// (the counters could not be trusted to take the charge either).
-	r.goOn(phasePassed)
+	r.letThrough(phasePassed)
 }
 
 // resume lets the paused request go on, with the body chunks the host

@@ -82,7 +82,7 @@ func TestHardening8ResetBeforeRedisAnswers(t *testing.T) {
 // another's has not. On a Redis Cluster, a request whose subjects live in
 // two slots makes two admission calls; the gateway drops the answer to a
 // call whose stream has ended, so the group that had not answered never
-// will, to the plugin. cancelAdmission must give back what the answered
+// will, to the plugin. admission.cancel must give back what the answered
 // group took (its reservation, request count and lease) and cancel the
 // other's admission, whether Redis runs it before the cancel or after: in
 // the end, nothing of the request is left in Redis but markers that expire

@@ -38,7 +38,7 @@ func onResponseHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	}
 	if r.phase == phaseAdmitted && pc.rules.QuotaHeaders != 0 {
 		var buf [12][2]string // every form: 3 + 6 + 2 headers
-		for _, h := range r.appendQuotaHeaders(buf[:0], r.verdict, false) {
+		for _, h := range r.admission.appendQuotaHeaders(r.pc.rules, buf[:0], r.verdict, false) {
 			_ = proxywasm.AddHttpResponseHeader(h[0], h[1])
 		}
 	}
@@ -55,8 +55,8 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	if r == nil {
 		return
 	}
-	r.leaveQueue()
-	r.cancelAdmission()           // its answer may never come
+	r.pc.queues.leave(r)
+	r.admission.cancel(r)         // its answer may never come
 	r.resendHeld()                // nor may the answers of the charges the last chunk waited for
 	if r.phase == phaseAdmitted { // its response did not reach its end
 		r.settle(false)
