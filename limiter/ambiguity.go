@@ -13,7 +13,6 @@ import (
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 	"github.com/higress-group/proxy-wasm-go-sdk/proxywasm/types"
 	"github.com/higress-group/wasm-go/pkg/log"
-	"github.com/higress-group/wasm-go/pkg/wrapper"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
@@ -122,20 +121,20 @@ const maxKeptCompressed = 64 << 10
 // the only one that needs it. A small body is kept for then (a 1.6 KB
 // gzip bomb of 1 MiB costs nothing while its responses report their
 // usage); a larger one is counted now.
-func (r *request) keepCompressed(body []byte) {
+func (b *requestBody) keepCompressed(body []byte, rules *config.Config) {
 	if len(body) <= maxKeptCompressed {
-		r.compressed = body
+		b.compressed = body
 		return
 	}
-	r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(body), r.pc.rules.EstimateOptions)
+	b.promptEstimate = estimate.PromptOfSize(b.inflatedSize(body, rules.Reservation.MaxBodyBytes), rules.EstimateOptions)
 }
 
 // inflatedSize is the size a compressed body decompresses to, counted
-// without keeping it, at most max_body_bytes inflated, as readBody reads it
+// without keeping it, at most maxBytes (max_body_bytes) inflated, as readBody reads it
 // (past them, what its whole would be at the rate it inflated so far); a
 // body that does not decompress counts the larger of its size and what did.
-func (r *request) inflatedSize(body []byte) int64 {
-	_, size, err := inflate(r.coding, body, r.pc.rules.Reservation.MaxBodyBytes, false)
+func (b *requestBody) inflatedSize(body []byte, maxBytes int64) int64 {
+	_, size, err := inflate(b.coding, body, maxBytes, false)
 	if err != nil && !errors.Is(err, errTooLarge) {
 		return max(int64(len(body)), size)
 	}
@@ -199,14 +198,15 @@ func (r *request) readBody(body []byte, opts estimate.Options) estimate.Estimate
 	return estimate.Request(plain, estimate.RouteDialect(r.path, route.Gemini), opts)
 }
 
-// unreadBody estimates a body that is not read by its size (unreadSize); a
+// unreadBody estimates a body that is not read, of a request for model
+// to path, by its size (unreadSize); a
 // compressed one (in a coding the limiter does not decode) may name a
 // model, which cannot be told (but on a Gemini route, whose path names
 // it).
-func (r *request) unreadBody(declared int64) estimate.Estimate {
-	size, isCompressed := unreadSize(declared, r.pc.rules.Reservation.MaxBodyBytes)
-	e := estimate.Size(size, r.pc.rules.EstimateOptions)
-	if isCompressed && !r.model.routeOf(r.pc.rules, r.path).Gemini {
+func (pc PluginConfig) unreadBody(model *requestModel, path string, declared int64) estimate.Estimate {
+	size, isCompressed := unreadSize(declared, pc.rules.Reservation.MaxBodyBytes)
+	e := estimate.Size(size, pc.rules.EstimateOptions)
+	if isCompressed && !model.routeOf(pc.rules, path).Gemini {
 		e.UnknownModel, e.Ambiguous = true, unreadableCoding
 	}
 	return e
@@ -223,19 +223,19 @@ func unreadSize(declared, bound int64) (size int64, isCompressed bool) {
 	return max(declared, bound), true
 }
 
-// ambiguous takes a request whose body parsers read differently: counts
-// it, and under ambiguous_body: reject answers 400 (rejected true: the
-// hook returns action).
-func (r *request) ambiguous(ctx wrapper.HttpContext, e estimate.Estimate) (action types.Action, rejected bool) {
-	r.pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), r.servedModel())
-	if r.pc.rules.AmbiguousBody != config.AmbiguousReject {
+// ambiguous takes a request (for model) whose body parsers read
+// differently: counts it, and under ambiguous_body: reject answers 400
+// (rejected true: the hook returns action).
+func (pc PluginConfig) ambiguous(e estimate.Estimate, model string) (action types.Action, rejected bool) {
+	pc.metrics.count(metricAmbiguous, requestHeader(consumerHeader), model)
+	if pc.rules.AmbiguousBody != config.AmbiguousReject {
 		if debugEnabled() {
 			log.Debugf("ambiguous request body (%s): limited at its most expensive reading", e.Ambiguous)
 		}
 		return 0, false
 	}
 	setCurrentRequest(nil)
-	return rejectAmbiguous(r.pc, e.Ambiguous), true
+	return rejectAmbiguous(pc, e.Ambiguous), true
 }
 
 // rejectAmbiguous answers 400 to a request whose body parsers read

@@ -116,7 +116,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			// without usage is charged by: kept, and inflated then
 			// (keepCompressed). It goes on as it came, and its stream is
 			// not asked for usage.
-			r.keepCompressed(body)
+			r.keepCompressed(body, r.pc.rules)
 			r.promptBySize = false
 		case r.mayAsk:
 			// Read after all: the prompt is estimated by the body's size.
@@ -124,14 +124,14 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			r.promptBySize = false
 			r.askForUsage(body)
 		}
-		if r.undecided() {
+		if r.phase.undecided() {
 			return types.ActionPause // Redis has not decided: the body waits with the headers
 		}
 		return types.ActionContinue
 	}
 	e := r.readBody(body, r.pc.rules.EstimateOptions)
 	if e.Ambiguous != "" {
-		if action, rejected := r.ambiguous(ctx, e); rejected {
+		if action, rejected := r.pc.ambiguous(e, r.servedModel()); rejected {
 			return action
 		}
 	}
@@ -169,7 +169,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 		return types.ActionContinue
 	}
 	if e.Ambiguous != "" {
-		if action, rejected := r.ambiguous(ctx, e); rejected {
+		if action, rejected := r.pc.ambiguous(e, r.servedModel()); rejected {
 			return action
 		}
 	}
@@ -246,7 +246,7 @@ func (r *request) responseTrailers() {
 // settleAtEnd settles a response from the hook of its end (its last chunk,
 // or its trailers), whose charges may hold that end (charges.go).
 func (r *request) settleAtEnd() {
-	r.enter(phaseSettling)
+	r.phase.enter(phaseSettling)
 	r.settle(true)
-	r.enter(phaseSettled)
+	r.phase.enter(phaseSettled)
 }

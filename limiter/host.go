@@ -168,7 +168,7 @@ func (h *httpContext) OnHttpRequestBody(size int, end bool) types.Action {
 		return e.bodyChunk(size, end)
 	}
 	r := h.req
-	if r != nil && !r.readsBody() && r.undecided() {
+	if r != nil && !r.readsBody() && r.phase.undecided() {
 		r.bufferedBytes = int64(size) // the host's buffer so far: it goes on when the request does (resume)
 		return types.ActionPause
 	}
@@ -201,7 +201,7 @@ func (h *httpContext) OnHttpRequestTrailers(n int) types.Action {
 		return h.HttpContext.OnHttpRequestTrailers(n)
 	case r.readsBody():
 		return r.bodyEnded(h.wrapperContext(), h.requestBody(maxBufferedBody))
-	case r.undecided():
+	case r.phase.undecided():
 		return types.ActionPause // Redis has not decided: the trailers wait with the rest
 	}
 	return types.ActionContinue

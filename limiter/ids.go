@@ -119,7 +119,7 @@ func (r *request) awaitNumber() bool {
 		return false
 	}
 	r.sentFromStream = true // the answer comes with its stream
-	r.enter(phaseNumbering)
+	r.phase.enter(phaseNumbering)
 	return true
 }
 

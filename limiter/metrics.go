@@ -311,15 +311,16 @@ func orNone(s string) string {
 }
 
 // countByLevel counts a rejection (or with shadow, a would-be rejection) of
-// a request of its priority level, when priority is configured.
-func (r *request) countByLevel(shadow bool) {
-	p := r.pc.rules.Priority
+// a request of priority level level, for model, when priority is
+// configured.
+func (pc PluginConfig) countByLevel(level int, model string, shadow bool) {
+	p := pc.rules.Priority
 	if p == nil {
 		return
 	}
-	name := "token_ratelimit_priority_" + p.Levels[r.level] + "_count"
+	name := "token_ratelimit_priority_" + p.Levels[level] + "_count"
 	if shadow {
-		name = "token_ratelimit_priority_" + p.Levels[r.level] + "_shadow_reject_count"
+		name = "token_ratelimit_priority_" + p.Levels[level] + "_shadow_reject_count"
 	}
-	r.pc.metrics.count(name, requestHeader(consumerHeader), r.servedModel())
+	pc.metrics.count(name, requestHeader(consumerHeader), model)
 }

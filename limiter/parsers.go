@@ -29,12 +29,12 @@ func takeParser() *tokenusage.Parser {
 
 // releaseParser gives a settled request's parser back: nothing reads it
 // once the request is settled.
-func (r *request) releaseParser() {
-	p := r.usage
+func (rs *response) releaseParser() {
+	p := rs.usage
 	if p == nil {
 		return
 	}
-	r.usage = nil
+	rs.usage = nil
 	if len(idleParsers) < maxIdleParsers {
 		p.Reset()
 		idleParsers = append(idleParsers, p)

@@ -114,24 +114,24 @@ var onIllegalTransition = func(from, to phase) {
 // onTransition, when set (by the tests), is told of every move.
 var onTransition func(from, to phase)
 
-// enter moves the request to phase p.
-func (r *request) enter(p phase) {
-	if r.phase == p {
+// enter moves a request in phase *p to phase to.
+func (p *phase) enter(to phase) {
+	if *p == to {
 		return
 	}
-	if !legal[r.phase][p] {
-		onIllegalTransition(r.phase, p)
+	if !legal[*p][to] {
+		onIllegalTransition(*p, to)
 	}
 	if onTransition != nil {
-		onTransition(r.phase, p)
+		onTransition(*p, to)
 	}
-	r.phase = p
+	*p = to
 }
 
-// undecided says whether Redis (or a queue) has not decided on the request
-// yet: nothing of it may pass.
-func (r *request) undecided() bool {
-	return r.phase == phaseDispatching || r.phase == phaseNumbering || r.phase == phaseAdmitting || r.phase == phaseQueued
+// undecided says whether Redis (or a queue) has not decided on a request
+// in phase p yet: nothing of it may pass.
+func (p phase) undecided() bool {
+	return p == phaseDispatching || p == phaseNumbering || p == phaseAdmitting || p == phaseQueued
 }
 
 // phaseDiagram is the transitions as a Mermaid state diagram, for

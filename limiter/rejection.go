@@ -64,11 +64,11 @@ const (
 // after max_retry_wait adds x-should-retry: false, so that an SDK raises
 // its error at once rather than sleep for hours with the call held.
 func (r *request) reject(v budget.Verdict, scope string) {
-	r.enter(phaseRejected)
+	r.phase.enter(phaseRejected)
 	rules := r.pc.rules
 	log.Debugf("rule %s: a limit of kind %d is used up (limit %d, %s), rejected for %d s", rules.RuleName, v.Kind, v.Limit, scope, v.Reset)
-	r.countRejection(v.Kind)
-	r.countByLevel(false)
+	r.pc.countRejection(v.Kind, r.servedModel())
+	r.pc.countByLevel(r.level, r.servedModel(), false)
 	r.logRejected(r.rejectedBy, v)
 	reset := max(v.Reset, 1)
 	waitMs := v.WaitMs

@@ -173,7 +173,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 			r := newRequest(pc, ctx, coding, model)
 			setCurrentRequest(r)
 			r.prepare(ctx, readable, size, length != "")
-			r.enter(phaseMatching)
+			r.phase.enter(phaseMatching)
 			return types.HeaderStopIteration
 		}
 		if model.unread && pc.rules.AmbiguousBody == config.AmbiguousReject {
@@ -215,9 +215,9 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return r.admit(r.cost(e))
 	}
 	if !readable {
-		e := r.unreadBody(size)
+		e := pc.unreadBody(&r.model, r.path, size)
 		if e.Ambiguous != "" {
-			if action, rejected := r.ambiguous(ctx, e); rejected {
+			if action, rejected := r.pc.ambiguous(e, r.servedModel()); rejected {
 				return action
 			}
 		}
@@ -226,7 +226,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		return r.admit(r.cost(e))
 	}
 	// Wait for the whole body (bodyEnded) before asking Redis.
-	r.enter(phaseReading)
+	r.phase.enter(phaseReading)
 	return types.HeaderStopIteration
 }
 
@@ -376,10 +376,10 @@ func (r *request) admit(cost reservation) types.Action {
 	// number (which comes with its stream), its calls' answers go with its
 	// stream.
 	fromStream := current != nil || r.phase == phaseNumbering
-	r.enter(phaseDispatching)
+	r.phase.enter(phaseDispatching)
 	r.admission.begin(cost)
 	if line := r.pc.queues.lineAhead(r); line != nil && r.pc.queues.join(r, line) != nil {
-		r.enter(phaseQueued)
+		r.phase.enter(phaseQueued)
 		return types.HeaderStopAllIterationAndWatermark // others wait for the same subjects: it waits behind them
 	}
 	if r.pc.ids.waits() && current != nil && r.awaitNumber() {
@@ -388,7 +388,7 @@ func (r *request) admit(cost reservation) types.Action {
 	r.admission.send(r.pc, fromStream, r)
 	switch r.phase {
 	case phaseDispatching: // its answers are to come
-		r.enter(phaseAdmitting)
+		r.phase.enter(phaseAdmitting)
 		return types.HeaderStopAllIterationAndWatermark
 	case phaseQueued:
 		return types.HeaderStopAllIterationAndWatermark
@@ -431,7 +431,7 @@ func (r *request) decide() {
 		a.rollBack(r)
 	}
 	if out == outcomeRejected && r.pc.queues.wait(r, *a.rejected, a.rejectedScope(r.pc.rules)) {
-		r.enter(phaseQueued)
+		r.phase.enter(phaseQueued)
 		return
 	}
 	line := r.queue
@@ -448,7 +448,7 @@ func (r *request) decide() {
 	}
 	switch {
 	case out == outcomeFailed && r.pc.local != nil:
-		r.noteFailure(a.failure)
+		r.pc.noteFailure(a.failure, r.servedModel())
 		a.askedLimits()
 		r.pc.metrics.count(metricDecidedLocally, requestHeader(consumerHeader), r.servedModel())
 		if a.decideLocally(r.pc.local, &r.accessLog) == outcomeRejected {
@@ -477,7 +477,7 @@ func (r *request) decide() {
 // itself.
 func (r *request) letThrough(p phase) {
 	dispatching := r.phase == phaseDispatching
-	r.enter(p)
+	r.phase.enter(p)
 	if !dispatching {
 		r.resume()
 	}
@@ -486,10 +486,10 @@ func (r *request) letThrough(p phase) {
 // fail applies failure_mode when Redis could not decide: let the request go,
 // or answer 503.
 func (r *request) fail(err error) {
-	r.noteFailure(err)
+	r.pc.noteFailure(err, r.servedModel())
 	r.logFailed(r.pc.rules.FailureMode == config.FailDeny)
 	if r.pc.rules.FailureMode == config.FailDeny {
-		r.enter(phaseRejected)
+		r.phase.enter(phaseRejected)
 		_ = proxywasm.SendHttpResponseWithDetail(unavailableStatus, "ai-token-ratelimit.unavailable",
 			[][2]string{{"content-type", "text/plain; charset=utf-8"}}, []byte(unavailableBody), -1)
 		return
@@ -508,17 +508,18 @@ func (r *request) resume() {
 	_ = proxywasm.ResumeHttpRequest()
 }
 
-// noteFailure logs and counts an admission Redis could not decide.
-func (r *request) noteFailure(err error) {
+// noteFailure logs and counts an admission (of a request for model) Redis
+// could not decide.
+func (pc PluginConfig) noteFailure(err error, model string) {
 	if errors.Is(err, scripts.ErrBreakerOpen) {
 		// The breaker logged its opening once; not a line per request.
 		if debugEnabled() {
-			log.Debugf("token rate limit not checked, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+			log.Debugf("token rate limit not checked, failure_mode %s: %v", pc.rules.FailureMode, err)
 		}
 	} else {
-		log.Warnf("token rate limit check failed, failure_mode %s: %v", r.pc.rules.FailureMode, err)
+		log.Warnf("token rate limit check failed, failure_mode %s: %v", pc.rules.FailureMode, err)
 	}
-	r.pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), r.servedModel())
+	pc.metrics.count(metricAdmitFailure, requestHeader(consumerHeader), model)
 }
 
 // requestHeader returns a request header's value ("" when absent).

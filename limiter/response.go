@@ -60,9 +60,9 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	r.resendHeld()                // nor may the answers of the charges the last chunk waited for
 	if r.phase == phaseAdmitted { // its response did not reach its end
 		r.settle(false)
-		r.enter(phaseSettled)
+		r.phase.enter(phaseSettled)
 	}
-	r.enter(phaseGone)
+	r.phase.enter(phaseGone)
 }
 
 // settle charges what the request cost, once: the usage the response
@@ -144,7 +144,7 @@ func (r *request) estimated() (reservation, tokenusage.Usage) {
 	}
 	output := text/bytesPerToken + min(text%bytesPerToken, 1)
 	if r.compressed != nil { // kept for this (keepCompressed)
-		r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(r.compressed), opts)
+		r.promptEstimate = estimate.PromptOfSize(r.inflatedSize(r.compressed, r.pc.rules.Reservation.MaxBodyBytes), opts)
 		r.compressed = nil
 	}
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more

@@ -50,7 +50,7 @@ func (r *request) shadowReject() {
 		return
 	}
 	r.pc.metrics.count(metricShadowRejected, requestHeader(consumerHeader), r.servedModel())
-	r.countByLevel(true)
+	r.pc.countByLevel(r.level, r.servedModel(), true)
 	r.noteShadow(decisionShadowRejected, g)
 	ok, more := r.pc.shadowLog.allow()
 	if !ok {

@@ -129,9 +129,9 @@ func estimateRatioPercent(reserved, charged int64) uint64 {
 }
 
 // countRejection counts a rejection (token_ratelimit_count, the Higress
-// counter) and the kind of limit that closed.
-func (r *request) countRejection(k budget.Kind) {
-	s := r.pc.metrics.seriesOf(requestHeader(consumerHeader), r.servedModel())
+// counter) of a request for model, and the kind of limit that closed.
+func (pc PluginConfig) countRejection(k budget.Kind, model string) {
+	s := pc.metrics.seriesOf(requestHeader(consumerHeader), model)
 	s.count(metricRejected)
 	if int(k) < len(rejectedBy) {
 		s.add(rejectedBy[k], 1)
