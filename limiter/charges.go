@@ -43,19 +43,19 @@ const giveBackRetriesPerTick = 100
 
 // pendingCharge is one charge call of a request and how it is going.
 type pendingCharge struct {
-	r        *request
-	subjects []budget.Subject
-	amounts  budget.Amounts
-	spent    *budget.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
-	at       int64
-	id       string         // marks it applied in Redis (see charge.lua)
-	cancel   string         // the marker of an admission it cancels instead (see admission.cancel)
-	retried  bool           // this is its second try (of one that gives back: after an answer that was an error)
-	again    bool           // it gives back, and a try got no answer: it is tried again (see giveBackRetriesPerTick)
-	holds    bool           // its first try holds the response's last chunk until answered
-	dropped  bool           // the stream ended before this try's answer: it went to the tick again (resendHeld)
-	nextHeld *pendingCharge // the request's next charge the last chunk waits for (request.held: a list, no allocation)
-	ticked   bool           // this try was sent from the tick (startState.charging counts it)
+	r           *request
+	subjects    []budget.Subject
+	amounts     budget.Amounts
+	spent       *budget.Amounts // the usage, when amounts are its difference with a reservation (nil: amounts are)
+	at          int64
+	id          string         // marks it applied in Redis (see charge.lua)
+	cancel      string         // the marker of an admission it cancels instead (see admission.cancel)
+	retried     bool           // this is its second try (of one that gives back: after an answer that was an error)
+	again       bool           // it gives back, and a try got no answer: it is tried again (see giveBackRetriesPerTick)
+	holds       bool           // its first try holds the response's last chunk until answered
+	dropped     bool           // the stream ended before this try's answer: it went to the tick again (resendHolding)
+	nextHolding *pendingCharge // the request's next charge the last chunk waits for (response.holding: a list, no allocation)
+	ticked      bool           // this try was sent from the tick (startState.charging counts it)
 }
 
 // charge adds the amounts (negative: gives back) to every window of their
@@ -86,23 +86,23 @@ func (r *request) chargeSpent(subjects []budget.Subject, a budget.Amounts, spent
 		c.answered(err)
 		return
 	}
-	c.nextHeld, r.held = r.held, c
+	c.nextHolding, r.holding = r.holding, c
 	holdLastChunk()
 }
 
-// resendHeld hands the charges whose answers the end of the response
+// resendHolding hands the charges whose answers the end of the response
 // waits for to the tick, when the stream ends first (its client reset
 // it): the gateway drops their answers with the stream, so whether they
 // were applied, and which thresholds they took a bucket past, would be
 // lost. Sent again under the same id, each is applied once, and answered
 // with what its first try crossed (see charge.lua).
-func (r *request) resendHeld() {
-	for c := r.held; c != nil; c = c.nextHeld {
+func (r *request) resendHolding() {
+	for c := r.holding; c != nil; c = c.nextHolding {
 		c.dropped = true // if its answer comes after all, it is ignored
 		again := &pendingCharge{r: r, subjects: c.subjects, amounts: c.amounts, spent: c.spent, at: c.at, id: c.id, retried: true}
 		again.postpone()
 	}
-	r.held = nil
+	r.holding = nil
 }
 
 // send dispatches the charge call; reply gets its answer.
@@ -133,14 +133,14 @@ func (c *pendingCharge) reply(err error) {
 	}
 	r := c.r
 	c.holds = false
-	for p := &r.held; *p != nil; p = &(*p).nextHeld {
+	for p := &r.holding; *p != nil; p = &(*p).nextHolding {
 		if *p == c {
-			*p = c.nextHeld
+			*p = c.nextHolding
 			break
 		}
 	}
 	c.answered(err)
-	if r.held == nil {
+	if r.holding == nil {
 		_ = proxywasm.ResumeHttpResponse()
 	}
 }

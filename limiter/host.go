@@ -109,9 +109,9 @@ type httpContext struct {
 // proxy-wasm VM runs one hook at a time.
 var current *httpContext
 
-// held is set by a hook that wants the host to keep the end of the
+// keepResponseEnd is set by a hook that wants the host to keep the end of the
 // response (its last chunk, or its trailers) until it resumes the response.
-var held bool
+var keepResponseEnd bool
 
 func (h *httpContext) OnHttpRequestHeaders(n int, end bool) types.Action {
 	current = h
@@ -298,13 +298,13 @@ func responseHeader(name string) string { return hostHeader(responseHeaders, nam
 func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 	r := h.req
 	if r == nil || !r.readsResponse {
-		current, held = h, false
-		defer func() { current, held = nil, false }()
+		current, keepResponseEnd = h, false
+		defer func() { current, keepResponseEnd = nil, false }()
 		return h.HttpContext.OnHttpResponseBody(size, end)
 	}
 	// Every chunk of a stream comes here: no deferred closure (a panic
 	// would end the VM anyway, past any reset).
-	current, held = h, false
+	current, keepResponseEnd = h, false
 	var chunk []byte
 	if size > 0 {
 		chunk = hostBuffer(responseBodyBuffer, size)
@@ -314,8 +314,8 @@ func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 			log.Warnf("replacing a response chunk failed: %v", err)
 		}
 	}
-	hold := end && held
-	current, held = nil, false
+	hold := end && keepResponseEnd
+	current, keepResponseEnd = nil, false
 	if hold {
 		return types.ActionPause
 	}
@@ -326,14 +326,14 @@ func (h *httpContext) OnHttpResponseBody(size int, end bool) types.Action {
 // trailers, as its last chunk would; the trailers are held while its
 // charges are answered.
 func (h *httpContext) OnHttpResponseTrailers(n int) types.Action {
-	current, held = h, false
-	defer func() { current, held = nil, false }()
+	current, keepResponseEnd = h, false
+	defer func() { current, keepResponseEnd = nil, false }()
 	r := h.req
 	if r == nil || !r.readsResponse {
 		return h.HttpContext.OnHttpResponseTrailers(n)
 	}
 	r.responseTrailers()
-	if held {
+	if keepResponseEnd {
 		return types.ActionPause
 	}
 	return types.ActionContinue
@@ -356,6 +356,6 @@ func holdLastChunk() bool {
 	if current == nil {
 		return false
 	}
-	held = true
+	keepResponseEnd = true
 	return true
 }

@@ -93,7 +93,7 @@ type response struct {
 	status        int                // the upstream's response status, 0 before response headers
 	readsResponse bool               // its body is read (bodies.go): decided at its headers
 	usage         *tokenusage.Parser // reads its usage while admitted (nil until its first chunk; back to the pool once settled: parsers.go)
-	held          *pendingCharge     // the charges the last chunk waits for (a list: pendingCharge.nextHeld)
+	holding       *pendingCharge     // the charges whose answers the response's last chunk waits for, holding it (a list: pendingCharge.nextHolding)
 }
 
 // askUsage is stream_usage: inject's part of a request (streams.go).

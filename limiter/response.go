@@ -57,7 +57,7 @@ func onStreamDone(ctx wrapper.HttpContext, pc PluginConfig) {
 	}
 	r.pc.queues.leave(r)
 	r.admission.cancel(r)         // its answer may never come
-	r.resendHeld()                // nor may the answers of the charges the last chunk waited for
+	r.resendHolding()             // nor may the answers of the charges the last chunk waited for
 	if r.phase == phaseAdmitted { // its response did not reach its end
 		r.settle(false)
 		r.phase.enter(phaseSettled)
