@@ -105,7 +105,7 @@ func opensWebSocket(ctx wrapper.HttpContext) bool {
 // on: its request was admitted at the headers (or waits for Redis with
 // them).
 func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
-	r.alongside = false
+	r.readDuringAdmission = false
 	if r.phase == phaseMatching {
 		return r.matchWithBody(ctx, body)
 	}
@@ -118,7 +118,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			// not asked for usage.
 			r.keepCompressed(body)
 			r.promptBySize = false
-		case r.mayAsk:
+		case r.mayInject:
 			// Read after all: the prompt is estimated by the body's size.
 			r.promptEstimate = estimate.PromptOfSize(int64(len(body)), r.pc.rules.EstimateOptions)
 			r.promptBySize = false
@@ -143,7 +143,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 // asking a stream for its usage on the way; the body waits with the request
 // while Redis decides.
 func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) types.Action {
-	if r.mayAsk {
+	if r.mayInject {
 		body = r.askForUsage(body)
 	}
 	r.offerFallbacks(ctx, body, e, cost)

@@ -145,7 +145,7 @@ func (r *request) costAs(e estimate.Estimate, model string) reservation {
 	if !r.pc.rules.Reservation.Enabled {
 		return reservation{}
 	}
-	return r.spentAs(model, e.Prompt, e.Completion, 0, 0)
+	return r.costOfUsageAs(model, e.Prompt, e.Completion, 0, 0)
 }
 
 // admitFirst sends the admission of a group with fallbacks: its candidates

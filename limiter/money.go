@@ -41,20 +41,21 @@ func quotaValue(k budget.Kind, n int64) string {
 	return strconv.FormatInt(n, 10)
 }
 
-// spent is what a request with these counts costs: in tokens (see tokens)
-// and, when pricing is set, in nanodollars, as the most expensive of the
-// models it may name.
-func (r *request) spent(input, output, cacheRead, cacheWrite int64) reservation {
-	cost := r.spentAs(r.servedModel(), input, output, cacheRead, cacheWrite)
+// costOfUsage is what a request that used these tokens costs (its usage,
+// or its estimate): in tokens (config.Cost.Tokens) and, when pricing is
+// set, in nanodollars, as the most expensive of the models it may name.
+func (r *request) costOfUsage(input, output, cacheRead, cacheWrite int64) reservation {
+	cost := r.costOfUsageAs(r.servedModel(), input, output, cacheRead, cacheWrite)
 	for _, m := range r.model.others {
-		cost = cost.atLeast(r.spentAs(m, input, output, cacheRead, cacheWrite))
+		cost = cost.atLeast(r.costOfUsageAs(m, input, output, cacheRead, cacheWrite))
 	}
 	return cost
 }
 
-// spentAs is what a request of model with these counts costs: in tokens
-// (its weights) and, when pricing is set, in nanodollars (its price).
-func (r *request) spentAs(model string, input, output, cacheRead, cacheWrite int64) reservation {
+// costOfUsageAs is what a request of model that used these tokens costs:
+// in tokens (its weights) and, when pricing is set, in nanodollars (its
+// price).
+func (r *request) costOfUsageAs(model string, input, output, cacheRead, cacheWrite int64) reservation {
 	cost := reservation{Tokens: r.pc.rules.Cost.Tokens(input, output, cacheRead, cacheWrite, model)}
 	if p := &r.pc.rules.Pricing; p.Configured() {
 		cost.USD = p.NanoUSD(input, output, cacheRead, cacheWrite, model)

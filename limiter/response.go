@@ -86,7 +86,7 @@ func (r *request) settle(complete bool) {
 	how := settledReported
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if ok {
-		cost = r.spent(u.Input, u.Output, u.CacheRead, u.CacheCreation)
+		cost = r.costOfUsage(u.Input, u.Output, u.CacheRead, u.CacheCreation)
 		if !complete && !failed {
 			cost = cost.atLeast(r.reserved)
 		}
@@ -150,7 +150,7 @@ func (r *request) estimated() (reservation, tokenusage.Usage) {
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
 		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, opts))
 	}
-	cost := r.spent(r.promptEstimate, output, 0, 0)
+	cost := r.costOfUsage(r.promptEstimate, output, 0, 0)
 	if debugEnabled() {
 		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d tokens, %d nanodollars",
 			r.promptEstimate, output, text, cost.Tokens, cost.USD)
