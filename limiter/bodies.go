@@ -8,6 +8,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
@@ -142,7 +143,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 // admitWithBody admits a request whose body was read before admission,
 // asking a stream for its usage on the way; the body waits with the request
 // while Redis decides.
-func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) types.Action {
+func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost budget.Amounts) types.Action {
 	if r.mayInject {
 		body = r.askForUsage(body)
 	}
@@ -175,7 +176,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	}
 	r.model = model
 	r.limitBy(ctx, matches)
-	var cost reservation
+	var cost budget.Amounts
 	if r.pc.rules.Reservation.Enabled {
 		cost = r.cost(e)
 	} else {

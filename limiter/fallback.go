@@ -45,7 +45,7 @@ type fallbacks struct {
 // candidate is a model a request may be served as, and what it reserves so.
 type candidate struct {
 	model string
-	cost  reservation
+	cost  budget.Amounts
 }
 
 // offerFallbacks gives a request whose body was read before admission the
@@ -54,7 +54,7 @@ type candidate struct {
 // (not ambiguous, not compressed) whose model can be rewritten in place, or
 // a Gemini/Vertex path, or a model header. A route that names its model in
 // a way no candidate can be put in (an Azure deployment) is never rewritten.
-func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) {
+func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost budget.Amounts) {
 	rules, asked := r.pc.rules, r.model.name
 	models := rules.FallbacksOf(asked)
 	if len(models) == 0 || len(r.model.others) > 0 || e.Ambiguous != "" || e.UnknownModel || r.coding != "" {
@@ -141,9 +141,9 @@ func groupCandidates(rules *config.Config, perCandidate [][]config.Match, oneCal
 }
 
 // costAs is what a request so estimated reserves when served as model.
-func (r *request) costAs(e estimate.Estimate, model string) reservation {
+func (r *request) costAs(e estimate.Estimate, model string) budget.Amounts {
 	if !r.pc.rules.Reservation.Enabled {
-		return reservation{}
+		return budget.Amounts{}
 	}
 	return r.costOfUsageAs(model, e.Prompt, e.Completion, 0, 0)
 }
@@ -159,7 +159,7 @@ func (r *request) admitFirst(g *group) error {
 	for i := f.first; i < len(f.candidates); i++ {
 		subjects := g.alternatives[i].subjects
 		empty = empty && len(subjects) == 0
-		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: budget.Amounts(f.candidates[i].cost)})
+		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: f.candidates[i].cost})
 	}
 	if empty {
 		g.marker = ""
@@ -189,7 +189,7 @@ func (r *request) serving(g *group, v budget.Verdict) {
 
 // reservedBy is what a group's admission reserved: its served candidate's
 // cost, with fallbacks.
-func (r *request) reservedBy(g *group) reservation {
+func (r *request) reservedBy(g *group) budget.Amounts {
 	if g.alternatives == nil {
 		return r.reserved
 	}

@@ -69,10 +69,10 @@ func (r *request) decideLocally() {
 	now := time.Now().Unix()
 	for i := range r.groups {
 		g := &r.groups[i]
-		v := r.pc.local.Admit(g.subjects, budget.Amounts(r.reserved), now)
+		v := r.pc.local.Admit(g.subjects, r.reserved, now)
 		if !v.Allowed {
 			for j := range i { // give back what the groups before it took
-				r.pc.local.Charge(r.groups[j].subjects, r.reserved.givenBack(), now, now, true)
+				r.pc.local.Charge(r.groups[j].subjects, r.reserved.GivenBack(), now, now, true)
 			}
 			g.verdict = v
 			r.rejected, r.rejectedBy = &g.verdict, g

@@ -117,7 +117,7 @@ func (r *request) join(line *waitLine) *waitLine {
 // reservation larger than a token window). scope names the limit that
 // closed, for those who give up.
 func (r *request) wait(v budget.Verdict, scope string) bool {
-	if r.httpCtx == nil || !r.fits() || r.reserved.exceeds(v.Kind, v.Limit) {
+	if r.httpCtx == nil || !r.fits() || r.reserved.Exceeds(v.Kind, v.Limit) {
 		return false
 	}
 	room := r.pc.queues
@@ -150,7 +150,7 @@ func (r *request) fits() bool {
 	for _, g := range r.groups {
 		for _, s := range g.subjects {
 			for j, w := range s.Windows { // the share of it open to the request's priority level
-				if r.reserved.exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
+				if r.reserved.Exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
 					return false
 				}
 			}

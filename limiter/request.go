@@ -70,10 +70,10 @@ type matched struct {
 
 // admission is what a request's admission asked of Redis, and the answers.
 type admission struct {
-	reserved reservation // tokens and nanodollars reserved in every window at admission (0: none)
-	leaseID  string      // the concurrency lease it takes ("": no subject limits concurrency)
-	renewed  time.Time   // when its leases were last taken or renewed
-	pending  int         // admission calls not answered yet
+	reserved budget.Amounts // tokens and nanodollars reserved in every window at admission (0: none)
+	leaseID  string         // the concurrency lease it takes ("": no subject limits concurrency)
+	renewed  time.Time      // when its leases were last taken or renewed
+	pending  int            // admission calls not answered yet
 	// sentFromStream says the pending admission calls were sent from the
 	// request's own hooks (not the tick): their answers go with its stream.
 	sentFromStream bool
@@ -236,7 +236,7 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		}
 		r.promptEstimate = estimate.PromptOfSize(size, pc.rules.EstimateOptions)
 		r.promptBySize = true
-		return r.admit(reservation{})
+		return r.admit(budget.Amounts{})
 	}
 	if !ctx.HasRequestBody() {
 		e := estimate.Size(0, pc.rules.EstimateOptions)
@@ -343,10 +343,10 @@ func (r *request) modelOfBody(ctx wrapper.HttpContext, e *estimate.Estimate) {
 
 // cost is what to reserve for a request so estimated, as its model, in the
 // configured cost (0 without token_reservation).
-func (r *request) cost(e estimate.Estimate) reservation {
+func (r *request) cost(e estimate.Estimate) budget.Amounts {
 	r.promptEstimate = e.Prompt
 	if !r.pc.rules.Reservation.Enabled {
-		return reservation{}
+		return budget.Amounts{}
 	}
 	cost := r.costOfUsage(e.Prompt, e.Completion, 0, 0)
 	if debugEnabled() {
@@ -437,7 +437,7 @@ func describeItem(m config.Match) string {
 // admit sends one admission call per group, reserving cost tokens in
 // every window (0: check only). It returns what the calling hook returns:
 // pause until every group answers, or go on when it was decided at once.
-func (r *request) admit(cost reservation) types.Action {
+func (r *request) admit(cost budget.Amounts) types.Action {
 	// Sent from its own hooks, or from the answer to its call for the VM's
 	// number (which comes with its stream), its calls' answers go with its
 	// stream.
@@ -476,7 +476,7 @@ func (r *request) admit(cost reservation) types.Action {
 		if g.alternatives != nil {
 			err = r.admitFirst(g)
 		} else {
-			err = r.pc.redis.Admit(g.subjects, budget.Amounts(cost), r.leaseID, g.marker, func(v budget.Verdict, err error) { r.answer(g, v, err) })
+			err = r.pc.redis.Admit(g.subjects, cost, r.leaseID, g.marker, func(v budget.Verdict, err error) { r.answer(g, v, err) })
 		}
 		if err != nil { // the call never left: that group fails now
 			r.answer(g, budget.Verdict{}, err)
@@ -631,14 +631,14 @@ func (r *request) rollBack() {
 // admitted the request and took anything.
 func (r *request) rollBackGroup(g *group) {
 	if reserved := r.reservedBy(g); g.verdict.Allowed && g.takes(reserved) && len(g.subjects) > 0 {
-		r.charge(g.subjects, reserved.givenBack(), g.verdict.At)
+		r.charge(g.subjects, reserved.GivenBack(), g.verdict.At)
 	}
 }
 
 // takes says whether the group's admission takes anything that must be given
 // back should the request not go on: a reservation, a request count, a lease.
-func (g *group) takes(reserved reservation) bool {
-	return reserved != reservation{} || g.requests || g.leases
+func (g *group) takes(reserved budget.Amounts) bool {
+	return reserved != budget.Amounts{} || g.requests || g.leases
 }
 
 // cancelAdmission undoes the admission of a request whose stream ended
@@ -675,14 +675,14 @@ func (r *request) cancelAdmission() {
 func (r *request) cancelGroup(g *group) {
 	g.canceled = true
 	if g.alternatives == nil {
-		c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.givenBack(), cancel: g.marker}
+		c := &pendingCharge{r: r, subjects: g.subjects, amounts: r.reserved.GivenBack(), cancel: g.marker}
 		c.postpone()
 		return
 	}
 	for i := r.fallback.first; i < len(g.alternatives); i++ { // each candidate offered: the one it served, if any, is undone
 		if subjects := g.alternatives[i].subjects; len(subjects) > 0 {
 			marker := scripts.FallbackMarker(g.marker, i-r.fallback.first)
-			c := &pendingCharge{r: r, subjects: subjects, amounts: r.fallback.candidates[i].cost.givenBack(), cancel: marker}
+			c := &pendingCharge{r: r, subjects: subjects, amounts: r.fallback.candidates[i].cost.GivenBack(), cancel: marker}
 			c.postpone()
 		}
 	}
