@@ -37,6 +37,23 @@ type Amounts struct {
 	Tokens, Requests, USD int64
 }
 
+// GivenBack is what undoing an admission that reserved a adds: a taken
+// back, and one request less.
+func (a Amounts) GivenBack() Amounts {
+	return Amounts{Tokens: -a.Tokens, Requests: -1, USD: -a.USD}
+}
+
+// AtLeast is a's tokens and nanodollars, each at least other's.
+func (a Amounts) AtLeast(other Amounts) Amounts {
+	return Amounts{Tokens: max(a.Tokens, other.Tokens), USD: max(a.USD, other.USD)}
+}
+
+// Exceeds says whether a reserves more than a window of kind k with this
+// limit can ever hold.
+func (a Amounts) Exceeds(k Kind, limit int64) bool {
+	return k == KindTokens && a.Tokens > limit || k == KindUSD && a.USD > limit
+}
+
 // LimitStatus is one limit of a subject, as status.lua reads it (see
 // scripts.ParseStatus).
 type LimitStatus struct {

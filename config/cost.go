@@ -113,6 +113,9 @@ type Cost struct {
 // or an upstream may set to anything: each is taken in [0,
 // estimate.MaxTokens], and the cost saturates at estimate.MaxTokens, so it
 // never wraps into a negative charge and Redis's Lua always holds it exactly.
+// This is where a request's counts become what it is charged or reserved
+// (with Pricing.NanoUSD): the reservation, the charge and the amounts the
+// scripts are sent trust this bound and do not bound them again.
 func (c *Cost) Tokens(input, output, cacheRead, cacheCreation int64, model string) int64 {
 	input, output = bound(input), bound(output)
 	cacheRead, cacheCreation = bound(cacheRead), bound(cacheCreation)

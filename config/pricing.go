@@ -80,7 +80,8 @@ func (p *Pricing) PriceOf(model string) (Price, bool) {
 // nanodollars, rounded up; input includes the cache reads and writes, as
 // in Cost.Tokens. Each count is taken in [0, estimate.MaxTokens], and the
 // cost saturates at MaxLimit: a client's or an upstream's numbers can make
-// it neither negative nor inexact. An unpriced model costs 0 (the
+// it neither negative nor inexact (the bound the nanodollars reserved and
+// charged keep from here, as Cost.Tokens's tokens). An unpriced model costs 0 (the
 // configuration refuses money limits that could meet one).
 func (p *Pricing) NanoUSD(input, output, cacheRead, cacheWrite int64, model string) int64 {
 	price, ok := p.PriceOf(model)

@@ -388,7 +388,11 @@ func overhead(d Dialect, messages int64, tools, forcedTool bool, model string) i
 // Size estimates a request whose body cannot be read (compressed, binary) by
 // its declared size in bytes, as Request does an unparsed body: a body
 // unread names no model. The size comes from the client (Content-Length):
-// any int64 gives at most MaxTokens.
+// any int64 gives at most MaxTokens. So does any DefaultCompletionTokens:
+// the plugin's configuration bounds it where it is parsed
+// (token_reservation.default_completion_tokens, at most 2^40), but
+// Options are anyone's, and an Estimate holds to its bounds whatever they
+// say (the one default clamp of the reservation's path).
 func Size(bodyBytes int64, o Options) Estimate {
 	return Estimate{
 		Prompt:     PromptOfSize(bodyBytes, o),

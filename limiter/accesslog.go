@@ -172,7 +172,7 @@ func (r *request) logFailed(denied bool) {
 // charged: the usage its response reported (ok), or none (estimated: it
 // was charged an estimate; otherwise an upstream error, given back), and
 // what it cost.
-func (r *request) logSettled(u tokenusage.Usage, ok, estimated bool, cost reservation) {
+func (r *request) logSettled(u tokenusage.Usage, ok, estimated bool, cost budget.Amounts) {
 	if !r.pc.rules.AccessLog {
 		return
 	}

@@ -18,11 +18,11 @@ import (
 // (request.decide); the request keeps the phase. It lives inside the
 // request (no allocation of its own).
 type admission struct {
-	groups   []group     // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
-	fallback *fallbacks  // the candidates it may be served as, until admitted (fallback.go; nil: none)
-	reserved reservation // tokens and nanodollars reserved in every window at admission (0: none)
-	leaseID  string      // the concurrency lease it takes ("": no subject limits concurrency)
-	renewed  time.Time   // when its leases were last taken or renewed
+	groups   []group        // the matched subjects, by Redis Cluster slot (or all in one: see oneCall): one call each
+	fallback *fallbacks     // the candidates it may be served as, until admitted (fallback.go; nil: none)
+	reserved budget.Amounts // tokens and nanodollars reserved in every window at admission (0: none)
+	leaseID  string         // the concurrency lease it takes ("": no subject limits concurrency)
+	renewed  time.Time      // when its leases were last taken or renewed
 	// sentFromStream says the pending admission calls were sent from the
 	// request's own hooks (not the tick): their answers go with its stream.
 	sentFromStream bool
@@ -68,7 +68,7 @@ type admissionOwner interface {
 
 // begin starts a round of the admission, reserving cost: the answers of
 // any round before are forgotten.
-func (a *admission) begin(cost reservation) {
+func (a *admission) begin(cost budget.Amounts) {
 	a.reserved = cost
 	a.answers = answers{}
 	if a.byKind != nil {
@@ -106,7 +106,7 @@ func (a *admission) send(pc PluginConfig, fromStream bool, o admissionOwner) {
 		if g.alternatives != nil {
 			err = a.sendFirst(pc, g, o)
 		} else {
-			err = pc.redis.Admit(g.subjects, budget.Amounts(a.reserved), a.leaseID, g.marker, func(v budget.Verdict, err error) { o.answered(g, v, err) })
+			err = pc.redis.Admit(g.subjects, a.reserved, a.leaseID, g.marker, func(v budget.Verdict, err error) { o.answered(g, v, err) })
 		}
 		if err != nil { // the call never left: that group fails now
 			o.answered(g, budget.Verdict{}, err)
@@ -240,10 +240,10 @@ func (a *admission) decideLocally(local *locallimit.Limiter, l *accessLog) outco
 	now := time.Now().Unix()
 	for i := range a.groups {
 		g := &a.groups[i]
-		v := local.Admit(g.subjects, budget.Amounts(a.reserved), now)
+		v := local.Admit(g.subjects, a.reserved, now)
 		if !v.Allowed {
 			for j := range i { // give back what the groups before it took
-				local.Charge(a.groups[j].subjects, a.reserved.givenBack(), now, now, true)
+				local.Charge(a.groups[j].subjects, a.reserved.GivenBack(), now, now, true)
 			}
 			a.take(g, v, true, l)
 			return outcomeRejected
@@ -269,14 +269,14 @@ func (a *admission) rollBack(o admissionOwner) {
 // admitted the request and took anything.
 func (a *admission) rollBackGroup(o admissionOwner, g *group) {
 	if reserved := a.reservedBy(g); g.verdict.Allowed && g.takes(reserved) && len(g.subjects) > 0 {
-		o.charge(g.subjects, reserved.givenBack(), g.verdict.At)
+		o.charge(g.subjects, reserved.GivenBack(), g.verdict.At)
 	}
 }
 
 // takes says whether the group's admission takes anything that must be given
 // back should the request not go on: a reservation, a request count, a lease.
-func (g *group) takes(reserved reservation) bool {
-	return reserved != reservation{} || g.requests || g.leases
+func (g *group) takes(reserved budget.Amounts) bool {
+	return reserved != budget.Amounts{} || g.requests || g.leases
 }
 
 // cancel undoes the admission of a request whose stream ended before
@@ -313,13 +313,13 @@ func (a *admission) cancel(o admissionOwner) {
 func (a *admission) cancelGroup(o admissionOwner, g *group) {
 	g.canceled = true
 	if g.alternatives == nil {
-		o.cancelCall(g.subjects, a.reserved.givenBack(), g.marker)
+		o.cancelCall(g.subjects, a.reserved.GivenBack(), g.marker)
 		return
 	}
 	f := a.fallback
 	for i := f.first; i < len(g.alternatives); i++ { // each candidate offered: the one it served, if any, is undone
 		if subjects := g.alternatives[i].subjects; len(subjects) > 0 {
-			o.cancelCall(subjects, f.candidates[i].cost.givenBack(), scripts.FallbackMarker(g.marker, i-f.first))
+			o.cancelCall(subjects, f.candidates[i].cost.GivenBack(), scripts.FallbackMarker(g.marker, i-f.first))
 		}
 	}
 }

@@ -20,7 +20,7 @@ func (a *admission) sendFirst(pc PluginConfig, g *group, o admissionOwner) error
 	for i := f.first; i < len(f.candidates); i++ {
 		subjects := g.alternatives[i].subjects
 		empty = empty && len(subjects) == 0
-		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: budget.Amounts(f.candidates[i].cost)})
+		candidates = append(candidates, scripts.Candidate{Subjects: subjects, Cost: f.candidates[i].cost})
 	}
 	if empty {
 		g.marker = ""
@@ -50,7 +50,7 @@ func (a *admission) serving(g *group, v budget.Verdict) {
 
 // reservedBy is what a group's admission reserved: its served candidate's
 // cost, with fallbacks.
-func (a *admission) reservedBy(g *group) reservation {
+func (a *admission) reservedBy(g *group) budget.Amounts {
 	if g.alternatives == nil {
 		return a.reserved
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/higress-group/wasm-go/pkg/log"
 	"github.com/higress-group/wasm-go/pkg/wrapper"
 
+	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 )
 
@@ -105,7 +106,7 @@ func opensWebSocket(ctx wrapper.HttpContext) bool {
 // on: its request was admitted at the headers (or waits for Redis with
 // them).
 func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
-	r.alongside = false
+	r.readDuringAdmission = false
 	if r.phase == phaseMatching {
 		return r.matchWithBody(ctx, body)
 	}
@@ -118,7 +119,7 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 			// not asked for usage.
 			r.keepCompressed(body, r.pc.rules)
 			r.promptBySize = false
-		case r.mayAsk:
+		case r.mayInject:
 			// Read after all: the prompt is estimated by the body's size.
 			r.promptEstimate = estimate.PromptOfSize(int64(len(body)), r.pc.rules.EstimateOptions)
 			r.promptBySize = false
@@ -142,8 +143,8 @@ func (r *request) bodyEnded(ctx wrapper.HttpContext, body []byte) types.Action {
 // admitWithBody admits a request whose body was read before admission,
 // asking a stream for its usage on the way; the body waits with the request
 // while Redis decides.
-func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) types.Action {
-	if r.mayAsk {
+func (r *request) admitWithBody(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost budget.Amounts) types.Action {
+	if r.mayInject {
 		body = r.askForUsage(body)
 	}
 	r.offerFallbacks(ctx, body, e, cost)
@@ -175,7 +176,7 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	}
 	r.model = model
 	r.limitBy(ctx, matches)
-	var cost reservation
+	var cost budget.Amounts
 	if r.pc.rules.Reservation.Enabled {
 		cost = r.cost(e)
 	} else {

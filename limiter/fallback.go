@@ -44,7 +44,7 @@ type fallbacks struct {
 // candidate is a model a request may be served as, and what it reserves so.
 type candidate struct {
 	model string
-	cost  reservation
+	cost  budget.Amounts
 }
 
 // offerFallbacks gives a request whose body was read before admission the
@@ -53,7 +53,7 @@ type candidate struct {
 // (not ambiguous, not compressed) whose model can be rewritten in place, or
 // a Gemini/Vertex path, or a model header. A route that names its model in
 // a way no candidate can be put in (an Azure deployment) is never rewritten.
-func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost reservation) {
+func (r *request) offerFallbacks(ctx wrapper.HttpContext, body []byte, e estimate.Estimate, cost budget.Amounts) {
 	rules, asked := r.pc.rules, r.model.name
 	models := rules.FallbacksOf(asked)
 	if len(models) == 0 || len(r.model.others) > 0 || e.Ambiguous != "" || e.UnknownModel || r.coding != "" {
@@ -140,11 +140,11 @@ func groupCandidates(rules *config.Config, perCandidate [][]config.Match, oneCal
 }
 
 // costAs is what a request so estimated reserves when served as model.
-func (r *request) costAs(e estimate.Estimate, model string) reservation {
+func (r *request) costAs(e estimate.Estimate, model string) budget.Amounts {
 	if !r.pc.rules.Reservation.Enabled {
-		return reservation{}
+		return budget.Amounts{}
 	}
-	return r.spentAs(model, e.Prompt, e.Completion, 0, 0)
+	return r.costOfUsageAs(model, e.Prompt, e.Completion, 0, 0)
 }
 
 // serve makes an admitted request the candidate its groups served

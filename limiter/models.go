@@ -41,7 +41,8 @@ type requestModel struct {
 
 // routeOf is what the request's path says of its model, read once for the
 // request (the one reading of a route for its model): by the first body or
-// path source, or for the API its body is read as (estimate.RouteDialect).
+// path source, for the API its body is read as (estimate.RouteDialect), or
+// for the API its rejection speaks (apiOf).
 func (m *requestModel) routeOf(rules *config.Config, path string) config.Route {
 	if !m.routeRead {
 		m.route, m.routeRead = rules.Route(path), true

@@ -1,8 +1,12 @@
 // Package limiter is the plugin's per-request flow, between the gateway's
-// hooks (main.go) and the pure packages: it matches a request against the
-// rules (config), asks Redis whether its subject has budget left (scripts),
+// hooks and the pure packages: it matches a request against the rules
+// (config), asks Redis whether its subject has budget left (scripts),
 // answers 429/503 or lets it through, reads the usage from the response as it
-// streams (tokenusage) and charges it at the end.
+// streams (tokenusage) and charges it at the end. Its hooks are here:
+// Register (which main.go's init calls) installs them, the wrapper's
+// (onPluginStart, onRequestHeaders, onResponseHeaders, onStreamDone) and,
+// around the wrapper's VM context, the host's own that the wrapper does not
+// pass on (the bodies, the trailers: host.go).
 package limiter
 
 import (

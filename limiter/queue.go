@@ -116,7 +116,7 @@ func (room *waitingRoom) join(r *request, line *waitLine) *waitLine {
 // reservation larger than a token window). scope names the limit that
 // closed, for those who give up.
 func (room *waitingRoom) wait(r *request, v budget.Verdict, scope string) bool {
-	if r.httpCtx == nil || !r.admission.fits(r.pc.rules) || r.reserved.exceeds(v.Kind, v.Limit) {
+	if r.httpCtx == nil || !r.admission.fits(r.pc.rules) || r.reserved.Exceeds(v.Kind, v.Limit) {
 		return false
 	}
 	retryAt := room.tick + max(ticksFor(v.WaitMs), 1)
@@ -148,7 +148,7 @@ func (a *admission) fits(rules *config.Config) bool {
 	for _, g := range a.groups {
 		for _, s := range g.subjects {
 			for j, w := range s.Windows { // the share of it open to the request's priority level
-				if a.reserved.exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
+				if a.reserved.Exceeds(budget.KindOf(w.Unit), config.Share(w.Limit, s.Open(j))) {
 					return false
 				}
 			}

@@ -106,10 +106,11 @@ const (
 )
 
 // apiOf is the API of a request by its path as routers read it (see
-// config.CanonicalPath; estimate.DialectOf), and its Anthropic version
-// header.
-func apiOf(path string) api {
-	d := estimate.DialectOf(path)
+// config.CanonicalPath; estimate.RouteDialect), whether its route names a
+// Gemini model (gemini: config.Route.Gemini, as the request's model read
+// it, requestModel.routeOf), and its Anthropic version header.
+func apiOf(path string, gemini bool) api {
+	d := estimate.RouteDialect(path, gemini)
 	switch {
 	case d == estimate.DialectGemini:
 		return apiGemini
@@ -139,7 +140,7 @@ func (r *request) rejectionBody(v budget.Verdict, scope string, waitMs int64, sp
 	if path == "" {
 		path = config.CanonicalPath(r.path)
 	}
-	which := apiOf(path)
+	which := apiOf(path, r.model.routeOf(rules, r.path).Gemini)
 	if which == apiOther {
 		if v.Kind == budget.KindConcurrent {
 			return concurrencyMsg + strconv.FormatInt(v.Limit, 10), contentTypeText

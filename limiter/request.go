@@ -34,8 +34,10 @@ const (
 	concurrencyMsg    = "Too many concurrent requests: the number of requests in progress at once is limited to "
 )
 
-// request is the limiter's state for one HTTP request that matched a rule:
-// where it is in its life (its phase, phase.go), then its data, by concern.
+// request is the limiter's state for one HTTP request that rules apply to,
+// or may apply to once its body is read (a model limit whose model the body
+// names: it is matched then, in phase matching): where it is in its life
+// (its phase, phase.go), then its data, by concern.
 type request struct {
 	pc    PluginConfig
 	phase phase
@@ -45,7 +47,7 @@ type request struct {
 	requestBody // what is read of its body
 	waiting     // queueing (over_limit_action: queue, queue.go)
 	response    // reading its response, and charging it
-	askUsage    // stream_usage: inject (streams.go)
+	streamUsage // stream_usage: inject (streams.go)
 	accessLog   // what its access log names (accesslog.go)
 }
 
@@ -74,10 +76,11 @@ type requestBody struct {
 	promptBySize  bool  // promptEstimate is the body's declared size: the bytes that pass count at the end
 	bodyBytes     int64 // the body's bytes that passed on unread (see promptBySize)
 	bufferedBytes int64 // the body's bytes the host buffered while the admission waited (they pass with resume)
-	// alongside says the body is read while its admission goes on (to ask
-	// the stream for its usage, or for its decompressed size), until it
-	// ends; in phases matching and reading, the body is read before.
-	alongside bool
+	// readDuringAdmission says the body is read while its admission goes
+	// on (to ask the stream for its usage, or for its decompressed size),
+	// until it ends; in phases matching and reading, the body is read
+	// before.
+	readDuringAdmission bool
 }
 
 // waiting is what queueing keeps of a request.
@@ -96,17 +99,17 @@ type response struct {
 	holding       *pendingCharge     // the charges whose answers the response's last chunk waits for, holding it (a list: pendingCharge.nextHolding)
 }
 
-// askUsage is stream_usage: inject's part of a request (streams.go).
-type askUsage struct {
-	mayAsk   bool                // its body is read to ask for the stream's usage
-	injected bool                // its body was rewritten to ask for it
-	filter   *streamusage.Filter // takes the usage-only chunk out of its response (nil: the response passes as it came)
+// streamUsage is stream_usage: inject's part of a request (streams.go).
+type streamUsage struct {
+	mayInject bool                // its body is read, to be rewritten to ask for the stream's usage should it not
+	injected  bool                // its body was rewritten to ask for it
+	filter    *streamusage.Filter // takes the usage-only chunk out of its response (nil: the response passes as it came)
 }
 
 // readsBody says whether the limiter reads the request's body (and waits
 // for its end).
 func (r *request) readsBody() bool {
-	return r.phase == phaseMatching || r.phase == phaseReading || r.alongside
+	return r.phase == phaseMatching || r.phase == phaseReading || r.readDuringAdmission
 }
 
 // group is the subjects admitted in one call: those of one Redis Cluster
@@ -148,11 +151,14 @@ func (l *limits) add(s budget.Subject, m config.Match) {
 }
 
 // onRequestHeaders matches the request and, when rules apply, pauses it
-// until Redis says whether every subject has budget left. With
-// token_reservation (or per-model weights), it first waits for the body to
-// estimate the cost (bodies.go). A streaming OpenAI request may have its
-// body read to ask for its usage (streams.go), which does not delay
-// admission.
+// until Redis says whether every subject has budget left. It first waits
+// for the body (bodies.go) when the body decides what the request is
+// limited or charged as (needsBody): a model limit whose model the body
+// names (it is matched then: models.go), token_reservation (its cost is
+// estimated from the body), per-model weights or prices (what it costs
+// depends on its model), model_fallbacks (the candidates it may be served
+// as: fallback.go). A streaming OpenAI request may have its body read to
+// ask for its usage (streams.go), which does not delay admission.
 func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 	if pc.rules.QuotaPath != "" || pc.rules.Admin != nil {
 		if action, ok := pc.serveEndpoint(ctx); ok {
@@ -201,13 +207,13 @@ func onRequestHeaders(ctx wrapper.HttpContext, pc PluginConfig) types.Action {
 		// ask for the usage, by its size; compressed, by its decompressed
 		// size, where a response without usage would be charged it: see
 		// bodyEnded). Admission does not wait for the body.
-		r.alongside = r.mayAsk || r.coding != "" && r.chargesUsage()
+		r.readDuringAdmission = r.mayInject || r.coding != "" && r.chargesUsage()
 		if undecodable(ctx, readable) {
 			size, _ = unreadSize(size, pc.rules.Reservation.MaxBodyBytes)
 		}
 		r.promptEstimate = estimate.PromptOfSize(size, pc.rules.EstimateOptions)
 		r.promptBySize = true
-		return r.admit(reservation{})
+		return r.admit(budget.Amounts{})
 	}
 	if !ctx.HasRequestBody() {
 		e := estimate.Size(0, pc.rules.EstimateOptions)
@@ -280,11 +286,13 @@ func (r *request) prepare(ctx wrapper.HttpContext, readable bool, declaredSize i
 	// The usage is read from the response body: ask the upstream for an
 	// uncompressed one, or a compressed answer would never be charged.
 	_ = proxywasm.RemoveHttpRequestHeader("accept-encoding")
-	r.mayAsk = readable && r.coding == "" && r.mayAskForUsage(ctx, declaredSize, declared)
+	r.mayInject = readable && r.coding == "" && r.mayAskForUsage(ctx, declaredSize, declared)
 }
 
 // needsBody says whether requests are read before admission: to estimate
-// their cost, or to know their model for per-model weights or prices.
+// their cost (token_reservation), or to know their model for per-model
+// weights or prices, or for model_fallbacks. (A model limit's body source
+// is read before matching: see resolveModel.)
 func (pc PluginConfig) needsBody() bool {
 	return pc.rules.Reservation.Enabled || len(pc.rules.Cost.ModelWeights) > 0 || pc.pricesByModel || len(pc.rules.Fallbacks) > 0
 }
@@ -300,12 +308,12 @@ func (r *request) modelOfBody(ctx wrapper.HttpContext, e *estimate.Estimate) {
 
 // cost is what to reserve for a request so estimated, as its model, in the
 // configured cost (0 without token_reservation).
-func (r *request) cost(e estimate.Estimate) reservation {
+func (r *request) cost(e estimate.Estimate) budget.Amounts {
 	r.promptEstimate = e.Prompt
 	if !r.pc.rules.Reservation.Enabled {
-		return reservation{}
+		return budget.Amounts{}
 	}
-	cost := r.spent(e.Prompt, e.Completion, 0, 0)
+	cost := r.costOfUsage(e.Prompt, e.Completion, 0, 0)
 	if debugEnabled() {
 		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d tokens, %d nanodollars",
 			e.Prompt, e.Completion, r.model.name, cost.Tokens, cost.USD)
@@ -371,7 +379,7 @@ func describeItem(m config.Match) string {
 // for the same subjects, or for the VM's number. It returns what the
 // calling hook returns: pause until every group answers, or go on when it
 // was decided at once.
-func (r *request) admit(cost reservation) types.Action {
+func (r *request) admit(cost budget.Amounts) types.Action {
 	// Sent from its own hooks, or from the answer to its call for the VM's
 	// number (which comes with its stream), its calls' answers go with its
 	// stream.

@@ -82,13 +82,13 @@ func (r *request) settle(complete bool) {
 		r.usage.Finish()
 		u, ok = r.usage.Usage()
 	}
-	var cost reservation
+	var cost budget.Amounts
 	how := settledReported
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if ok {
-		cost = r.spent(u.Input, u.Output, u.CacheRead, u.CacheCreation)
+		cost = r.costOfUsage(u.Input, u.Output, u.CacheRead, u.CacheCreation)
 		if !complete && !failed {
-			cost = cost.atLeast(r.reserved)
+			cost = cost.AtLeast(r.reserved)
 		}
 	} else if failed {
 		how = settledNothing
@@ -99,7 +99,7 @@ func (r *request) settle(complete bool) {
 		how = settledEstimated
 		cost, u = r.estimated()
 		if !complete {
-			cost = cost.atLeast(r.reserved)
+			cost = cost.AtLeast(r.reserved)
 		}
 	}
 	r.countSpend(how, u, cost, complete && !failed)
@@ -107,7 +107,7 @@ func (r *request) settle(complete bool) {
 	r.logSettled(u, ok, !ok && !failed, cost)
 	delta := budget.Amounts{Tokens: cost.Tokens - r.reserved.Tokens, USD: cost.USD - r.reserved.USD}
 	var spent *budget.Amounts // with a reservation, what the charge is of: alerts decide on it
-	if r.reserved != (reservation{}) {
+	if r.reserved != (budget.Amounts{}) {
 		spent = &budget.Amounts{Tokens: cost.Tokens, USD: cost.USD}
 	}
 	alertsOnly := spent != nil && r.pc.alerts != nil && *spent != budget.Amounts{} // the usage to alert on, if not to add
@@ -121,7 +121,7 @@ func (r *request) settle(complete bool) {
 		// stream lasted; a refund goes back to the buckets the reservation
 		// went into, those of the admission (charge.lua).
 		at := int64(0) // nothing reserved: everything goes to the windows current now, which the script reads itself
-		if r.reserved != (reservation{}) {
+		if r.reserved != (budget.Amounts{}) {
 			at = g.verdict.At
 		}
 		r.chargeSpent(g.subjects, delta, spent, at)
@@ -135,7 +135,7 @@ func (r *request) settle(complete bool) {
 // (the content, text and delta fields of the APIs tokenusage reads) at
 // bytes_per_token (4 when it is not set); and those tokens, as the usage
 // estimated (Input, Output).
-func (r *request) estimated() (reservation, tokenusage.Usage) {
+func (r *request) estimated() (budget.Amounts, tokenusage.Usage) {
 	opts := r.pc.rules.EstimateOptions
 	bytesPerToken := opts.SizeBytesPerToken()
 	text := int64(0) // no chunk read: no text
@@ -150,7 +150,7 @@ func (r *request) estimated() (reservation, tokenusage.Usage) {
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
 		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, opts))
 	}
-	cost := r.spent(r.promptEstimate, output, 0, 0)
+	cost := r.costOfUsage(r.promptEstimate, output, 0, 0)
 	if debugEnabled() {
 		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d tokens, %d nanodollars",
 			r.promptEstimate, output, text, cost.Tokens, cost.USD)

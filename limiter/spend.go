@@ -94,7 +94,7 @@ const (
 // Output), cost (what its windows were charged), and with exact (a
 // complete, successful response that reported its usage, so cost is that
 // usage's) how its reservation compared.
-func (r *request) countSpend(how settlement, u tokenusage.Usage, cost reservation, exact bool) {
+func (r *request) countSpend(how settlement, u tokenusage.Usage, cost budget.Amounts, exact bool) {
 	if how == settledNothing {
 		return
 	}

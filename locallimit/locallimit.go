@@ -111,7 +111,9 @@ func (l *Limiter) limit(configured int64) int64 { return max(configured/l.share,
 // have room (with cost.Tokens (cost.USD) > 0: for that much, which it then
 // reserves), each request window room for one more, each concurrency limit
 // room for one more in progress. The verdict names the first limit that
-// has no room.
+// has no room. The cost is never negative: it is what the limiter priced
+// (config.Cost.Tokens, config.Pricing.NanoUSD bound it), as Redis's
+// admission is sent (scripts.Client.Admit).
 func (l *Limiter) Admit(subjects []budget.Subject, cost budget.Amounts, now int64) budget.Verdict {
 	cost.Requests = 1
 	held := make([]*subject, len(subjects))
@@ -122,7 +124,7 @@ func (l *Limiter) Admit(subjects []budget.Subject, cost budget.Amounts, now int6
 	for i, h := range held {
 		for j := range h.windows {
 			w := &h.windows[j]
-			limit, take := l.limit(config.Share(w.Limit, subjects[i].Open(j))), max(amountOf(cost, w.Unit), 0) // its level's share
+			limit, take := l.limit(config.Share(w.Limit, subjects[i].Open(j))), amountOf(cost, w.Unit) // its level's share
 			_, end := l.bucket(w.Window, now)
 			kind, reset := budget.KindOf(w.Unit), end-now
 			fits := w.used+take <= limit && (w.Unit == config.UnitRequests || w.used < limit)
@@ -146,7 +148,7 @@ func (l *Limiter) Admit(subjects []budget.Subject, cost budget.Amounts, now int6
 	for i, h := range held {
 		for j := range h.windows {
 			w := &h.windows[j]
-			l.count(w, max(amountOf(cost, w.Unit), 0))
+			l.count(w, amountOf(cost, w.Unit))
 		}
 		if subjects[i].Concurrent > 0 {
 			h.inProgress++

@@ -127,8 +127,9 @@ type Options struct {
 
 // Admit asks whether one more request of the subjects (all in one Redis
 // Cluster slot) may go, reserving cost.Tokens in every token window and
-// cost.USD in every money window when it may (0: check only; more than
-// estimate.MaxTokens tokens or MaxLimit nanodollars reserves that),
+// cost.USD in every money window when it may (0: check only; never
+// negative; more than estimate.MaxTokens tokens or MaxLimit nanodollars
+// reserves that),
 // counting it in every request window, and taking a lease named leaseID in
 // every subject with a concurrency limit. markerID ("": none) names the
 // admission so that Cancel can undo it. done gets the verdict, or an error

@@ -17,11 +17,14 @@ import (
 // defaultCalendar is the calendar of Options without one.
 var defaultCalendar = &config.Calendar{WeekStart: time.Monday}
 
-// encodeAdmit encodes one call of admit.lua.
+// encodeAdmit encodes one call of admit.lua. The cost is never negative:
+// it is what the limiter priced (config.Cost.Tokens, config.Pricing.NanoUSD
+// bound it where a request's counts become amounts), and appendAmounts
+// keeps it exact for the script whatever it is.
 func (c *Client) encodeAdmit(subjects []budget.Subject, cost budget.Amounts, leaseID, markerID string, bySource bool) []byte {
 	q := Limiter.appendCall(make([]byte, 0, callSize(subjects, 24)+len(leaseID)+len(markerID)+20), bySource, opAdmit, subjects, true, 3+windowArgs(subjects, 2))
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
-	q = appendAmounts(q, max(cost.Tokens, 0), max(cost.USD, 0))
+	q = appendAmounts(q, cost.Tokens, cost.USD)
 	q = c.appendOptions(q, true, leaseID, true, markerID, true, firstKey(subjects))
 	var now int64
 	return c.appendAdmitSubjects(q, subjects, &now)
@@ -79,9 +82,18 @@ func (c *Client) encodeChargeCall(subjects []budget.Subject, a budget.Amounts, s
 }
 
 // tokenAmount takes an amount the scripts add into ±estimate.MaxTokens:
-// they read it as a double, exact only up to 2^53.
+// they read it as a double, exact only up to 2^53. It and usdAmount are
+// the one bound of the amounts sent: what the limiter sends is within it
+// already (see encodeAdmit), but a Client sends nothing Lua cannot hold,
+// whatever it is asked.
 func tokenAmount(n int64) int64 {
 	return min(max(n, -estimate.MaxTokens), estimate.MaxTokens)
+}
+
+// usdAmount takes nanodollars the scripts add into ±config.MaxLimit, as
+// tokenAmount does tokens.
+func usdAmount(n int64) int64 {
+	return min(max(n, -config.MaxLimit), config.MaxLimit)
 }
 
 // appendAmounts appends the argument of tokens and nanodollars: the tokens
@@ -100,7 +112,7 @@ func appendAmounts(dst []byte, tokens, usd int64) []byte {
 func amountsArg(arg []byte, tokens, usd int64) []byte {
 	arg = strconv.AppendInt(arg, tokenAmount(tokens), 10)
 	if usd != 0 {
-		arg = strconv.AppendInt(append(arg, ':'), min(max(usd, -config.MaxLimit), config.MaxLimit), 10)
+		arg = strconv.AppendInt(append(arg, ':'), usdAmount(usd), 10)
 	}
 	return arg
 }
@@ -172,9 +184,9 @@ func (c *Client) appendChargeOptions(dst []byte, leaseID, chargeID, cancelID str
 		arg = append(append(arg, '/'), chargeID...)
 	}
 	arg = c.appendMarker(arg, cancelID)
-	if alerting && spent != nil && len(c.options.Thresholds) > 0 { // the usage a reservation's charge is of
-		arg = strconv.AppendInt(append(arg, '='), max(tokenAmount(spent.Tokens), 0), 10)
-		arg = strconv.AppendInt(append(arg, ':'), min(max(spent.USD, 0), config.MaxLimit), 10)
+	if alerting && spent != nil && len(c.options.Thresholds) > 0 { // the usage a reservation's charge is of (never negative, as encodeAdmit's cost)
+		arg = strconv.AppendInt(append(arg, '='), tokenAmount(spent.Tokens), 10)
+		arg = strconv.AppendInt(append(arg, ':'), usdAmount(spent.USD), 10)
 	}
 	return appendBulk(dst, c.appendThresholds(arg, alerting, c.options.Overrides, key))
 }

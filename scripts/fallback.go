@@ -64,13 +64,13 @@ func (c *Client) encodeAdmitFirst(candidates []Candidate, leaseID, markerID stri
 	q := Limiter.appendCallOf(make([]byte, 0, size), bySource, opAdmit, true, nargs, lists...)
 	q = appendBulkString(q, "") // no time given: the script reads Redis's clock
 	first := candidates[0].Cost
-	q = appendAmounts(q, max(first.Tokens, 0), max(first.USD, 0))
+	q = appendAmounts(q, first.Tokens, first.USD) // never negative: see encodeAdmit
 	q = c.appendOptions(q, true, leaseID, true, markerID, true, firstKey(candidates[0].Subjects))
 	var now int64
 	for i, cand := range candidates {
 		if i > 0 { // '|' and what it reserves
 			var buf [48]byte
-			q = appendBulk(q, amountsArg(append(buf[:0], '|'), max(cand.Cost.Tokens, 0), max(cand.Cost.USD, 0)))
+			q = appendBulk(q, amountsArg(append(buf[:0], '|'), cand.Cost.Tokens, cand.Cost.USD))
 		}
 		q = c.appendAdmitSubjects(q, cand.Subjects, &now)
 	}
