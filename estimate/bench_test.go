@@ -93,7 +93,7 @@ func unitsOfBench(s string, escapes bool) int64 {
 }
 
 // BenchmarkLargeBody estimates bodies of 2 MiB, over MaxBodyBytes: their
-// size less their inline media, which the scan of media.go finds. Shapes:
+// size less their inline media, which the scan (mediascan.go) finds. Shapes:
 // one image in a data URL; a conversation (no media); short messages
 // that each start with an image's signature, and Anthropic base64 sources
 // of a few bytes each (a candidate every few dozen bytes: the scan's cost

@@ -121,10 +121,10 @@ func TestImagesByReference(t *testing.T) {
 }
 
 // Issue 40: audio, video and PDF documents sent inline count by their
-// length as their provider bills them (media.go): a WAV by its byte rate, an
-// MP3 by its first frame's bitrate, an MP4 by its movie header at its start
-// or its end, a PDF by its pages; what gives no length by its size at a
-// low rate.
+// length as their provider bills them (medialength.go): a WAV by its byte
+// rate, an MP3 by its first frame's bitrate, an MP4 by its movie header at
+// its start or its end, a PDF by its pages; what gives no length by its
+// size at a low rate.
 func TestAudioVideoAndDocuments(t *testing.T) {
 	o := Options{BytesPerToken: 1 << 20, DefaultCompletionTokens: 1} // no text
 	b64 := func(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -23,7 +23,7 @@ import "strings"
 // candidate (placeWindow) for its key, its object's other members and the
 // key of that object (and of its parent, for Bedrock), backward as well as
 // forward, and no further back than the candidate before it nor further on
-// than the one after it (media.go's scan: what it reads around candidates
+// than the one after it (mediascan.go: what it reads around candidates
 // adds up to a few times the body, however close they are). Keys are read
 // as written (an escaped key is not recognised); an object not read whole
 // within those bounds (a member before the value that is an object or an
