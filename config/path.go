@@ -154,7 +154,7 @@ func escapeAt(path string, i int) (byte, bool) {
 	return hexValue(path[i+1])<<4 | hexValue(path[i+2]), true
 }
 
-// hexValue is the value of a hex digit (see isHex, in match.go).
+// hexValue is the value of a hex digit (see isHex, in requestvalue.go).
 func hexValue(c byte) byte {
 	switch {
 	case c <= '9':

@@ -35,7 +35,7 @@ func parseRuleItem(path string, v gjson.Result) (RuleItem, error) {
 	item.Keys, err = readNonEmptyArray(kp, keys, func(path string, v gjson.Result) (LimitKey, error) {
 		k, err := parseLimitKey(path, item.Type, v)
 		if k.Kind == KeyExact {
-			// Matched against the request's value as normalised (match.go):
+			// Matched against the request's value as normalised (normalize.go):
 			// "bearer  sk-1" is the key "Bearer sk-1".
 			k.Key = item.normalize(k.Key)
 		}
