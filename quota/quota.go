@@ -3,7 +3,8 @@
 // what to do to it (Request, read from the admin API's JSON body or query
 // string, or built from the CLI's flags), the script subjects an operation
 // acts on (Request.Plan), and the status document both show (Document).
-// It has no proxy-wasm dependency.
+// It calls no proxy-wasm host function itself: the calls it plans go
+// through scripts.
 package quota
 
 import (
