@@ -31,12 +31,8 @@ var setByModules sync.Map // string → struct{}
 //go:linkname proxySetProperty github.com/higress-group/proxy-wasm-go-sdk/proxywasm/internal.ProxySetProperty
 func proxySetProperty(pathData *byte, pathSize int32, valueData *byte, valueSize int32) uint32
 
-// withPropertyCopies is ctx with a listener of the host module's
-// proxy_set_property that stores a copy of what the module set.
-func withPropertyCopies(ctx context.Context) context.Context {
-	return experimental.WithFunctionListenerFactory(ctx, propertyCopies{})
-}
-
+// propertyCopies gives the host module's proxy_set_property a listener
+// that stores a copy of what the module set.
 type propertyCopies struct{}
 
 func (propertyCopies) NewFunctionListener(def api.FunctionDefinition) experimental.FunctionListener {

@@ -84,10 +84,11 @@ func NewVM(wasm []byte, opts Options) (proxytest.WasmVMContext, error) {
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, r); err != nil {
 		return fail("WASI", err)
 	}
-	hostCtx := withPropertyCopies(ctx)
+	listeners := []experimental.FunctionListenerFactory{propertyCopies{}}
 	if opts.Recorded != nil {
-		hostCtx = experimental.WithFunctionListenerFactory(ctx, recordListener(opts.Recorded))
+		listeners = append(listeners, recordListener(opts.Recorded))
 	}
+	hostCtx := experimental.WithFunctionListenerFactory(ctx, experimental.MultiFunctionListenerFactory(listeners...))
 	if err := exportHostABI(hostCtx, r); err != nil {
 		return fail("the emulator's host functions", err)
 	}

@@ -190,11 +190,19 @@ func TestMetricsListWhatTheModuleDefined(t *testing.T) {
 // reuses the memory it was set from afterwards (the emulator alone keeps
 // a view of that memory: see property.go).
 func TestPropertiesTheModuleSetAreCopied(t *testing.T) {
-	host, _, _ := start(t, Options{})
-	request(t, host)
-	got, err := host.GetProperty([]string{"probe"})
-	if err != nil || string(got) != "property" {
-		t.Errorf("the property the probe set reads %q (%v), not %q", got, err, "property")
+	for name, opts := range map[string]Options{
+		"alone": {},
+		// make run's gateway watches histograms too: the copies stay.
+		"with Recorded": {Recorded: func(uint32, uint64) {}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			host, _, _ := start(t, opts)
+			request(t, host)
+			got, err := host.GetProperty([]string{"probe"})
+			if err != nil || string(got) != "property" {
+				t.Errorf("the property the probe set reads %q (%v), not %q", got, err, "property")
+			}
+		})
 	}
 }
 
