@@ -351,7 +351,10 @@ func TestExporterBoundsTheSubjects(t *testing.T) {
 	// -scan-limit: the scan stops, and says so.
 	s = startExporter(t, "-config", cfg, "-scan-limit", "2").scrape(t)
 	assert.Equal(t, 1.0, s.must(t, "atrl_budget_scan_truncated", "rule", "chat"))
-	assert.Equal(t, 2.0, s.must(t, "atrl_budget_subjects", "rule", "chat"))
+	// Two keys may be one subject's two windows: SCAN's order is Redis's
+	// hash order, which changes with every redis-server.
+	found := s.must(t, "atrl_budget_subjects", "rule", "chat")
+	assert.True(t, found >= 1 && found <= 2, "the subjects of the 2 keys it looked at, not %v", found)
 }
 
 // Redis hung, then stopped: each scrape still answers, within
