@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +22,7 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -62,28 +62,10 @@ func teamKey(team string) string {
 	return string(cachekey.AppendSubject(nil, "chat", "limit_by_per_header", "x-team", team))
 }
 
-// syncBuffer is a bytes.Buffer written by the exporter and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // runningExporter is atrl exporter run by a test, as from the command line.
 type runningExporter struct {
 	url    string // of /metrics
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 }
 
 // startExporter runs `atrl exporter` with args (and -listen
@@ -95,7 +77,7 @@ func startExporter(t *testing.T, args ...string) *runningExporter {
 	saved := exporterContext
 	exporterContext = func() (context.Context, context.CancelFunc) { return ctx, stop }
 	t.Cleanup(func() { exporterContext = saved })
-	stdout, stderr := &syncBuffer{}, &syncBuffer{}
+	stdout, stderr := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	exited := make(chan int, 1)
 	go func() {
 		exited <- run(append([]string{"exporter", "-listen", "127.0.0.1:0"}, args...), strings.NewReader(""), stdout, stderr)

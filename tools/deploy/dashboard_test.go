@@ -16,7 +16,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"text/template"
 	"time"
@@ -29,6 +28,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/localgw/gateway"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/mockllm/llm"
 )
@@ -462,24 +462,6 @@ const dashboardConfig = `{"rule_name": "dashboard",
 		{"key": "one-at-a-time", "max_concurrent_requests": 1}]}],
 	"redis": {"service_name": "redis.static", "timeout": 150, "breaker_failures": 2, "breaker_probe_ms": 50}}`
 
-// lockedBuffer is a log written by other goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // scrape GETs a metrics page and parses it with Prometheus's text parser.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()
@@ -517,7 +499,7 @@ func runGatewayScenario(t *testing.T, redis *redistest.Server) map[string]*dto.M
 		}
 	}}))
 	defer mock.Close()
-	var log lockedBuffer
+	var log syncbuf.Buffer
 	g, err := gateway.New(gateway.Options{Wasm: pluginWasm(t), Config: []byte(dashboardConfig), Upstream: mock.URL,
 		Redis: redis.Addr, Log: &log, AccessLog: true})
 	require.NoError(t, err)
@@ -626,13 +608,13 @@ func buildAtrl(t *testing.T) string {
 // startExporter runs bin with args (an `atrl exporter` whose -listen has
 // port 0) and env (nil: PATH alone), and returns its base URL once it
 // says it listens, and its standard error. The test's end stops it.
-func startExporter(t *testing.T, bin string, env []string, args ...string) (string, *lockedBuffer) {
+func startExporter(t *testing.T, bin string, env []string, args ...string) (string, *syncbuf.Buffer) {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })

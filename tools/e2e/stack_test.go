@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/localgw/gateway"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/mockllm/llm"
 )
@@ -55,14 +55,14 @@ type stack struct {
 	url      string // the gateway's base URL
 	client   *http.Client
 	upstream *upstreamLog
-	logs     *syncBuffer
+	logs     *syncbuf.Buffer
 }
 
 // startStack starts a stack whose gateway runs the plugin with config.
 func startStack(t *testing.T, config string) *stack {
 	t.Helper()
 	require.True(t, json.Valid([]byte(config)), "test config is not JSON: %s", config)
-	s := &stack{t: t, redis: redistest.Start(t), upstream: &upstreamLog{}, logs: &syncBuffer{}}
+	s := &stack{t: t, redis: redistest.Start(t), upstream: &upstreamLog{}, logs: &syncbuf.Buffer{}}
 	mock := httptest.NewServer(s.upstream.wrap(llm.New(llm.Options{})))
 	t.Cleanup(mock.Close)
 
@@ -204,22 +204,4 @@ func (u *upstreamLog) withKey(key string) []upstreamRequest {
 		}
 	}
 	return out
-}
-
-// syncBuffer is a bytes.Buffer safe for the gateway's concurrent logging.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

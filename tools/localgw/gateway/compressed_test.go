@@ -19,6 +19,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/tools/mockllm/llm"
 )
 
@@ -39,7 +40,7 @@ func TestCompressedRequestsThroughMakeRunsStack(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, configs, 1)
 	config := configs[0].JSON
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g, err := New(Options{Wasm: buildLimiter(t), Config: config, Upstream: mock.URL, Redis: redis.Addr, Log: &log})
 	require.NoError(t, err)
 	defer g.Close()

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
@@ -55,24 +55,6 @@ func buildLimiter(t *testing.T) []byte {
 	return limiterPlugin.wasm
 }
 
-// syncBuffer is a log the gateway's goroutines write to.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // limiterConfig limits each x-api-key value to plenty of tokens a day.
 const limiterConfig = `{"rule_name": "gw", "rule_items": [{"limit_by_per_header": "x-api-key",
 	"limit_keys": [{"key": "*", "token_per_day": 1000000}]}], "redis": {"service_name": "redis.static", "timeout": 1000}}`
@@ -81,7 +63,7 @@ const limiterConfig = `{"rule_name": "gw", "rule_items": [{"limit_by_per_header"
 // without its tags, and nothing is logged besides: the error says it.
 func TestNewSaysARefusedConfigurationOnce(t *testing.T) {
 	wasm := buildLimiter(t)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	_, err := New(Options{Wasm: wasm, Upstream: "http://127.0.0.1:9", Redis: "127.0.0.1:9", Log: &log,
 		Config: []byte(strings.Replace(limiterConfig, `"token_per_day": 1000000`, `"token_per_day": 0`, 1))})
 	var refused *ConfigError
@@ -104,7 +86,7 @@ func TestNewSaysARefusedConfigurationOnce(t *testing.T) {
 // file (config.CheckJSON): before, it said "invalid JSON".
 func TestNewSaysWhereTheJSONMistakeIs(t *testing.T) {
 	wasm := buildLimiter(t)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	bad := strings.Replace(limiterConfig, `"timeout": 1000}`, `"timeout": 1000,}`, 1)
 	_, err := New(Options{Wasm: wasm, Upstream: "http://127.0.0.1:9", Redis: "127.0.0.1:9", Log: &log, Config: []byte(bad)})
 	var refused *ConfigError
@@ -136,7 +118,7 @@ func TestAccessLogSaysClientWentAwayOnlyWhenItDid(t *testing.T) {
 	}))
 	defer up.Close()
 	defer close(release)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g, err := New(Options{Wasm: buildLimiter(t), Config: []byte(limiterConfig), Upstream: up.URL, Redis: redis.Addr,
 		Log: &log, AccessLog: true})
 	require.NoError(t, err)
@@ -208,7 +190,7 @@ func TestBudgetAlertsArePrintedOrPostedInOneLine(t *testing.T) {
 	config := `{"rule_name": "gw", "budget_alerts": {"thresholds": [50], "webhook": {"service_name": "alerts.static", "path": "/budget-alerts"}},
 		"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_day": 100}]}],
 		"redis": {"service_name": "redis.static", "timeout": 1000}}`
-	var log syncBuffer
+	var log syncbuf.Buffer
 	start := func(webhook string) *Gateway {
 		g, err := New(Options{Wasm: buildLimiter(t), Config: []byte(config), Upstream: up.URL, Redis: redis.Addr, Log: &log, Webhook: webhook})
 		require.NoError(t, err)
@@ -220,9 +202,7 @@ func TestBudgetAlertsArePrintedOrPostedInOneLine(t *testing.T) {
 	// or two more have passed.
 	spend := func(g *Gateway, key, outcome string) []string {
 		t.Helper()
-		log.mu.Lock()
-		log.b.Reset()
-		log.mu.Unlock()
+		log.Reset()
 		front := httptest.NewServer(g)
 		defer front.Close()
 		req, err := http.NewRequest("POST", front.URL+"/v1/chat/completions", strings.NewReader(`{"model":"m","messages":[]}`))
@@ -327,7 +307,7 @@ func TestMemoryStaysFlatOverThousandsOfStreams(t *testing.T) {
 		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":90,"total_tokens":100}}`+"\n\ndata: [DONE]\n\n")
 	}))
 	defer up.Close()
-	var log syncBuffer
+	var log syncbuf.Buffer
 	// A Redis timeout no loaded machine reaches: a call that timed out
 	// would let its request through uncharged (failure_mode allow).
 	config := strings.Replace(limiterConfig, `"timeout": 1000`, `"timeout": 10000`, 1)

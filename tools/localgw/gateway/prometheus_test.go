@@ -19,6 +19,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/configfile"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmhost"
 )
@@ -123,7 +124,7 @@ func TestMetricsPageShowsThePluginsCounters(t *testing.T) {
 	defer up.Close()
 	configs, err := configfile.Load("../example.yaml")
 	require.NoError(t, err)
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g, err := New(Options{Wasm: buildLimiter(t), Config: configs[0].JSON, Upstream: up.URL, Redis: redis.Addr, Log: &log, AccessLog: true})
 	require.NoError(t, err)
 	defer g.Close()
@@ -199,7 +200,7 @@ func TestMetricsPageCountsEveryHistogramSample(t *testing.T) {
 	require.NoError(t, err)
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer up.Close()
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g, err := New(Options{Wasm: wasm, Config: []byte(`{}`), Upstream: up.URL, Redis: "127.0.0.1:9", Log: &log})
 	require.NoError(t, err)
 	defer g.Close()
