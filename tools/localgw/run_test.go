@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/internal/syncbuf"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/wasmbuild"
 )
 
@@ -35,12 +36,12 @@ import (
 type runSh struct {
 	cmd    *exec.Cmd
 	stdout *lines
-	stderr *syncBuilder
+	stderr *syncbuf.Buffer
 }
 
 func startRunSh(t *testing.T, env ...string) *runSh {
 	t.Helper()
-	r := &runSh{stdout: newLines(), stderr: &syncBuilder{}}
+	r := &runSh{stdout: newLines(), stderr: &syncbuf.Buffer{}}
 	r.cmd = exec.Command("bash", "run.sh")
 	r.cmd.Env = append(os.Environ(), env...)
 	r.cmd.Stdout, r.cmd.Stderr = r.stdout, r.stderr
@@ -409,21 +410,4 @@ func (l *lines) waitFor(s string, limit time.Duration) bool {
 			return false
 		}
 	}
-}
-
-type syncBuilder struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuilder) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuilder) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
