@@ -2,27 +2,25 @@ package config
 
 import (
 	"math"
-	"math/bits"
 	"regexp"
 	"strconv"
 
 	"github.com/tidwall/gjson"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 )
 
 // Money. pricing says what each model's tokens cost, in US dollars per
 // million tokens; usd_per_* windows limit what a subject spends. Money is
-// counted in integers, never in floats: a price is held in picodollars
-// (10^-12 USD) per token, exact for prices with up to six decimals, and a
-// request's cost and every usd_per_* limit and counter in nanodollars
-// (10^-9 USD), each request's cost rounded up. A counter holds at most
-// MaxLimit nanodollars, about 9 million dollars; a limit at most
+// counted in integers, never in floats (see package pricing): a price in
+// picodollars per token, a request's cost and every usd_per_* limit and
+// counter in nanodollars, each request's cost rounded up. A counter holds
+// at most MaxLimit nanodollars, about 9 million dollars; a limit at most
 // MaxUSDLimit.
 
 // Units of money.
 const (
-	PicoPerDollar = 1_000_000_000_000
-	NanoPerDollar = 1_000_000_000
-	picoPerNano   = 1_000
+	PicoPerDollar = pricing.PicoPerDollar
+	NanoPerDollar = pricing.NanoPerDollar
 	// maxPrice bounds a price, in US dollars per million tokens.
 	maxPrice = 1_000_000
 	// MaxUSDLimit is the largest usd_per_* limit, in US dollars: within
@@ -31,12 +29,7 @@ const (
 )
 
 // Price is what one token of each kind costs a model, in picodollars.
-type Price struct {
-	Input      int64 // input tokens not read from or written to a cache
-	Output     int64 // output tokens, reasoning included
-	CacheRead  int64 // input tokens read from a cache
-	CacheWrite int64 // input tokens written to a cache
-}
+type Price = pricing.Price
 
 // PriceRule is an entry of pricing: the price of the models its key
 // matches (a name, "<prefix>*" or "regexp:<re>", as token_weights.models).
@@ -76,37 +69,19 @@ func (p *Pricing) PriceOf(model string) (Price, bool) {
 	return Price{}, false
 }
 
-// NanoUSD is what a response with these counts costs a model, in
-// nanodollars, rounded up; input includes the cache reads and writes, as
-// in Cost.Tokens. Each count is taken in [0, estimate.MaxTokens], and the
-// cost saturates at MaxLimit: a client's or an upstream's numbers can make
-// it neither negative nor inexact (the bound the nanodollars reserved and
-// charged keep from here, as Cost.Tokens's tokens). An unpriced model costs 0 (the
-// configuration refuses money limits that could meet one).
-func (p *Pricing) NanoUSD(input, output, cacheRead, cacheWrite int64, model string) int64 {
+// NanoUSD is what a response with these tokens costs a model, in
+// nanodollars, rounded up (pricing.Price.NanoUSD: each count bounded, each
+// part within its whole), at most MaxLimit: a client's or an upstream's
+// numbers can make it neither negative nor inexact (the bound the
+// nanodollars reserved and charged keep from here, as Cost.Tokens's
+// tokens). An unpriced model costs 0 (the configuration refuses money
+// limits that could meet one).
+func (p *Pricing) NanoUSD(t pricing.Tokens, model string) int64 {
 	price, ok := p.PriceOf(model)
 	if !ok {
 		return 0
 	}
-	input, output = bound(input), bound(output)
-	cacheRead, cacheWrite = bound(cacheRead), bound(cacheWrite)
-	uncached := max(input-cacheRead-cacheWrite, 0)
-	// Up to 4 × 10^15 tokens × 10^12 picodollars: 128 bits.
-	var hi, lo uint64
-	for _, term := range [...][2]int64{{uncached, price.Input}, {output, price.Output}, {cacheRead, price.CacheRead}, {cacheWrite, price.CacheWrite}} {
-		h, l := bits.Mul64(uint64(term[0]), uint64(term[1]))
-		var carry uint64
-		lo, carry = bits.Add64(lo, l, 0)
-		hi += h + carry
-	}
-	if hi >= picoPerNano { // the quotient would not fit 64 bits: far past MaxLimit
-		return MaxLimit
-	}
-	q, r := bits.Div64(hi, lo, picoPerNano)
-	if r != 0 {
-		q++
-	}
-	return int64(min(q, MaxLimit))
+	return min(price.NanoUSD(t), MaxLimit)
 }
 
 // priceFields is the table of a pricing entry.
@@ -115,6 +90,11 @@ var priceFields = fields[Price]{
 	required(priceField("output", func(p *Price, n int64) { p.Output = n })),
 	priceField("cache_read", func(p *Price, n int64) { p.CacheRead = n }),
 	priceField("cache_write", func(p *Price, n int64) { p.CacheWrite = n }),
+	priceField("reasoning", func(p *Price, n int64) { p.Reasoning = n }),
+	priceField("input_audio", func(p *Price, n int64) { p.InputAudio = n }),
+	priceField("output_audio", func(p *Price, n int64) { p.OutputAudio = n }),
+	priceField("input_image", func(p *Price, n int64) { p.InputImage = n }),
+	priceField("output_image", func(p *Price, n int64) { p.OutputImage = n }),
 }
 
 // priceField is a price: US dollars per million tokens, a number in [0,
@@ -148,24 +128,19 @@ func readPricing(c *Config, path string, v gjson.Result) error {
 	return err
 }
 
-// readPrice reads one model's price; cache_read and cache_write default to
-// the input price.
+// readPrice reads one model's price; a kind it does not give costs what
+// its input or output costs (pricing.Price.WithDefaults).
 func readPrice(path string, v gjson.Result) (Price, error) {
 	members, err := readMembers(path, v, priceFields.names(), nil)
 	if err != nil {
 		return Price{}, err
 	}
-	price := Price{CacheRead: -1, CacheWrite: -1}
+	u := pricing.Unset
+	price := Price{CacheRead: u, CacheWrite: u, Reasoning: u, InputAudio: u, OutputAudio: u, InputImage: u, OutputImage: u}
 	if err := priceFields.apply(&price, path, members); err != nil {
 		return Price{}, err
 	}
-	if price.CacheRead < 0 {
-		price.CacheRead = price.Input
-	}
-	if price.CacheWrite < 0 {
-		price.CacheWrite = price.Input
-	}
-	return price, nil
+	return price.WithDefaults(), nil
 }
 
 // indexPrices builds the index PriceOf looks models up in, and the
@@ -183,8 +158,7 @@ func (p *Pricing) indexPrices() {
 	}
 	p.index.build()
 	for _, x := range all {
-		p.strictest = Price{max(p.strictest.Input, x.Input), max(p.strictest.Output, x.Output),
-			max(p.strictest.CacheRead, x.CacheRead), max(p.strictest.CacheWrite, x.CacheWrite)}
+		p.strictest = pricing.Strictest(p.strictest, x)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tidwall/gjson"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 )
 
 const pricedYAML = `
@@ -37,12 +38,20 @@ func TestParsePricing(t *testing.T) {
 		return p
 	}
 	// Picodollars per token: $2.50 per million tokens is 2,500,000.
-	require.Equal(t, Price{Input: 2_500_000, Output: 10_000_000, CacheRead: 1_250_000, CacheWrite: 2_500_000}, price("gpt-4o"), "cache_write defaults to input")
-	require.Equal(t, Price{Input: 3_000_000, Output: 15_000_000, CacheRead: 300_000, CacheWrite: 3_750_000}, price("claude-sonnet-4-20250514"))
-	require.Equal(t, Price{Input: 15_000_000, Output: 60_000_000, CacheRead: 15_000_000, CacheWrite: 15_000_000}, price("o3"))
-	require.Equal(t, Price{Input: 75_000, Output: 300_000, CacheRead: 75_000, CacheWrite: 75_000}, price("llama-3"), `"*"`)
+	require.Equal(t, textPrice(2_500_000, 10_000_000, 1_250_000, 2_500_000), price("gpt-4o"), "cache_write defaults to input")
+	require.Equal(t, textPrice(3_000_000, 15_000_000, 300_000, 3_750_000), price("claude-sonnet-4-20250514"))
+	require.Equal(t, textPrice(15_000_000, 60_000_000, 15_000_000, 15_000_000), price("o3"))
+	require.Equal(t, textPrice(75_000, 300_000, 75_000, 75_000), price("llama-3"), `"*"`)
 	require.Equal(t, price("llama-3"), price(""), `a request naming no model: "*"`)
-	require.Equal(t, Price{Input: 15_000_000, Output: 60_000_000, CacheRead: 15_000_000, CacheWrite: 15_000_000}, price(UnknownModel), "the dearest of each kind")
+	require.Equal(t, textPrice(15_000_000, 60_000_000, 15_000_000, 15_000_000), price(UnknownModel), "the dearest of each kind")
+}
+
+// textPrice is a price that gives its input, output and cache kinds, the
+// others at their defaults.
+func textPrice(input, output, cacheRead, cacheWrite int64) Price {
+	u := pricing.Unset
+	return Price{Input: input, Output: output, CacheRead: cacheRead, CacheWrite: cacheWrite,
+		Reasoning: u, InputAudio: u, OutputAudio: u, InputImage: u, OutputImage: u}.WithDefaults()
 }
 
 func TestNanoUSD(t *testing.T) {
@@ -51,26 +60,26 @@ func TestNanoUSD(t *testing.T) {
 	// 1,000 input (200 read from the cache) and 100 output tokens of gpt-4o:
 	// 800 × 2.5 + 200 × 1.25 + 100 × 10 = 3,250 µ$ per million... in
 	// nanodollars: 800×2,500 + 200×1,250 + 100×10,000 = 3,250,000.
-	require.Equal(t, int64(3_250_000), p.NanoUSD(1000, 100, 200, 0, "gpt-4o"))
+	require.Equal(t, int64(3_250_000), p.NanoUSD(pricing.Tokens{Input: 1000, Output: 100, CacheRead: 200}, "gpt-4o"))
 	// Cache writes at their own price.
-	require.Equal(t, int64(1000*3_750), p.NanoUSD(1000, 0, 0, 1000, "claude-sonnet-4-5"))
+	require.Equal(t, int64(1000*3_750), p.NanoUSD(pricing.Tokens{Input: 1000, CacheWrite: 1000}, "claude-sonnet-4-5"))
 	// One token at $0.075 per million is 75 nanodollars; at $0.0005, half
 	// a nanodollar, rounded up.
-	require.Equal(t, int64(75), p.NanoUSD(1, 0, 0, 0, "llama"))
+	require.Equal(t, int64(75), p.NanoUSD(pricing.Tokens{Input: 1, Output: 0}, "llama"))
 	tiny := Pricing{Any: &Price{Input: 500}}
-	require.Equal(t, int64(1), tiny.NanoUSD(1, 0, 0, 0, "x"))
-	require.Equal(t, int64(1), tiny.NanoUSD(2, 0, 0, 0, "x"))
-	require.Equal(t, int64(2), tiny.NanoUSD(3, 0, 0, 0, "x"))
-	require.Equal(t, int64(0), p.NanoUSD(0, 0, 0, 0, "llama"))
+	require.Equal(t, int64(1), tiny.NanoUSD(pricing.Tokens{Input: 1, Output: 0}, "x"))
+	require.Equal(t, int64(1), tiny.NanoUSD(pricing.Tokens{Input: 2, Output: 0}, "x"))
+	require.Equal(t, int64(2), tiny.NanoUSD(pricing.Tokens{Input: 3, Output: 0}, "x"))
+	require.Equal(t, int64(0), p.NanoUSD(pricing.Tokens{}, "llama"))
 	// Bounded: negative counts are 0, huge ones saturate at MaxLimit.
-	require.Equal(t, int64(0), p.NanoUSD(-5, -5, -1, -1, "gpt-4o"))
-	require.Equal(t, int64(MaxLimit), p.NanoUSD(1<<62, 1<<62, 0, 0, "o1"))
+	require.Equal(t, int64(0), p.NanoUSD(pricing.Tokens{Input: -5, Output: -5, CacheRead: -1, CacheWrite: -1}, "gpt-4o"))
+	require.Equal(t, int64(MaxLimit), p.NanoUSD(pricing.Tokens{Input: 1 << 62, Output: 1 << 62}, "o1"))
 	// Exact: a million requests add up to a million times one, in integers.
 	var sum int64
 	for range 1_000_000 {
-		sum += p.NanoUSD(1234, 567, 89, 0, "gpt-4o")
+		sum += p.NanoUSD(pricing.Tokens{Input: 1234, Output: 567, CacheRead: 89}, "gpt-4o")
 	}
-	require.Equal(t, 1_000_000*p.NanoUSD(1234, 567, 89, 0, "gpt-4o"), sum)
+	require.Equal(t, 1_000_000*p.NanoUSD(pricing.Tokens{Input: 1234, Output: 567, CacheRead: 89}, "gpt-4o"), sum)
 	require.Equal(t, "20", FormatUSD(20_000_000_000))
 	require.Equal(t, "0.5", FormatUSD(500_000_000))
 	require.Equal(t, "0.000003251", FormatUSD(3251))

@@ -10,6 +10,7 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 )
 
 // Fallbacks (model_fallbacks). A request whose model has fallbacks is
@@ -144,7 +145,7 @@ func (r *request) costAs(e estimate.Estimate, model string) budget.Amounts {
 	if !r.pc.rules.Reservation.Enabled {
 		return budget.Amounts{}
 	}
-	return r.costOfUsageAs(model, e.Prompt, e.Completion, 0, 0)
+	return r.costOfUsageAs(model, pricing.Tokens{Input: e.Prompt, Output: e.Completion})
 }
 
 // serve makes an admitted request the candidate its groups served

@@ -5,6 +5,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 )
 
 // Money. A request's usage is charged in tokens to token windows and, by
@@ -29,10 +30,10 @@ func quotaValue(k budget.Kind, n int64) string {
 // costOfUsage is what a request that used these tokens costs (its usage,
 // or its estimate): in tokens (config.Cost.Tokens) and, when pricing is
 // set, in nanodollars, as the most expensive of the models it may name.
-func (r *request) costOfUsage(input, output, cacheRead, cacheWrite int64) budget.Amounts {
-	cost := r.costOfUsageAs(r.servedModel(), input, output, cacheRead, cacheWrite)
+func (r *request) costOfUsage(t pricing.Tokens) budget.Amounts {
+	cost := r.costOfUsageAs(r.servedModel(), t)
 	for _, m := range r.model.others {
-		cost = cost.AtLeast(r.costOfUsageAs(m, input, output, cacheRead, cacheWrite))
+		cost = cost.AtLeast(r.costOfUsageAs(m, t))
 	}
 	return cost
 }
@@ -40,10 +41,10 @@ func (r *request) costOfUsage(input, output, cacheRead, cacheWrite int64) budget
 // costOfUsageAs is what a request of model that used these tokens costs:
 // in tokens (its weights) and, when pricing is set, in nanodollars (its
 // price).
-func (r *request) costOfUsageAs(model string, input, output, cacheRead, cacheWrite int64) budget.Amounts {
-	cost := budget.Amounts{Tokens: r.pc.rules.Cost.Tokens(input, output, cacheRead, cacheWrite, model)}
+func (r *request) costOfUsageAs(model string, t pricing.Tokens) budget.Amounts {
+	cost := budget.Amounts{Tokens: r.pc.rules.Cost.Tokens(t.Input, t.Output, t.CacheRead, t.CacheWrite, model)}
 	if p := &r.pc.rules.Pricing; p.Configured() {
-		cost.USD = p.NanoUSD(input, output, cacheRead, cacheWrite, model)
+		cost.USD = p.NanoUSD(t, model)
 	}
 	return cost
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/tokenlimit/ai-token-ratelimit/cachekey"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 	"github.com/tokenlimit/ai-token-ratelimit/streamusage"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
@@ -313,7 +314,7 @@ func (r *request) cost(e estimate.Estimate) budget.Amounts {
 	if !r.pc.rules.Reservation.Enabled {
 		return budget.Amounts{}
 	}
-	cost := r.costOfUsage(e.Prompt, e.Completion, 0, 0)
+	cost := r.costOfUsage(pricing.Tokens{Input: e.Prompt, Output: e.Completion})
 	if debugEnabled() {
 		log.Debugf("estimated %d prompt + %d completion tokens (model %q): reserving %d tokens, %d nanodollars",
 			e.Prompt, e.Completion, r.model.name, cost.Tokens, cost.USD)

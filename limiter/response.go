@@ -10,6 +10,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/estimate"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -86,7 +87,7 @@ func (r *request) settle(complete bool) {
 	how := settledReported
 	failed := r.status >= 300 || r.status != 0 && r.status < 200
 	if ok {
-		cost = r.costOfUsage(u.Input, u.Output, u.CacheRead, u.CacheCreation)
+		cost = r.costOfUsage(u.Tokens())
 		if !complete && !failed {
 			cost = cost.AtLeast(r.reserved)
 		}
@@ -150,7 +151,7 @@ func (r *request) estimated() (budget.Amounts, tokenusage.Usage) {
 	if r.promptBySize { // the body's size was declared (or not): what passed counts, if more
 		r.promptEstimate = max(r.promptEstimate, estimate.PromptOfSize(r.bodyBytes, opts))
 	}
-	cost := r.costOfUsage(r.promptEstimate, output, 0, 0)
+	cost := r.costOfUsage(pricing.Tokens{Input: r.promptEstimate, Output: output})
 	if debugEnabled() {
 		log.Debugf("no token usage reported: charging an estimate of %d prompt + %d output tokens (%d bytes of text): %d tokens, %d nanodollars",
 			r.promptEstimate, output, text, cost.Tokens, cost.USD)

@@ -43,6 +43,8 @@
 // object is ignored as a whole.
 package tokenusage
 
+import "github.com/tokenlimit/ai-token-ratelimit/pricing"
+
 // MaxUsageObjectBytes caps the size of one buffered usage object, braces
 // included. A larger usage object is skipped, so a Parser never holds more
 // than this many bytes of the body however large the body is. Real usage
@@ -57,6 +59,11 @@ type Usage struct {
 	CacheRead     int64 // part of Input served from a prompt cache
 	CacheCreation int64 // part of Input written to a prompt cache
 	Reasoning     int64 // part of Output spent reasoning (thinking), where the provider says how much: OpenAI, xAI, Gemini
+}
+
+// Tokens are the usage as package pricing prices it.
+func (u Usage) Tokens() pricing.Tokens {
+	return pricing.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheCreation, Reasoning: u.Reasoning}
 }
 
 // Total is the number of tokens the response consumed, Input plus Output.

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -230,7 +231,7 @@ func costUSD(cfg *config.Config, input, output, cacheRead, cacheWrite int64, mod
 	if _, ok := cfg.Pricing.PriceOf(model); !ok {
 		return ""
 	}
-	return json.Number(config.FormatUSD(cfg.Pricing.NanoUSD(input, output, cacheRead, cacheWrite, model)))
+	return json.Number(config.FormatUSD(cfg.Pricing.NanoUSD(pricing.Tokens{Input: input, Output: output, CacheRead: cacheRead, CacheWrite: cacheWrite}, model)))
 }
 
 // bodyModel returns the model a response body names, or "": the top-level
