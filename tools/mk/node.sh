@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Makes sure node and npm are installed (the end-to-end suite drives the
-# official SDKs with them), installing them with the system's package
-# manager when they are missing, then installs the SDKs pinned in
-# tools/e2e/sdk/package-lock.json.
+# official SDKs with them; the price catalog's generator reads its database
+# with them), installing them with the system's package manager when they
+# are missing, then installs the npm packages pinned in
+# tools/e2e/sdk/package-lock.json and tools/pricecatalog/package-lock.json.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -24,8 +25,9 @@ fi
 major=$(node -p 'process.versions.node.split(".")[0]')
 [ "$major" -ge 20 ] || { echo "node $(node --version) is too old for the SDKs: Node.js 20 or later (the pinned SDKs' engines)" >&2; exit 1; }
 
-sdk=tools/e2e/sdk
-if [ ! -d "$sdk/node_modules" ] || [ "$sdk/package-lock.json" -nt "$sdk/node_modules" ]; then
-  npm ci --prefix "$sdk" --no-audit --no-fund --loglevel=error
-  touch "$sdk/node_modules"
-fi
+for dir in tools/e2e/sdk tools/pricecatalog; do
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
+    touch "$dir/node_modules"
+  fi
+done

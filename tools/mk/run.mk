@@ -5,7 +5,7 @@
 #   make run REDIS_ADDR=127.0.0.1:6379 LOCALGW_CONFIG=my.yaml LOCALGW_LOG_LEVEL=debug
 #   make e2e                                  # the end-to-end tests (also part of make test)
 #   make redis-server                         # installs redis-server when it is missing
-#   make sdks                                 # installs node, npm and the pinned official SDKs (tools/e2e/sdk)
+#   make sdks                                 # installs node, npm and the pinned npm packages (tools/e2e/sdk, tools/pricecatalog)
 # The gateway's address stays the same from run to run (the port
 # docker-compose.yml publishes), so that an SDK's base URL is written down
 # once; when it is taken, make run stops and says so.
@@ -34,6 +34,8 @@ redis-server:
 
 # node, npm and the official SDKs pinned in tools/e2e/sdk/package-lock.json,
 # installed when missing: the end-to-end suite streams through the gateway
-# with them, as an application would.
+# with them, as an application would. Also the price database pinned in
+# tools/pricecatalog/package-lock.json, which make prices and the
+# generator's test read.
 sdks:
 	@bash tools/mk/node.sh
