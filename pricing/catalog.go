@@ -1,10 +1,6 @@
 package pricing
 
-import (
-	"regexp"
-	"strings"
-	"sync"
-)
+import "strings"
 
 // The catalog: public list prices of the models of the providers the plugin
 // parses, generated into catalog_gen.go from a pinned public price database
@@ -47,9 +43,9 @@ func Lookup(model, provider string) (Listed, bool) {
 	if name == "" {
 		return Listed{}, false
 	}
-	whole := spellings{name: name}
+	whole := spellings{asSent: c.spell(name)}
 	// The route's provider, then the provider the name names.
-	if p, ok := c.byID[provider]; ok {
+	if p, ok := c.provider(provider); ok {
 		if f, found := c.searchProvider(p, &whole); found {
 			return c.listed(f)
 		}
@@ -61,7 +57,7 @@ func Lookup(model, provider string) (Listed, bool) {
 	}
 	// A "provider/model" name: the model in the provider its prefix names.
 	if q, rest, ok := c.prefixed(name); ok {
-		model := spellings{name: rest}
+		model := spellings{asSent: c.spell(rest)}
 		if f, found := c.searchProvider(q, &model); found {
 			return c.listed(f)
 		}
@@ -93,7 +89,7 @@ func ProviderOf(model, provider string) string {
 	if p, ok := c.named(normalize(model)); ok {
 		return c.providers[p].id
 	}
-	if p, ok := c.byID[provider]; ok {
+	if p, ok := c.provider(provider); ok {
 		return c.providers[p].id
 	}
 	return "openai"
@@ -104,7 +100,7 @@ func ProviderOf(model, provider string) string {
 // the catalog for a provider the catalog does not have.
 func Dearest(provider string) Price {
 	c := theCatalog()
-	if p, ok := c.byID[provider]; ok {
+	if p, ok := c.provider(provider); ok {
 		return c.providers[p].dearest
 	}
 	return c.dearest
@@ -149,217 +145,6 @@ type catalogModel struct {
 	unpriced bool  // priced in no token kind of ours: not listed
 }
 
-// catalog is the generated data made fast to search, built once, at the
-// first call.
-type catalog struct {
-	providers []providerIndex // catalogProviders' order
-	byID      map[string]int
-	vendors   map[string]bool // bedrockVendors
-	dearest   Price           // of every listed model
-}
-
-// providerIndex is a provider made fast to search: a name equal to one of
-// a model's equals patterns is found by exact; the other patterns are tried
-// in the models' order, up to the model exact found.
-type providerIndex struct {
-	id        string
-	named     compiled
-	alias     compiled
-	fallbacks []int
-	exact     map[string]int32
-	patterns  []modelPattern // by model, in order
-	models    []Listed
-	priced    []bool
-	dearest   Price
-}
-
-type modelPattern struct {
-	model int32
-	match compiled
-}
-
-// compiled is a match with its regexp compiled, and the bytes a name
-// needs to match it (bytesOf): most patterns are ruled out by one AND.
-type compiled struct {
-	op   matchOp
-	need uint64
-	text string
-	re   *regexp.Regexp
-	of   []compiled
-}
-
-// found is a model a search found: its provider and index there.
-type found struct{ provider, model int }
-
-// spellings are a name as sent and, once a search needs it, with its
-// compact dates dashed (the same string when it has none), and the
-// providers searched for them.
-type spellings struct {
-	name, dashed string
-	have         uint64 // the name's bytes (bytesOf), once a search needs them
-	searched     searched
-}
-
-func (s *spellings) dashedName() string {
-	if s.dashed == "" {
-		s.dashed = dashDates(s.name)
-	}
-	return s.dashed
-}
-
-// searched is a set of providers.
-type searched uint64
-
-func (s searched) has(p int) bool { return s&(1<<p) != 0 }
-
-var theCatalog = sync.OnceValue(buildCatalog)
-
-func buildCatalog() *catalog {
-	if len(catalogProviders) > 64 {
-		panic("pricing: more providers than a search's set holds")
-	}
-	c := &catalog{byID: make(map[string]int, len(catalogProviders)), vendors: make(map[string]bool, len(bedrockVendors))}
-	for _, v := range bedrockVendors {
-		c.vendors[v] = true
-	}
-	for i, p := range catalogProviders {
-		c.byID[p.id] = i
-	}
-	for _, p := range catalogProviders {
-		x := providerIndex{
-			id:     p.id,
-			named:  compile(p.named),
-			alias:  compile(p.alias),
-			exact:  make(map[string]int32),
-			models: make([]Listed, len(p.models)),
-			priced: make([]bool, len(p.models)),
-		}
-		for _, f := range p.fallbacks {
-			x.fallbacks = append(x.fallbacks, c.byID[f])
-		}
-		for i, m := range p.models {
-			x.models[i] = Listed{Provider: p.id, Model: m.id, Price: m.price.WithDefaults()}
-			x.priced[i] = !m.unpriced
-			if !m.unpriced { // prices are not negative: Strictest with the zero Price is the price
-				x.dearest = Strictest(x.dearest, x.models[i].Price)
-				c.dearest = Strictest(c.dearest, x.models[i].Price)
-			}
-			// An or's alternatives one by one: its equals go to exact.
-			alternatives := []match{m.match}
-			if m.match.op == matchOr {
-				alternatives = m.match.of
-			}
-			for _, a := range alternatives {
-				if a.op == matchEquals {
-					if _, taken := x.exact[a.text]; !taken {
-						x.exact[a.text] = int32(i)
-					}
-					continue
-				}
-				x.patterns = append(x.patterns, modelPattern{model: int32(i), match: compile(a)})
-			}
-		}
-		c.providers = append(c.providers, x)
-	}
-	return c
-}
-
-func compile(m match) compiled {
-	c := compiled{op: m.op, text: m.text}
-	for _, o := range m.of {
-		c.of = append(c.of, compile(o))
-	}
-	switch m.op {
-	case matchEquals, matchStartsWith, matchEndsWith, matchContains:
-		c.need = bytesOf(m.text)
-	case matchRegexp:
-		c.re = regexp.MustCompile(m.text) // the generator compiled each one
-		prefix, _ := c.re.LiteralPrefix() // in every match, so in the name
-		c.need = bytesOf(prefix)
-	case matchAnd: // every part's
-		for _, o := range c.of {
-			c.need |= o.need
-		}
-	case matchOr: // those every part needs
-		c.need = ^uint64(0)
-		for _, o := range c.of {
-			c.need &= o.need
-		}
-		if len(c.of) == 0 {
-			c.need = 0
-		}
-	}
-	return c
-}
-
-// bytesOf is the set of a text's bytes, by class: each letter and digit
-// its own bit, the punctuation of model names one bit each, any other byte
-// one of a few bits. A name without one of a pattern's bytes cannot match
-// it.
-func bytesOf(text string) uint64 {
-	var set uint64
-	for i := 0; i < len(text); i++ {
-		set |= byteBit[text[i]]
-	}
-	return set
-}
-
-var byteBit = func() (bits [256]uint64) {
-	for c := range bits {
-		switch {
-		case 'a' <= c && c <= 'z':
-			bits[c] = 1 << (c - 'a')
-		case '0' <= c && c <= '9':
-			bits[c] = 1 << (26 + c - '0')
-		default:
-			switch i := strings.IndexByte("-./:_@", byte(c)); {
-			case i >= 0:
-				bits[c] = 1 << (36 + i)
-			default:
-				bits[c] = 1 << (42 + c%22)
-			}
-		}
-	}
-	return bits
-}()
-
-// matches reports whether the name, whose bytes are have (bytesOf),
-// matches.
-func (m *compiled) matches(name string, have uint64) bool {
-	if m.need&^have != 0 {
-		return false
-	}
-	switch m.op {
-	case matchEquals:
-		return name == m.text
-	case matchStartsWith:
-		return strings.HasPrefix(name, m.text)
-	case matchEndsWith:
-		return strings.HasSuffix(name, m.text)
-	case matchContains:
-		return strings.Contains(name, m.text)
-	case matchRegexp:
-		return m.re.MatchString(name)
-	case matchAnd:
-		for i := range m.of {
-			if !m.of[i].matches(name, have) {
-				return false
-			}
-		}
-		return true
-	case matchOr:
-		for i := range m.of {
-			if m.of[i].matches(name, have) {
-				return true
-			}
-		}
-		return false
-	case matchNot:
-		return !m.of[0].matches(name, have)
-	}
-	return false
-}
-
 // normalize is the name as the database's patterns see it: lowercased, its
 // surrounding spaces trimmed.
 func normalize(model string) string {
@@ -381,19 +166,50 @@ func (c *catalog) listed(f found) (Listed, bool) {
 	return p.models[f.model], true
 }
 
+// found is a model a search found: its provider and index there.
+type found struct{ provider, model int }
+
+// spelling is a name, its bytes (bytesOf) and the models whose equals
+// patterns it is.
+type spelling struct {
+	name  string
+	have  uint64
+	exact []exactHit
+}
+
+func (c *catalog) spell(name string) spelling {
+	return spelling{name: name, have: bytesOf(name), exact: c.exact[name]}
+}
+
+// spellings are a name as sent and, once a search needs it, with its
+// compact dates dashed (no name when it has none), and the providers
+// searched for them.
+type spellings struct {
+	asSent, dashed spelling
+	dashedDone     bool
+	searched       searched
+}
+
+// searched is a set of providers.
+type searched uint64
+
+func (s searched) has(p int) bool { return s&(1<<p) != 0 }
+
 // searchProvider searches a provider's models, then its fallback
 // providers', for the name, then for the name with its compact dates
 // dashed; the name's searched set gets the providers searched.
 func (c *catalog) searchProvider(p int, s *spellings) (found, bool) {
-	if s.have == 0 {
-		s.have = bytesOf(s.name)
-	}
-	if f, ok := c.searchWithFallbacks(p, s.name, s.have, s.searched); ok {
+	if f, ok := c.searchWithFallbacks(p, &s.asSent, s.searched); ok {
 		return f, true
 	}
-	if dashed := s.dashedName(); dashed != s.name {
-		// Dashing adds dashes only.
-		if f, ok := c.searchWithFallbacks(p, dashed, s.have|byteBit['-'], s.searched); ok {
+	if !s.dashedDone {
+		if dashed := dashDates(s.asSent.name); dashed != s.asSent.name {
+			s.dashed = c.spell(dashed)
+		}
+		s.dashedDone = true
+	}
+	if s.dashed.name != "" {
+		if f, ok := c.searchWithFallbacks(p, &s.dashed, s.searched); ok {
 			return f, true
 		}
 	}
@@ -407,38 +223,41 @@ func (c *catalog) searchProvider(p int, s *spellings) (found, bool) {
 // searchWithFallbacks is the database's own search: the provider's first
 // matching model, else its fallback providers' (their own models only),
 // but those already searched for both spellings.
-func (c *catalog) searchWithFallbacks(p int, name string, have uint64, searched searched) (found, bool) {
-	if m, ok := c.providers[p].search(name, have); ok {
+func (c *catalog) searchWithFallbacks(p int, s *spelling, searched searched) (found, bool) {
+	if m, ok := c.search(p, s); ok {
 		return found{p, m}, true
 	}
 	for _, fb := range c.providers[p].fallbacks {
 		if searched.has(fb) {
 			continue
 		}
-		if m, ok := c.providers[fb].search(name, have); ok {
+		if m, ok := c.search(fb, s); ok {
 			return found{fb, m}, true
 		}
 	}
 	return found{}, false
 }
 
-// search is the provider's first model whose pattern matches the name,
-// whose bytes are have.
-func (p *providerIndex) search(name string, have uint64) (int, bool) {
-	limit := int32(len(p.models))
-	if i, ok := p.exact[name]; ok {
-		limit = i
+// search is a provider's first model whose pattern matches the name.
+func (c *catalog) search(p int, s *spelling) (int, bool) {
+	x := &c.providers[p]
+	limit := int32(len(x.models))
+	for _, h := range s.exact {
+		if h.provider == int32(p) {
+			limit = h.model
+			break
+		}
 	}
-	for i := range p.patterns {
-		pat := &p.patterns[i]
+	for i := range x.patterns {
+		pat := &x.patterns[i]
 		if pat.model >= limit {
 			break
 		}
-		if pat.match.need&^have == 0 && pat.match.matches(name, have) {
+		if pat.match.need&^s.have == 0 && pat.match.matches(s.name, s.have) {
 			return int(pat.model), true
 		}
 	}
-	return int(limit), limit < int32(len(p.models))
+	return int(limit), limit < int32(len(x.models))
 }
 
 // named is the provider a (normalized) name says: the provider its
@@ -449,7 +268,7 @@ func (c *catalog) named(name string) (int, bool) {
 		return p, true
 	}
 	if c.bedrockID(name) {
-		if p, ok := c.byID["aws"]; ok {
+		if p, ok := c.provider("aws"); ok {
 			return p, true
 		}
 	}
@@ -471,7 +290,7 @@ func (c *catalog) prefixed(name string) (provider int, rest string, ok bool) {
 		return 0, "", false
 	}
 	prefix, rest := name[:slash], name[slash+1:]
-	if p, ok := c.byID[prefix]; ok {
+	if p, ok := c.provider(prefix); ok {
 		return p, rest, true
 	}
 	for p := range c.providers {

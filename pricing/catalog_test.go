@@ -244,6 +244,35 @@ func TestDashDates(t *testing.T) {
 	}
 }
 
+// The bytes an anchored regexp's matches begin with, which rule it out
+// before it runs; none told for one that may begin anywhere or match the
+// empty string.
+func TestFirstBytes(t *testing.T) {
+	for _, tc := range []struct{ regexp, want string }{
+		{`^o[134]`, "o"},
+		{`^(?:labs-)?(?:(?:mi|code|dev|magi|mini)stral|mixtral|pixtral|voxtral|open-(?:mistral|mixtral))`, "cdlmopv"},
+		{`^gpt-5\.6-luna-\d{4}-\d{2}-\d{2}$`, "g"},
+		{`^(?:x|y)z|^w`, "any"}, // anchored in each alternative only: not told
+		{`gpt-5`, "any"},
+		{`^(?:.*-tts)`, "any"},
+		{`^a?`, "any"},
+		{`^(?i)abc`, "any"},
+	} {
+		got := "any"
+		if set := firstBytes(tc.regexp); set != nil {
+			got = ""
+			for c := 0; c < 256; c++ {
+				if set[c/64]&(1<<(c%64)) != 0 {
+					got += string(rune(c))
+				}
+			}
+		}
+		if got != tc.want {
+			t.Errorf("firstBytes(%s) = %q, want %q", tc.regexp, got, tc.want)
+		}
+	}
+}
+
 // Lookup runs on requests: a lowercase name costs no allocation, found or
 // not.
 func TestLookupAllocatesNothing(t *testing.T) {
