@@ -366,28 +366,20 @@ func BenchmarkContentEvent(b *testing.B) {
 }
 
 func BenchmarkStream50(b *testing.B) {
-	stream := readFixture(b, "openai_chat_stream.sse")
-	events := bytes.SplitAfter(stream, []byte("\n\n"))
-	var p Parser
-	b.SetBytes(int64(len(stream)))
-	b.ReportAllocs()
-	for b.Loop() {
-		p.Reset()
-		for _, e := range events {
-			p.Write(e)
-		}
-		p.Finish()
-		if _, ok := p.Usage(); !ok {
-			b.Fatal("no usage")
-		}
-	}
+	benchmarkStream(b, "openai_chat_stream.sse", "\n\n")
 }
 
 // BenchmarkGeminiStream reads a Gemini stream whose every event carries
 // usageMetadata with its lists by modality, each read as the event ends.
 func BenchmarkGeminiStream(b *testing.B) {
-	stream := readFixture(b, "gemini_stream.sse")
-	events := bytes.SplitAfter(stream, []byte("\r\n\r\n"))
+	benchmarkStream(b, "gemini_stream.sse", "\r\n\r\n")
+}
+
+// benchmarkStream reads a fixture's stream an event (ending in sep) at a
+// time, then its usage.
+func benchmarkStream(b *testing.B, file, sep string) {
+	stream := readFixture(b, file)
+	events := bytes.SplitAfter(stream, []byte(sep))
 	var p Parser
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
