@@ -21,12 +21,17 @@ const (
 	// The usage the response reported, as the usage parser normalizes it
 	// (tokenusage.Usage): input tokens, cache reads and writes included;
 	// the cache reads and writes among them; output tokens, reasoning
-	// included; the reasoning among them, where the provider says.
+	// included; the reasoning among them, and the audio and images among
+	// the input and the output, where the provider says.
 	metricInputTokens seriesMetric = iota
 	metricOutputTokens
 	metricCacheReadTokens
 	metricCacheWriteTokens
 	metricReasoningTokens
+	metricInputAudioTokens
+	metricInputImageTokens
+	metricOutputAudioTokens
+	metricOutputImageTokens
 	// The estimate charged for a response that reported no usage: the
 	// prompt's estimate and the output text's (see request.estimated).
 	metricEstimatedInputTokens
@@ -57,6 +62,10 @@ var seriesMetricNames = [numSeriesMetrics]string{
 	metricCacheReadTokens:       "token_ratelimit_cache_read_tokens",
 	metricCacheWriteTokens:      "token_ratelimit_cache_write_tokens",
 	metricReasoningTokens:       "token_ratelimit_reasoning_tokens",
+	metricInputAudioTokens:      "token_ratelimit_input_audio_tokens",
+	metricInputImageTokens:      "token_ratelimit_input_image_tokens",
+	metricOutputAudioTokens:     "token_ratelimit_output_audio_tokens",
+	metricOutputImageTokens:     "token_ratelimit_output_image_tokens",
 	metricEstimatedInputTokens:  "token_ratelimit_estimated_input_tokens",
 	metricEstimatedOutputTokens: "token_ratelimit_estimated_output_tokens",
 	metricChargedTokens:         "token_ratelimit_charged_tokens",
@@ -109,6 +118,10 @@ func (r *request) countSpend(how settlement, u tokenusage.Usage, cost budget.Amo
 		s.add(metricCacheReadTokens, u.CacheRead)
 		s.add(metricCacheWriteTokens, u.CacheCreation)
 		s.add(metricReasoningTokens, u.Reasoning)
+		s.add(metricInputAudioTokens, u.InputAudio) // none: no counter, no host call
+		s.add(metricInputImageTokens, u.InputImage)
+		s.add(metricOutputAudioTokens, u.OutputAudio)
+		s.add(metricOutputImageTokens, u.OutputImage)
 		if exact && r.reserved.Tokens > 0 && cost.Tokens > 0 {
 			s.record(metricEstimateRatio, estimateRatioPercent(r.reserved.Tokens, cost.Tokens))
 		}

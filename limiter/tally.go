@@ -6,8 +6,9 @@ import "github.com/higress-group/proxy-wasm-go-sdk/proxywasm"
 // series, the estimate's and Redis's histograms) is kept in the VM and
 // added to the gateway's metrics from the tick (startState.flushTallies),
 // every tickMs, rather than by a host call per counter per request: a
-// settled request counts up to ten values, and each host call is a stats
-// lookup in Envoy (and, in the host emulator, a call through reflection).
+// settled request counts up to twelve values (countSpend), and each host
+// call is a stats lookup in Envoy (and, in the host emulator, a call
+// through reflection).
 // A metric is defined when first counted, so it exists from then on; its
 // value is at most a tick behind. A VM that stops without its plugin's
 // done (a gateway killed) loses at most a tick of counts.

@@ -1,6 +1,8 @@
 package tokenusage
 
 import (
+	"math/bits"
+	"strings"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -37,6 +39,10 @@ const (
 	promptCachedTokens                  // chat: prompt_tokens_details.cached_tokens
 	promptCacheWriteTokens              // chat: prompt_tokens_details.cache_write_tokens (OpenRouter)
 	reasoningTokens                     // chat: completion_tokens_details.reasoning_tokens
+	promptAudioTokens                   // chat: prompt_tokens_details.audio_tokens
+	promptImageTokens                   // chat: prompt_tokens_details.image_tokens
+	completionAudioTokens               // chat: completion_tokens_details.audio_tokens
+	completionImageTokens               // chat: completion_tokens_details.image_tokens (OpenRouter)
 
 	inputTokens              // Anthropic, Responses, Cohere (billed_units)
 	outputTokens             // Anthropic, Responses, Cohere (billed_units)
@@ -44,6 +50,9 @@ const (
 	cacheReadInputTokens     // Anthropic, excluded from input_tokens
 	inputCachedTokens        // Responses: input_tokens_details.cached_tokens, included in input_tokens
 	outputReasoningTokens    // Responses: output_tokens_details.reasoning_tokens, included in output_tokens
+	inputImageTokens         // Images API: input_tokens_details.image_tokens, included in input_tokens
+	outputImageTokens        // Images API: output_tokens_details.image_tokens, included in output_tokens
+	inputAudioTokens         // audio transcriptions: input_token_details.audio_tokens, included in input_tokens
 	iterations               // Anthropic: 1 when usage.iterations was reported
 	iterationsInput          // Anthropic: the sums over usage.iterations
 	iterationsOutput
@@ -55,6 +64,17 @@ const (
 	candidatesTokenCount    // Gemini
 	thoughtsTokenCount      // Gemini
 	cachedContentTokenCount // Gemini
+	// Gemini's lists by modality (see applyModalities): the AUDIO and the
+	// IMAGE tokens of promptTokensDetails, toolUsePromptTokensDetails,
+	// cacheTokensDetails and candidatesTokensDetails.
+	promptAudioCount
+	promptImageCount
+	toolUseAudioCount
+	toolUseImageCount
+	cacheAudioCount
+	cacheImageCount
+	candidatesAudioCount
+	candidatesImageCount
 
 	bedrockInputTokens      // Bedrock: inputTokens
 	bedrockOutputTokens     // Bedrock: outputTokens
@@ -76,12 +96,19 @@ var familyOf = [numFields]family{
 	promptCachedTokens:       chatFamily,
 	promptCacheWriteTokens:   chatFamily,
 	reasoningTokens:          chatFamily,
+	promptAudioTokens:        chatFamily,
+	promptImageTokens:        chatFamily,
+	completionAudioTokens:    chatFamily,
+	completionImageTokens:    chatFamily,
 	inputTokens:              inputOutputFamily,
 	outputTokens:             inputOutputFamily,
 	cacheCreationInputTokens: inputOutputFamily,
 	cacheReadInputTokens:     inputOutputFamily,
 	inputCachedTokens:        inputOutputFamily,
 	outputReasoningTokens:    inputOutputFamily,
+	inputImageTokens:         inputOutputFamily,
+	outputImageTokens:        inputOutputFamily,
+	inputAudioTokens:         inputOutputFamily,
 	iterations:               inputOutputFamily,
 	iterationsInput:          inputOutputFamily,
 	iterationsOutput:         inputOutputFamily,
@@ -92,6 +119,14 @@ var familyOf = [numFields]family{
 	candidatesTokenCount:     geminiFamily,
 	thoughtsTokenCount:       geminiFamily,
 	cachedContentTokenCount:  geminiFamily,
+	promptAudioCount:         geminiFamily,
+	promptImageCount:         geminiFamily,
+	toolUseAudioCount:        geminiFamily,
+	toolUseImageCount:        geminiFamily,
+	cacheAudioCount:          geminiFamily,
+	cacheImageCount:          geminiFamily,
+	candidatesAudioCount:     geminiFamily,
+	candidatesImageCount:     geminiFamily,
 	bedrockInputTokens:       bedrockFamily,
 	bedrockOutputTokens:      bedrockFamily,
 	bedrockTotalTokens:       bedrockFamily,
@@ -126,10 +161,9 @@ func (r *rawUsage) apply(obj []byte) {
 		case "total_tokens":
 			r.set(totalTokens, value)
 		case "prompt_tokens_details":
-			r.set(promptCachedTokens, value.Get("cached_tokens"))
-			r.set(promptCacheWriteTokens, value.Get("cache_write_tokens"))
+			r.applyDetails(value, promptDetail)
 		case "completion_tokens_details":
-			r.set(reasoningTokens, value.Get("reasoning_tokens"))
+			r.applyDetails(value, completionDetail)
 		case "input_tokens":
 			r.set(inputTokens, value)
 		case "output_tokens":
@@ -139,9 +173,11 @@ func (r *rawUsage) apply(obj []byte) {
 		case "cache_read_input_tokens":
 			r.set(cacheReadInputTokens, value)
 		case "input_tokens_details":
-			r.set(inputCachedTokens, value.Get("cached_tokens"))
+			r.applyDetails(value, inputDetail)
 		case "output_tokens_details":
-			r.set(outputReasoningTokens, value.Get("reasoning_tokens"))
+			r.applyDetails(value, outputDetail)
+		case "input_token_details": // audio transcriptions' spelling
+			r.set(inputAudioTokens, value.Get("audio_tokens"))
 		case "iterations":
 			r.applyIterations(value)
 		case "billed_units": // Cohere: what is billed, beside "tokens" (what the model saw)
@@ -157,6 +193,14 @@ func (r *rawUsage) apply(obj []byte) {
 			r.set(thoughtsTokenCount, value)
 		case "cachedContentTokenCount":
 			r.set(cachedContentTokenCount, value)
+		case "promptTokensDetails":
+			r.applyModalities(value, promptAudioCount, promptImageCount)
+		case "toolUsePromptTokensDetails":
+			r.applyModalities(value, toolUseAudioCount, toolUseImageCount)
+		case "cacheTokensDetails":
+			r.applyModalities(value, cacheAudioCount, cacheImageCount)
+		case "candidatesTokensDetails":
+			r.applyModalities(value, candidatesAudioCount, candidatesImageCount)
 		case "inputTokens":
 			r.set(bedrockInputTokens, value)
 		case "outputTokens":
@@ -170,6 +214,69 @@ func (r *rawUsage) apply(obj []byte) {
 		}
 		return true
 	})
+}
+
+// applyDetails records the counts of a breakdown (prompt_tokens_details
+// and the like), the field of each key given by of, in one pass over it
+// (where a Get per key would cross it once for each).
+func (r *rawUsage) applyDetails(details gjson.Result, of func(key string) field) {
+	if !details.IsObject() {
+		return
+	}
+	details.ForEach(func(key, value gjson.Result) bool {
+		if f := of(key.Str); f != noField {
+			r.set(f, value)
+		}
+		return true
+	})
+}
+
+// promptDetail, completionDetail, inputDetail and outputDetail are the
+// fields of each breakdown, by key.
+func promptDetail(key string) field {
+	switch key {
+	case "cached_tokens":
+		return promptCachedTokens
+	case "cache_write_tokens":
+		return promptCacheWriteTokens
+	case "audio_tokens":
+		return promptAudioTokens
+	case "image_tokens":
+		return promptImageTokens
+	}
+	return noField
+}
+
+func completionDetail(key string) field {
+	switch key {
+	case "reasoning_tokens":
+		return reasoningTokens
+	case "audio_tokens":
+		return completionAudioTokens
+	case "image_tokens":
+		return completionImageTokens
+	}
+	return noField
+}
+
+func inputDetail(key string) field {
+	switch key {
+	case "cached_tokens":
+		return inputCachedTokens
+	case "image_tokens":
+		return inputImageTokens
+	}
+	return noField
+}
+
+func outputDetail(key string) field {
+	switch key {
+	case "reasoning_tokens":
+		return outputReasoningTokens
+	case "image_tokens":
+		return outputImageTokens
+	}
+	return noField
 }
 
 // applyIterations records Anthropic's usage.iterations: one entry per
@@ -203,6 +310,55 @@ func (r *rawUsage) applyIterations(list gjson.Result) {
 	r.setInt(iterationsOutput, out)
 	r.setInt(iterationsCacheRead, read)
 	r.setInt(iterationsCacheCreation, created)
+}
+
+// applyModalities records one of Gemini's lists by modality (Gemini API
+// and Vertex AI: UsageMetadata's promptTokensDetails,
+// toolUsePromptTokensDetails, cacheTokensDetails, candidatesTokensDetails,
+// each a list of ModalityTokenCount {modality, tokenCount}, the modality
+// one of TEXT, IMAGE, VIDEO, AUDIO, DOCUMENT): its AUDIO and IMAGE tokens,
+// each summed over the list. TEXT, VIDEO and DOCUMENT are left to the
+// whole, priced as text: Google prices video input as text and images, and
+// a document's pages as images or text (tokens of a kind package pricing
+// has no price of). A list replaces the earlier one as a whole, a modality
+// it leaves out meaning none (proto3 JSON leaves out a zero tokenCount
+// too); a malformed list is ignored.
+//
+// The modality is compared as written (an escaped spelling is none of
+// them, so text): Raw is a view of the object, where Str may be a copy.
+// Gemini sends its usage with every streamed event, mostly with lists of
+// TEXT alone: a list without an 'A' names neither AUDIO nor IMAGE, so has
+// none of them, and is not read further: a byte search, rather than
+// reading every entry of every event's lists.
+func (r *rawUsage) applyModalities(list gjson.Result, audio, image field) {
+	if !list.IsArray() {
+		return
+	}
+	if strings.IndexByte(list.Raw, 'A') < 0 { // in AUDIO and IMAGE, not in TEXT, VIDEO, DOCUMENT or the keys
+		r.setInt(audio, 0)
+		r.setInt(image, 0)
+		return
+	}
+	var a, im int64
+	valid := true
+	list.ForEach(func(_, it gjson.Result) bool {
+		n, ok := countOrZero(it.Get("tokenCount"))
+		if !ok || !it.IsObject() {
+			valid = false
+			return false
+		}
+		switch it.Get("modality").Raw {
+		case `"AUDIO"`:
+			a = min(a+n, maxCount)
+		case `"IMAGE"`:
+			im = min(im+n, maxCount)
+		}
+		return true
+	})
+	if valid {
+		r.setInt(audio, a)
+		r.setInt(image, im)
+	}
 }
 
 // maxCount bounds the numbers accepted as token counts: far beyond any real
@@ -239,24 +395,37 @@ func (r *rawUsage) set(f field, value gjson.Result) {
 // count tokens twice.
 func (r *rawUsage) setInt(f field, n int64) {
 	if fam := familyOf[f]; fam != noFamily && fam != r.family {
-		for g := range numFields {
-			if familyOf[g] != noFamily {
-				r.values[g] = 0
-				r.seen &^= 1 << g
-			}
+		// Only the fields seen hold values.
+		for s := r.seen & familyFields; s != 0; s &= s - 1 {
+			r.values[bits.TrailingZeros64(s)] = 0
 		}
+		r.seen &^= familyFields
 		r.family = fam
 	}
 	r.values[f] = n
 	r.seen |= 1 << f
 }
 
-// merge records the fields of a completed root, as setInt would one by one.
-func (r *rawUsage) merge(from *rawUsage) {
+// familyFields has the bit of every field of a family set (the bits of
+// rawUsage.seen a family's change clears).
+var familyFields = func() (mask uint64) {
 	for f := range numFields {
-		if from.seen&(1<<f) != 0 {
-			r.setInt(f, from.values[f])
+		if familyOf[f] != noFamily {
+			mask |= 1 << f
 		}
+	}
+	return mask
+}()
+
+// seen is a bit per field: there are at most 64.
+var _ = [64 - numFields]struct{}{}
+
+// merge records the fields of a completed root, as setInt would one by one
+// (in the order of the fields).
+func (r *rawUsage) merge(from *rawUsage) {
+	for s := from.seen; s != 0; s &= s - 1 {
+		f := field(bits.TrailingZeros64(s))
+		r.setInt(f, from.values[f])
 	}
 }
 
@@ -277,6 +446,15 @@ func (r *rawUsage) usage() (Usage, bool) {
 			u.Output += v[reasoningTokens]
 		}
 		u.Reasoning = min(v[reasoningTokens], u.Output)
+		// Audio and images, parts of prompt_tokens and completion_tokens
+		// (OpenAI's chat completions reference: "Audio input tokens
+		// present in the prompt", "Image input tokens present in the
+		// prompt", audio "generated by the model"; OpenRouter's
+		// completion_tokens_details.image_tokens, "generated by the model
+		// for image output"; xAI's add up to prompt_tokens with its
+		// text_tokens).
+		u.InputAudio, u.InputImage = min(v[promptAudioTokens], u.Input), min(v[promptImageTokens], u.Input)
+		u.OutputAudio, u.OutputImage = min(v[completionAudioTokens], u.Output), min(v[completionImageTokens], u.Output)
 		return u, true
 	case inputOutputFamily:
 		if v[iterations] != 0 {
@@ -287,19 +465,56 @@ func (r *rawUsage) usage() (Usage, bool) {
 				CacheCreation: v[iterationsCacheCreation],
 			}, true
 		}
-		return Usage{
+		u := Usage{
 			Input:         v[inputTokens] + v[cacheCreationInputTokens] + v[cacheReadInputTokens],
 			Output:        v[outputTokens],
 			CacheRead:     v[cacheReadInputTokens] + v[inputCachedTokens],
 			CacheCreation: v[cacheCreationInputTokens],
 			Reasoning:     min(v[outputReasoningTokens], v[outputTokens]),
-		}, true
+		}
+		// OpenAI's Images API (GPT image models; the API reference's
+		// ImagesResponse.usage, and the image_generation.completed and
+		// image_edit.completed events' usage) breaks input_tokens into
+		// input_tokens_details' text_tokens and image_tokens, and its
+		// output_tokens are "the number of image tokens in the output
+		// image", unless output_tokens_details says how many of them are
+		// images. The Responses API's usage has neither (its
+		// input_tokens_details has cached_tokens alone), so an
+		// image_tokens in input_tokens_details tells the Images API.
+		// Audio transcriptions (gpt-4o-transcribe: the transcription's
+		// usage of type "tokens") break their input_tokens into
+		// input_token_details' text_tokens and audio_tokens.
+		u.InputImage = min(v[inputImageTokens], u.Input)
+		u.InputAudio = min(v[inputAudioTokens], u.Input)
+		switch {
+		case r.seen&(1<<outputImageTokens) != 0:
+			u.OutputImage = min(v[outputImageTokens], u.Output)
+		case r.seen&(1<<inputImageTokens) != 0:
+			u.OutputImage = u.Output
+		}
+		return u, true
 	case geminiFamily:
+		// The lists by modality break down promptTokenCount (which
+		// "includes the number of tokens in the cached content", the
+		// Gemini API reference's UsageMetadata says),
+		// toolUsePromptTokenCount, cachedContentTokenCount and
+		// candidatesTokenCount: audio and images read from the cache are
+		// cache reads, priced as those, so they are left out of the
+		// input's audio and images.
+		input := v[promptTokenCount] + v[toolUsePromptTokenCount]
+		output := v[candidatesTokenCount] + v[thoughtsTokenCount]
+		media := func(prompt, toolUse, cached field) int64 {
+			return min(max(v[prompt]+v[toolUse]-v[cached], 0), input)
+		}
 		return Usage{
-			Input:     v[promptTokenCount] + v[toolUsePromptTokenCount],
-			Output:    v[candidatesTokenCount] + v[thoughtsTokenCount],
-			CacheRead: v[cachedContentTokenCount],
-			Reasoning: v[thoughtsTokenCount],
+			Input:       input,
+			Output:      output,
+			CacheRead:   v[cachedContentTokenCount],
+			Reasoning:   v[thoughtsTokenCount],
+			InputAudio:  media(promptAudioCount, toolUseAudioCount, cacheAudioCount),
+			InputImage:  media(promptImageCount, toolUseImageCount, cacheImageCount),
+			OutputAudio: min(v[candidatesAudioCount], output),
+			OutputImage: min(v[candidatesImageCount], output),
 		}, true
 	case bedrockFamily:
 		u := Usage{

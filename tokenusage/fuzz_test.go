@@ -76,6 +76,8 @@ func TestRandomCutsOfTokenSoup(t *testing.T) {
 		`"prompt_tokens":`, `"completion_tokens":`, `"input_tokens":`, `"promptTokenCount":`, `"content":"a\"b"`,
 		`{"prompt_tokens":3}`, `{"input_tokens":5,"note":"}\\"}`, `{"promptTokenCount":7}`, `"eval_count":4`,
 		`{"usage":{"prompt_tokens":1}}`, `{"message":{"usage":{"input_tokens":2}}}`, `data: `, `[{"usageMetadata":{"promptTokenCount":3}}]`,
+		`{"usageMetadata":{"promptTokenCount":9,"promptTokensDetails":[{"modality":"AUDIO","tokenCount":4}]}}`, `{"modality":"IMAGE","tokenCount":2}`,
+		`{"usage":{"prompt_tokens":6,"prompt_tokens_details":{"audio_tokens":5}}}`, `"image_tokens":`, `"candidatesTokensDetails":[`,
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
 	withUsage := 0

@@ -4,7 +4,8 @@
 // usage comes.
 //
 // It understands OpenAI chat/completions and legacy completions, the OpenAI
-// Responses API, Anthropic Messages, Gemini and Vertex AI generateContent,
+// Responses API, the usage of OpenAI's Images API and audio
+// transcriptions, Anthropic Messages, Gemini and Vertex AI generateContent,
 // Cohere v2 chat, Amazon Bedrock Converse and ConverseStream, and Ollama's
 // native chat and generate, with the many providers compatible with them:
 // as server-sent event streams, JSON bodies, NDJSON lines, top-level JSON
@@ -53,17 +54,32 @@ import "github.com/tokenlimit/ai-token-ratelimit/pricing"
 const MaxUsageObjectBytes = 16 << 10
 
 // Usage is the token usage one response reported, normalised across providers.
+//
+// Parts of one whole may overlap where the provider does not say how they
+// do (OpenAI's cached_tokens and audio_tokens): package pricing takes each
+// from what the others left of the whole, and charges it in full.
 type Usage struct {
 	Input         int64 // all prompt tokens the model processed, cache reads and cache writes included
 	Output        int64 // completion tokens, reasoning/thinking included
 	CacheRead     int64 // part of Input served from a prompt cache
 	CacheCreation int64 // part of Input written to a prompt cache
 	Reasoning     int64 // part of Output spent reasoning (thinking), where the provider says how much: OpenAI, xAI, Gemini
+	// Parts of Input and Output that were audio or images, each at most
+	// its whole, where the provider says how much: OpenAI chat
+	// completions (and the APIs that report its prompt_tokens_details and
+	// completion_tokens_details: xAI, OpenRouter), OpenAI's Images API
+	// and audio transcriptions, Gemini and Vertex AI (by modality; audio
+	// and images read from a prompt cache are cache reads, not these).
+	// Anthropic, Bedrock, Cohere and Ollama report no such parts.
+	InputAudio, InputImage   int64
+	OutputAudio, OutputImage int64
 }
 
 // Tokens are the usage as package pricing prices it.
 func (u Usage) Tokens() pricing.Tokens {
-	return pricing.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheCreation, Reasoning: u.Reasoning}
+	return pricing.Tokens{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead, CacheWrite: u.CacheCreation,
+		Reasoning: u.Reasoning, InputAudio: u.InputAudio, InputImage: u.InputImage,
+		OutputAudio: u.OutputAudio, OutputImage: u.OutputImage}
 }
 
 // Total is the number of tokens the response consumed, Input plus Output.

@@ -42,6 +42,25 @@ var fixtures = []fixture{
 	{"cohere.json", &Usage{Input: 5, Output: 418}},
 	{"bedrock_converse.json", &Usage{Input: 12 + 1024, Output: 50, CacheRead: 1024}},
 	{bedrockStreamFixture, &Usage{Input: 25 + 200, Output: 5, CacheCreation: 200}},
+	// Audio and images, each part within its whole, written from the
+	// providers' documentation (after the fixtures above, whose indices
+	// the fuzz corpus names).
+	{"openai_chat_audio.json", &Usage{Input: 1386, Output: 412, InputAudio: 1280, OutputAudio: 355}},
+	{"openai_chat_audio_stream.sse", &Usage{Input: 211, Output: 96, InputAudio: 160, OutputAudio: 84}},
+	{"xai_chat_image.json", &Usage{Input: 1041, Output: 64 + 310, CacheRead: 512, Reasoning: 310, InputImage: 256}},
+	{"openai_chat_image_stream.sse", &Usage{Input: 1117, Output: 9, InputImage: 1105}},
+	{"openrouter_image_stream.sse", &Usage{Input: 14, Output: 1299, OutputImage: 1290}},
+	{"openrouter_image.json", &Usage{Input: 1302, Output: 1301, OutputImage: 1290}},
+	{"openai_images.json", &Usage{Input: 1389, Output: 1176, InputImage: 1323, OutputImage: 1056}},
+	{"openai_images_stream.sse", &Usage{Input: 30, Output: 6240, OutputImage: 6240}}, // every output token an image's
+	{"openai_transcription.json", &Usage{Input: 1207, Output: 312, InputAudio: 1207}},
+	{"openai_transcription_stream.sse", &Usage{Input: 494, Output: 120, InputAudio: 480}},
+	// Gemini: audio and images read from the cache are cache reads; VIDEO
+	// and DOCUMENT are text; the tool-use prompt's images are the input's.
+	{"gemini_audio.json", &Usage{Input: 13877 + 1500, Output: 380, CacheRead: 9600, InputAudio: 12800 - 9600, InputImage: 258}},
+	{"gemini_audio_stream.sse", &Usage{Input: 4820, Output: 9, CacheRead: 3200, InputAudio: 4800 - 3200}},
+	{"gemini_image_stream.sse", &Usage{Input: 270, Output: 1299, InputImage: 258, OutputImage: 1290}},
+	{"vertex_tts_array.json", &Usage{Input: 11, Output: 775, OutputAudio: 775}},
 }
 
 func readFixture(tb testing.TB, file string) []byte {
@@ -305,6 +324,8 @@ const anthropicContentEvent = "event: content_block_delta\n" +
 
 func TestSteadyStateAllocatesNothing(t *testing.T) {
 	stream := readFixture(t, "gemini_stream.sse") // a usage object in every event
+	media := readFixture(t, "gemini_image_stream.sse")
+	audio := readFixture(t, "openai_chat_audio_stream.sse")
 	var p Parser
 	p.Write(stream) // warm-up: grows the object buffer once
 	for name, feed := range map[string]func(){
@@ -314,6 +335,18 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 			p.Reset()
 			p.Write(stream)
 			p.Finish()
+		},
+		"gemini stream with images, read as usage is asked for": func() {
+			p.Reset()
+			p.Write(media)
+			p.Finish()
+			p.Usage()
+		},
+		"openai audio stream, read as usage is asked for": func() {
+			p.Reset()
+			p.Write(audio)
+			p.Finish()
+			p.Usage()
 		},
 	} {
 		if allocs := testing.AllocsPerRun(100, feed); allocs != 0 {
@@ -333,8 +366,20 @@ func BenchmarkContentEvent(b *testing.B) {
 }
 
 func BenchmarkStream50(b *testing.B) {
-	stream := readFixture(b, "openai_chat_stream.sse")
-	events := bytes.SplitAfter(stream, []byte("\n\n"))
+	benchmarkStream(b, "openai_chat_stream.sse", "\n\n")
+}
+
+// BenchmarkGeminiStream reads a Gemini stream whose every event carries
+// usageMetadata with its lists by modality, each read as the event ends.
+func BenchmarkGeminiStream(b *testing.B) {
+	benchmarkStream(b, "gemini_stream.sse", "\r\n\r\n")
+}
+
+// benchmarkStream reads a fixture's stream an event (ending in sep) at a
+// time, then its usage.
+func benchmarkStream(b *testing.B, file, sep string) {
+	stream := readFixture(b, file)
+	events := bytes.SplitAfter(stream, []byte(sep))
 	var p Parser
 	b.SetBytes(int64(len(stream)))
 	b.ReportAllocs()
@@ -566,5 +611,84 @@ func TestReasoningIsPartOfOutput(t *testing.T) {
 	} {
 		got, ok := parse([]byte(c.body))
 		checkUsage(t, &c.want, got, ok, "%s", c.name)
+	}
+}
+
+// Audio and images are parts of the input and output, where the provider
+// says how much: each at most its whole, a Gemini list replacing the last
+// as a whole, whatever cuts the body.
+func TestMediaParts(t *testing.T) {
+	for _, c := range []struct {
+		name, body string
+		want       Usage
+	}{
+		{"chat: more audio than prompt, cut to the prompt",
+			`{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"audio_tokens":90,"image_tokens":4},"completion_tokens_details":{"audio_tokens":50,"image_tokens":3}}}`,
+			Usage{Input: 10, Output: 5, InputAudio: 10, InputImage: 4, OutputAudio: 5, OutputImage: 3}},
+		{"chat: xAI's reasoning beside the completion makes room for its audio",
+			`{"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":45,"completion_tokens_details":{"reasoning_tokens":30,"audio_tokens":20}}}`,
+			Usage{Input: 10, Output: 35, Reasoning: 30, OutputAudio: 20}},
+		{"chat: null and malformed parts leave none",
+			`{"usage":{"prompt_tokens":10,"completion_tokens":5,"prompt_tokens_details":{"audio_tokens":null,"image_tokens":"4"},"completion_tokens_details":{"audio_tokens":-1}}}`,
+			Usage{Input: 10, Output: 5}},
+		{"Responses: no image part, whatever its output",
+			`{"usage":{"input_tokens":10,"input_tokens_details":{"cached_tokens":4},"output_tokens":20,"output_tokens_details":{"reasoning_tokens":8}}}`,
+			Usage{Input: 10, Output: 20, CacheRead: 4, Reasoning: 8}},
+		{"Images API: output_tokens_details says how much is images, cut to the output",
+			`{"usage":{"input_tokens":10,"input_tokens_details":{"text_tokens":10,"image_tokens":0},"output_tokens":20,"output_tokens_details":{"image_tokens":70,"text_tokens":0}}}`,
+			Usage{Input: 10, Output: 20, OutputImage: 20}},
+		{"Images API: more image input than input, cut",
+			`{"usage":{"input_tokens":10,"input_tokens_details":{"text_tokens":0,"image_tokens":11},"output_tokens":20}}`,
+			Usage{Input: 10, Output: 20, InputImage: 10, OutputImage: 20}},
+		{"transcription: audio in input_token_details",
+			`{"text":"hi","usage":{"type":"tokens","input_tokens":10,"input_token_details":{"text_tokens":2,"audio_tokens":8},"output_tokens":3,"total_tokens":13}}`,
+			Usage{Input: 10, Output: 3, InputAudio: 8}},
+		{"transcription billed by duration: no usage",
+			`{"text":"hi","usage":{"type":"duration","seconds":9}}`, Usage{}},
+		{"Anthropic: no media parts",
+			`{"usage":{"input_tokens":10,"output_tokens":3,"cache_read_input_tokens":2}}`,
+			Usage{Input: 12, Output: 3, CacheRead: 2}},
+		{"Gemini: VIDEO and DOCUMENT are text, a missing tokenCount is 0, modalities summed",
+			`{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":10,"promptTokensDetails":[{"modality":"VIDEO","tokenCount":50},{"modality":"DOCUMENT","tokenCount":20},{"modality":"AUDIO"},{"modality":"IMAGE","tokenCount":7},{"modality":"IMAGE","tokenCount":3}]}}`,
+			Usage{Input: 100, Output: 10, InputImage: 10}},
+		{"Gemini: a later list replaces the earlier as a whole",
+			`{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":10,"candidatesTokensDetails":[{"modality":"AUDIO","tokenCount":10}]}}` + "\n" +
+				`{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":30,"candidatesTokensDetails":[{"modality":"TEXT","tokenCount":30}]}}`,
+			Usage{Input: 100, Output: 30}},
+		{"Gemini: a malformed list is ignored, the earlier kept",
+			`{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":10,"candidatesTokensDetails":[{"modality":"AUDIO","tokenCount":10}]}}` + "\n" +
+				`{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":30,"candidatesTokensDetails":[{"modality":"AUDIO","tokenCount":"30"}]}}` + "\n" +
+				`{"usageMetadata":{"candidatesTokensDetails":{"modality":"AUDIO","tokenCount":30}}}` + "\n" +
+				`{"usageMetadata":{"candidatesTokensDetails":[{"modality":"AUDIO","tokenCount":30},7]}}`,
+			Usage{Input: 100, Output: 30, OutputAudio: 10}},
+		{"Gemini: an escaped modality is none of them",
+			`{"usageMetadata":{"promptTokenCount":100,"candidatesTokenCount":10,"promptTokensDetails":[{"modality":"AUD\u0049O","tokenCount":60}]}}`,
+			Usage{Input: 100, Output: 10}},
+		{"Gemini: more cached than the prompt's audio is none, more audio than input is the input",
+			`{"usageMetadata":{"promptTokenCount":100,"cachedContentTokenCount":100,"candidatesTokenCount":10,` +
+				`"promptTokensDetails":[{"modality":"AUDIO","tokenCount":20},{"modality":"IMAGE","tokenCount":500}],"cacheTokensDetails":[{"modality":"AUDIO","tokenCount":90}],` +
+				`"candidatesTokensDetails":[{"modality":"IMAGE","tokenCount":11},{"modality":"AUDIO","tokenCount":4}],"thoughtsTokenCount":5}}`,
+			Usage{Input: 100, Output: 15, CacheRead: 100, Reasoning: 5, InputImage: 100, OutputImage: 11, OutputAudio: 4}},
+		{"Gemini: the tool-use prompt's media are the input's",
+			`data: {"usageMetadata":{"promptTokenCount":100,"toolUsePromptTokenCount":40,"candidatesTokenCount":10,` +
+				`"promptTokensDetails":[{"modality":"AUDIO","tokenCount":30}],"toolUsePromptTokensDetails":[{"modality":"AUDIO","tokenCount":5},{"modality":"IMAGE","tokenCount":35}]}}` + "\r\n\r\n",
+			Usage{Input: 140, Output: 10, InputAudio: 35, InputImage: 35}},
+		{"Gemini: counts at the bound, summed within it",
+			`{"usageMetadata":{"promptTokenCount":9007199254740992,"toolUsePromptTokenCount":9007199254740992,"candidatesTokenCount":1,` +
+				`"promptTokensDetails":[{"modality":"IMAGE","tokenCount":9007199254740992},{"modality":"IMAGE","tokenCount":9007199254740992}],` +
+				`"toolUsePromptTokensDetails":[{"modality":"IMAGE","tokenCount":9007199254740992}]}}`,
+			Usage{Input: 2 << 53, Output: 1, InputImage: 2 << 53}},
+	} {
+		want := &c.want
+		if c.want == (Usage{}) {
+			want = nil
+		}
+		for cut := range len(c.body) + 1 {
+			got, ok := parse([]byte(c.body[:cut]), []byte(c.body[cut:]))
+			checkUsage(t, want, got, ok, "%s, cut at %d", c.name, cut)
+		}
+		if want != nil && (want.InputAudio > want.Input || want.InputImage > want.Input || want.OutputAudio > want.Output || want.OutputImage > want.Output) {
+			t.Fatalf("%s: the case wants a part larger than its whole", c.name)
+		}
 	}
 }
