@@ -213,9 +213,10 @@ func jsonContent(s string) string {
 }
 
 // samples cuts the corpus into samples of 300, 1,200 and 4,000 bytes (at
-// most 40,000 bytes of each file for each size).
-func samples(enc *tiktoken.Tiktoken, files []corpusFile) []sample {
+// most 40,000 bytes of each file for each size), counted by count.
+func samples(count tokenizer, files []corpusFile) []sample {
 	var out []sample
+	var chunks []string
 	for _, f := range files {
 		text := strings.ToValidUTF8(f.text, "")
 		for _, size := range []int{300, 1200, 4000} {
@@ -233,10 +234,13 @@ func samples(enc *tiktoken.Tiktoken, files []corpusFile) []sample {
 					continue
 				}
 				content := jsonContent(chunk)
-				out = append(out, sample{file: f.name, weight: f.weight, features: estimate.TextFeatures(content),
-					bytes: len(content), tokens: float64(len(enc.Encode(chunk, nil, nil)))})
+				out = append(out, sample{file: f.name, weight: f.weight, features: estimate.TextFeatures(content), bytes: len(content)})
+				chunks = append(chunks, chunk)
 			}
 		}
+	}
+	for i, n := range count(chunks) {
+		out[i].tokens = float64(n)
 	}
 	return out
 }
@@ -331,6 +335,7 @@ var featureNames = [estimate.NumTextFeatures]string{"weightLetter", "weightOther
 
 func main() {
 	check := flag.Bool("check", false, "report the weights estimate has now, without fitting")
+	family := flag.String("family", "openai", "fit or check the count against this `family`'s tokenizer (estimate.Family: "+strings.Join(familyTokenizers, ", ")+"; openai: o200k): a scale on the count, its weights being o200k's")
 	fixturesDir := flag.String("fixtures", "", "write the request fixtures and their documented counts into this `directory` (from tools/: ../estimate/testdata/documented), and do nothing else")
 	flag.Parse()
 	enc := o200k()
@@ -338,7 +343,11 @@ func main() {
 		writeFixtures(*fixturesDir, fixtures(enc, ".."))
 		return
 	}
-	ss := samples(enc, corpus())
+	if *family != "openai" {
+		fitFamily(*family, *check)
+		return
+	}
+	ss := samples(o200kCount(enc), corpus())
 	log.Printf("%d samples", len(ss))
 	if featureNames[6] != "weightLead4" || featureNames[2] != "weightCont" {
 		log.Fatal("featureNames out of order")
@@ -363,4 +372,53 @@ func main() {
 		fmt.Println(")")
 	}
 	report(os.Stdout, ss, units)
+}
+
+// fitFamily fits the scale of a family's text count (estimate's weights,
+// fitted to o200k, times the scale) to its tokenizer on the corpus, or
+// with check reports the scale estimate has now (a reference tokenizer
+// such as claude-2 is only reported, at scale 1).
+func fitFamily(name string, check bool) {
+	count, err := nodeTokenizer(name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ss := samples(count, corpus())
+	log.Printf("%d samples, counted by %s's tokenizer", len(ss), name)
+	scale := int64(estimate.UnitsPerToken)
+	f, isFamily := estimate.ParseFamily(name)
+	switch {
+	case check && isFamily:
+		scale = estimate.TextScale(f)
+	case !check:
+		scale = int64(math.Round(fitScale(ss, estimate.TextWeights) * estimate.UnitsPerToken))
+		fmt.Printf("%s: text scale %d (in 1/%d)\n", name, scale, estimate.UnitsPerToken)
+	}
+	var units [estimate.NumTextFeatures]int64
+	for k, w := range estimate.TextWeights {
+		units[k] = w * scale / estimate.UnitsPerToken
+	}
+	report(os.Stdout, ss, units)
+}
+
+// fitScale is the factor on the count with the weights given that
+// minimizes the weighted squared relative error against the samples'
+// tokens, as fit weighs them.
+func fitScale(ss []sample, weights [estimate.NumTextFeatures]int64) float64 {
+	perFile := map[string]float64{}
+	for _, s := range ss {
+		perFile[s.file]++
+	}
+	var num, den float64
+	for _, s := range ss {
+		var x float64
+		for k, n := range s.features {
+			x += float64(n * weights[k])
+		}
+		x /= estimate.UnitsPerToken
+		c := s.weight / perFile[s.file] / (s.tokens * s.tokens)
+		num += c * x * s.tokens
+		den += c * x * x
+	}
+	return num / den
 }
