@@ -24,8 +24,10 @@ type documentedFixture struct {
 // Issue 40: on fixtures of each API and kind of content, the estimate is
 // within each fixture's tolerance of the count its provider documents (10 %
 // for text in English, German, code, markdown, numbers and for OpenAI's
-// tools; 25 % for media and other languages; 35 % for Russian), or within a
-// token (the rounding of a small prompt).
+// tools; 25 % for media and other languages; 35 % for Russian; issue 55:
+// 15 % for the requests of the other model families, counted as their
+// model's family counts them), or within a token (the rounding of a small
+// prompt).
 func TestEstimatesMatchTheDocumentedCounts(t *testing.T) {
 	dir := filepath.Join("testdata", "documented")
 	manifest, err := os.ReadFile(filepath.Join(dir, "documented.json"))

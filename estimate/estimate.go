@@ -14,9 +14,10 @@
 //
 // The prompt estimate is the calibrated count of the prompt text (count.go:
 // its JSON form weighed by byte classes and the starts of words and numbers,
-// fitted to OpenAI's o200k tokenizer), or with Options.BytesPerToken set the
-// number of its decoded bytes (what gjson's Result.String returns) divided
-// by it, rounded up. Prompt text is these strings:
+// fitted to OpenAI's o200k tokenizer, and scaled to the tokenizer of the
+// model's family: family.go), or with Options.BytesPerToken set the number
+// of its decoded bytes (what gjson's Result.String returns) divided by it,
+// rounded up. Prompt text is these strings:
 //
 //   - "messages", "contents", "input", "instructions", "prompt" (top level):
 //     the field itself when it is a string; when it is an array, each string
@@ -39,12 +40,16 @@
 //     tool definitions and schemas are sent to the model; with the
 //     calibrated count, OpenAI's tools as OpenAI renders them (tools.go).
 //
-// To the prompt text's tokens the estimate adds what the request's API adds
-// by its own documentation (see Dialect, by the request's path): OpenAI's
-// chat format 4 tokens per message (each element of "messages", or of a
-// Responses "input", or 1 for an "input" string) and 3 for the reply's
-// priming; Anthropic, for a non-empty "tools", its tool-use system prompt
-// (by model family and tool_choice).
+// To the prompt text's tokens the estimate adds what the model's family
+// adds by its provider's documentation (family.go: the family of the
+// body's model in Prompt, of any model by PromptFor): for OpenAI's models,
+// in OpenAI's chat and Responses APIs (see Dialect, by the request's
+// path), its chat format's 4 tokens per message (each element of
+// "messages", or of a Responses "input", or 1 for an "input" string) and 3
+// for the reply's priming; for Claude, its frame and, for a non-empty
+// "tools" (or Bedrock Converse's toolConfig), its tool-use system prompt
+// (by model and tool_choice); for Llama, Mistral, Qwen and DeepSeek, their
+// chat template's tokens and tool prompt.
 //
 // Media sent inline (images, audio, video, PDF documents in base64) count
 // as their provider bills them, by their size in pixels, length or pages

