@@ -82,6 +82,12 @@ func TestFamilyOf(t *testing.T) {
 		parsed, ok := ParseFamily(f.String())
 		assert.True(t, ok)
 		assert.Equal(t, f, parsed)
+		// Scales within what scaleUnits (and the bound of FuzzRequest) take.
+		for _, r := range []familyRules{rulesOf(f, ""), rulesOf(f, "claude-opus-4-7")} {
+			assert.True(t, r.textScale > 0 && r.textScale <= 2*UnitsPerToken && r.toolScale > 0 && r.toolScale <= 2*UnitsPerToken, "%s: %+v", f, r)
+			assert.LessOrEqual(t, r.perMessage, int64(5), f.String())
+			assert.LessOrEqual(t, r.perRequest+r.toolPrompt, int64(30+530), f.String())
+		}
 	}
 }
 

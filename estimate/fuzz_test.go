@@ -580,10 +580,12 @@ func FuzzRequest(f *testing.F) {
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
 			ModelOfLargeBodies: maxBody&1 == 1, ModelOnly: maxBody&4 == 4}
 		got := requestAt(body, path, o)
-		// At most the body's size, at the most a byte weighs (count.go),
-		// and what the dialect adds: 4 tokens per message and 3 (a message
-		// takes at least 2 bytes), or a tool-use system prompt (dialect.go).
-		text := ceilDiv(int64(len(body))*maxByteUnits, UnitsPerToken)
+		// At most the body's size, at the most a byte weighs (count.go)
+		// times a family's largest scale (at most 2: family.go), and what a
+		// family adds: at most 5 tokens per message (a message takes at
+		// least 2 bytes) and 30 a request, and a tool prompt of at most
+		// 530 (Anthropic's for Claude 3 Opus).
+		text := 2 * ceilDiv(int64(len(body))*maxByteUnits, UnitsPerToken)
 		if bytesPerToken > 0 {
 			text = ceilDiv(int64(len(body)), bytesPerToken)
 		}
@@ -591,7 +593,7 @@ func FuzzRequest(f *testing.F) {
 		if relaxedBody, ok := relaxed(string(body)); ok {
 			images = max(images, everyMedium(string(relaxedBody), DialectOf(path)))
 		}
-		if most := text + max(3*int64(len(body))+3, 530) + images; got.Prompt < 0 || got.Prompt > most {
+		if most := text + 3*int64(len(body)) + 30 + 530 + images; got.Prompt < 0 || got.Prompt > most {
 			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, most)
 		}
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {

@@ -143,19 +143,31 @@ func (c *familyCounts) promptTokens(family string, segments []segment) int64 {
 // wrote them into the request the template reads.
 func pyJSON(v any, indent int) string {
 	var b strings.Builder
-	var write func(v any, depth int)
 	newline := func(depth int) {
 		if indent > 0 {
 			b.WriteString("\n" + strings.Repeat(" ", indent*depth))
 		}
 	}
-	sep := func() {
-		if indent > 0 {
-			b.WriteString(",")
-		} else {
-			b.WriteString(", ")
+	// items writes n items between brackets, each by item, separated and
+	// indented as json.dumps does.
+	items := func(open, close string, n, depth int, item func(i int)) {
+		b.WriteString(open)
+		for i := range n {
+			if i > 0 {
+				b.WriteString(",")
+				if indent == 0 {
+					b.WriteString(" ")
+				}
+			}
+			newline(depth + 1)
+			item(i)
 		}
+		if n > 0 {
+			newline(depth)
+		}
+		b.WriteString(close)
 	}
+	var write func(v any, depth int)
 	write = func(v any, depth int) {
 		switch v := v.(type) {
 		case map[string]any:
@@ -164,39 +176,15 @@ func pyJSON(v any, indent int) string {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
-			b.WriteString("{")
-			for i, k := range keys {
-				if i > 0 {
-					sep()
-				}
-				newline(depth + 1)
-				write(k, depth+1)
+			items("{", "}", len(keys), depth, func(i int) {
+				write(keys[i], depth+1)
 				b.WriteString(": ")
-				write(v[k], depth+1)
-			}
-			if len(keys) > 0 {
-				newline(depth)
-			}
-			b.WriteString("}")
+				write(v[keys[i]], depth+1)
+			})
 		case []any:
-			b.WriteString("[")
-			for i, e := range v {
-				if i > 0 {
-					sep()
-				}
-				newline(depth + 1)
-				write(e, depth+1)
-			}
-			if len(v) > 0 {
-				newline(depth)
-			}
-			b.WriteString("]")
+			items("[", "]", len(v), depth, func(i int) { write(v[i], depth+1) })
 		case []string:
-			items := make([]any, len(v))
-			for i, s := range v {
-				items[i] = s
-			}
-			write(items, depth)
+			items("[", "]", len(v), depth, func(i int) { write(v[i], depth+1) })
 		default:
 			b.WriteString(mustJSON(v))
 		}
