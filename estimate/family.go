@@ -114,36 +114,83 @@ func FamilyOf(model string, api Dialect) Family {
 	return FamilyOpenAI
 }
 
-// familyOfName is the family a model's name tells, if it tells one.
+// familyOfName is the family a model's name tells, if it tells one: by its
+// prefix, else (a Bedrock id, whose vendor no prefix names) by its vendor.
+// A model is read at every request, in WASM too, where each call costs:
+// one pass, the prefixes of its first letter alone.
 func familyOfName(model string) (Family, bool) {
-	name := modelName(model)
-	if vendor, rest, ok := strings.Cut(name, "."); ok {
-		for _, region := range bedrockRegions {
-			if strings.EqualFold(vendor, region) {
-				vendor, rest, ok = strings.Cut(rest, ".")
-				break
-			}
-		}
-		for _, v := range bedrockVendors {
-			if ok && strings.EqualFold(vendor, v.vendor) {
-				if f, named := familyOfPrefix(rest); named {
-					return f, true // a vendor's model of another family (meta… never is; a reseller's may be)
-				}
-				return v.family, true
-			}
+	name := model
+	for i := len(model) - 1; i >= 0; i-- {
+		if model[i] == '/' {
+			name = model[i+1:]
+			break
 		}
 	}
-	return familyOfPrefix(name)
+	if f, ok := familyOfPrefix(name); ok {
+		return f, true
+	}
+	vendor, rest, ok := strings.Cut(name, ".")
+	if !ok {
+		return FamilyOpenAI, false
+	}
+	for _, region := range bedrockRegions {
+		if len(vendor) == len(region) && hasPrefixFold(vendor, region) {
+			vendor, rest, ok = strings.Cut(rest, ".")
+			break
+		}
+	}
+	for _, v := range bedrockVendors {
+		if ok && len(vendor) == len(v.vendor) && hasPrefixFold(vendor, v.vendor) {
+			if f, named := familyOfPrefix(rest); named {
+				return f, true // a vendor's model of another family (a reseller's may be)
+			}
+			return v.family, true
+		}
+	}
+	return FamilyOpenAI, false
 }
+
+// prefixesByLetter are familyPrefixes by their first letter.
+var prefixesByLetter = func() (by [26][]int) {
+	for i, p := range familyPrefixes {
+		by[p.prefix[0]-'a'] = append(by[p.prefix[0]-'a'], i)
+	}
+	return by
+}()
 
 // familyOfPrefix is the family whose prefix starts name, if any.
 func familyOfPrefix(name string) (Family, bool) {
-	for _, p := range familyPrefixes {
-		if len(name) >= len(p.prefix) && strings.EqualFold(name[:len(p.prefix)], p.prefix) {
+	if name == "" {
+		return FamilyOpenAI, false
+	}
+	first := name[0] | 0x20
+	if first < 'a' || first > 'z' {
+		return FamilyOpenAI, false
+	}
+	for _, i := range prefixesByLetter[first-'a'] {
+		if p := familyPrefixes[i]; hasPrefixFold(name, p.prefix) {
 			return p.family, true
 		}
 	}
 	return FamilyOpenAI, false
+}
+
+// hasPrefixFold says whether s starts with prefix, of lowercase ASCII
+// letters, digits, '-' and '.', whatever the letter case of s.
+func hasPrefixFold(s, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for i := 0; i < len(prefix); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c |= 0x20
+		}
+		if c != prefix[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // modelName is a model's name without the path a host writes before it
@@ -270,7 +317,7 @@ func claudeFrom47(model string) bool {
 	name := modelName(model)
 	const claude = "claude-"
 	i := 0
-	for i+len(claude) <= len(name) && !strings.EqualFold(name[i:i+len(claude)], claude) {
+	for i+len(claude) <= len(name) && !hasPrefixFold(name[i:], claude) {
 		i++
 	}
 	if i+len(claude) > len(name) {
@@ -278,7 +325,7 @@ func claudeFrom47(model string) bool {
 	}
 	rest := name[i+len(claude):]
 	for _, tier := range [...]string{"opus-", "sonnet-", "haiku-"} {
-		if len(rest) >= len(tier) && strings.EqualFold(rest[:len(tier)], tier) {
+		if hasPrefixFold(rest, tier) {
 			major, minor := version(rest[len(tier):])
 			return major > 4 || major == 4 && minor >= 7
 		}

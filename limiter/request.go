@@ -306,7 +306,9 @@ func (r *request) modelOfBody(ctx wrapper.HttpContext, e *estimate.Estimate) {
 	if !r.pc.modelLimits {
 		r.pc.resolveModel(ctx, &r.model, r.path, e, false)
 	}
-	e.Prompt = e.PromptFor(r.model.name)
+	if r.model.name != e.Model { // (the body's model's count is the estimate's)
+		e.Prompt = e.PromptFor(r.model.name)
+	}
 }
 
 // cost is what to reserve for a request so estimated, as its model, in the
