@@ -2,9 +2,10 @@ package estimate
 
 import "strings"
 
-// Dialect is the API a request speaks, as its path says: what its prompt
-// costs beyond its text (per-message overhead, a tool-use system prompt)
-// depends on it.
+// Dialect is the API a request speaks, as its path says: where its body
+// holds tools and media, and, for OpenAI's models, whether its chat format
+// wraps the messages (a model of another family adds its own template
+// whatever the API: family.go).
 type Dialect uint8
 
 const (
@@ -52,8 +53,8 @@ func RouteDialect(path string, namesModel bool) Dialect {
 	return DialectOther
 }
 
-// What a prompt costs beyond its text, in tokens, by the providers' own
-// documentation.
+// What a prompt costs an OpenAI model beyond its text, in tokens, by
+// OpenAI's own documentation (other families: family.go).
 const (
 	// OpenAI's chat format: each message is wrapped in 3 tokens
 	// (<|start|>{role}<|message|> … <|end|>) and its role is one more (every
@@ -67,9 +68,10 @@ const (
 )
 
 // anthropicToolPrompt is the system prompt Anthropic adds to a request with
-// tools, in tokens, for tool_choice auto or none, and for any or tool: its
-// "Tool use system prompt token count" table, by model family; newer
-// families (3.5 Sonnet, 3.7, 4.x) take the last.
+// tools for a Claude model, on any API (family.go), in tokens, for
+// tool_choice auto or none, and for any or tool: its "Tool use system
+// prompt token count" table, by model; newer models (3.5 Sonnet, 3.7,
+// 4.x) take the last.
 func anthropicToolPrompt(model string, forced bool) int64 {
 	pick := func(auto, any int64) int64 {
 		if forced {

@@ -24,18 +24,20 @@ func TestWhatTheAPIAddsToThePrompt(t *testing.T) {
 	assert.Equal(t, int64(2+4*2+3), prompt("/v1/chat/completions", `{"messages":[`+plainMessage+`,`+strings.Replace(plainMessage, `"user"`, `"assistant"`, 1)+`]}`),
 		"plain messages, read in one call")
 
-	// Anthropic with tools: its tool-use system prompt, by model and tool_choice.
+	// Anthropic with tools: its tool-use system prompt, by model and
+	// tool_choice; and a Claude model's frame (family.go), a message here.
+	const frame = claudePerRequest + claudePerMessage
 	tools := `"tools":[{"name":"get","description":"","input_schema":{"type":"object"}}]`
 	toolText := int64(len(`[{"name":"get","description":"","input_schema":{"type":"object"}}]`))
 	anthropic := func(model, extra string) string {
 		return `{"model":"` + model + `","max_tokens":9,` + tools + extra + `,"messages":[{"role":"user","content":"Hi!!"}]}`
 	}
-	assert.Equal(t, ceilDiv(4+toolText, 4)+346, prompt("/v1/messages", anthropic("claude-sonnet-4-5", "")))
+	assert.Equal(t, ceilDiv(4+toolText, 4)+frame+346, prompt("/v1/messages", anthropic("claude-sonnet-4-5", "")))
 	anyChoice := `,"tool_choice":{"type":"any"}`
-	assert.Equal(t, ceilDiv(4+toolText+int64(len(`{"type":"any"}`)), 4)+313, prompt("/v1/messages", anthropic("claude-opus-4-1", anyChoice)))
-	assert.Equal(t, ceilDiv(4+toolText, 4)+530, prompt("/v1/messages", anthropic("claude-3-opus-20240229", "")))
-	assert.Equal(t, ceilDiv(4+toolText, 4)+264, prompt("/v1/messages", anthropic("claude-3-5-haiku-latest", "")))
-	assert.Equal(t, int64(2), prompt("/v1/messages", `{"model":"claude-sonnet-4-5","tools":[],"messages":[{"role":"user","content":"Hi!!"}]}`),
+	assert.Equal(t, ceilDiv(4+toolText+int64(len(`{"type":"any"}`)), 4)+frame+313, prompt("/v1/messages", anthropic("claude-opus-4-1", anyChoice)))
+	assert.Equal(t, ceilDiv(4+toolText, 4)+frame+530, prompt("/v1/messages", anthropic("claude-3-opus-20240229", "")))
+	assert.Equal(t, ceilDiv(4+toolText, 4)+frame+264, prompt("/v1/messages", anthropic("claude-3-5-haiku-latest", "")))
+	assert.Equal(t, int64(2+frame), prompt("/v1/messages", `{"model":"claude-sonnet-4-5","tools":[],"messages":[{"role":"user","content":"Hi!!"}]}`),
 		"no tools, no tool-use system prompt")
 	assert.Equal(t, ceilDiv(toolText, 4), prompt("/v1/chat/completions", strings.Replace(anthropic("gpt-4o", ""), `"messages":[{"role":"user","content":"Hi!!"}]`, `"x":1`, 1)),
 		"another API: no Anthropic prompt")

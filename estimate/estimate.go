@@ -14,9 +14,10 @@
 //
 // The prompt estimate is the calibrated count of the prompt text (count.go:
 // its JSON form weighed by byte classes and the starts of words and numbers,
-// fitted to OpenAI's o200k tokenizer), or with Options.BytesPerToken set the
-// number of its decoded bytes (what gjson's Result.String returns) divided
-// by it, rounded up. Prompt text is these strings:
+// fitted to OpenAI's o200k tokenizer, and scaled to the tokenizer of the
+// model's family: family.go), or with Options.BytesPerToken set the number
+// of its decoded bytes (what gjson's Result.String returns) divided by it,
+// rounded up. Prompt text is these strings:
 //
 //   - "messages", "contents", "input", "instructions", "prompt" (top level):
 //     the field itself when it is a string; when it is an array, each string
@@ -39,12 +40,16 @@
 //     tool definitions and schemas are sent to the model; with the
 //     calibrated count, OpenAI's tools as OpenAI renders them (tools.go).
 //
-// To the prompt text's tokens the estimate adds what the request's API adds
-// by its own documentation (see Dialect, by the request's path): OpenAI's
-// chat format 4 tokens per message (each element of "messages", or of a
-// Responses "input", or 1 for an "input" string) and 3 for the reply's
-// priming; Anthropic, for a non-empty "tools", its tool-use system prompt
-// (by model family and tool_choice).
+// To the prompt text's tokens the estimate adds what the model's family
+// adds by its provider's documentation (family.go: the family of the
+// body's model in Prompt, of any model by PromptFor): for OpenAI's models,
+// in OpenAI's chat and Responses APIs (see Dialect, by the request's
+// path), its chat format's 4 tokens per message (each element of
+// "messages", or of a Responses "input", or 1 for an "input" string) and 3
+// for the reply's priming; for Claude, its frame and, for a non-empty
+// "tools" (or Bedrock Converse's toolConfig), its tool-use system prompt
+// (by model and tool_choice); for Llama, Mistral, Qwen and DeepSeek, their
+// chat template's tokens and tool prompt.
 //
 // Media sent inline (images, audio, video, PDF documents in base64) count
 // as their provider bills them, by their size in pixels, length or pages
@@ -182,6 +187,21 @@ type Estimate struct {
 	// starts as a JSON object but cannot be read even as lenient parsers
 	// read it, or names more than MaxOtherModels others.
 	UnknownModel bool
+
+	// parts are what Prompt adds up, for PromptFor (a parsed body's).
+	parts promptParts
+}
+
+// PromptFor is the prompt as model counts it (the model the request is
+// resolved to, or one it may be served as): as its family does
+// (FamilyOf(model, the request's API): family.go). Request's Prompt is
+// PromptFor the body's model (Model). A body not parsed counts by its size
+// whatever the model. It allocates nothing.
+func (e *Estimate) PromptFor(model string) int64 {
+	if !e.Parsed {
+		return e.Prompt
+	}
+	return e.parts.prompt(FamilyOf(model, e.parts.api), model)
 }
 
 // Options tune Request.
@@ -347,12 +367,13 @@ func request(body []byte, d Dialect, o Options, work *work) Estimate {
 	if mayHoldMedia(int64(len(body)), w.text, w.messages) {
 		images = w.mediaTokens // the inline media the walk read (as lenient parsers do)
 	}
-	text := ceilDiv(w.units, UnitsPerToken)
-	if !weigh {
-		text = ceilDiv(w.text, o.BytesPerToken)
-	}
 	images += imageRefTokens(d, w.images[0], w.images[1])
-	e.Prompt = min(text+w.tokenIDs+ceilDiv(w.opaque, opaqueBytesPerToken)+overhead(d, w.messages, w.tools, w.forcedTool, e.Model)+images, MaxTokens)
+	e.parts = promptParts{api: d, units: w.units, toolUnits: w.toolUnits, toolMembers: w.toolMembers, rendered: w.openAI && weigh,
+		fixed: w.tokenIDs + ceilDiv(w.opaque, opaqueBytesPerToken) + images, messages: w.messages, system: w.system, tools: w.tools, forcedTool: w.forcedTool}
+	if !weigh {
+		e.parts.bytesPerToken, e.parts.textBytes = o.BytesPerToken, w.text
+	}
+	e.Prompt = e.PromptFor(e.Model)
 	return e
 }
 
@@ -365,24 +386,6 @@ func request(body []byte, d Dialect, o Options, work *work) Estimate {
 func mayHoldMedia(size, text, messages int64) bool {
 	nonText := size - text
 	return 2*nonText >= size && nonText >= 512*max(messages, 1)
-}
-
-// overhead is what a prompt costs beyond its text, in tokens, in its API's
-// dialect: OpenAI's chat format wraps each message (of messages, or of a
-// Responses input) and primes the reply; Anthropic adds its tool-use system
-// prompt to a request with tools. See the constants in dialect.go.
-func overhead(d Dialect, messages int64, tools, forcedTool bool, model string) int64 {
-	switch d {
-	case DialectOpenAIChat, DialectOpenAIResponses:
-		if messages > 0 {
-			return openAITokensPerMessage*messages + openAIReplyPriming
-		}
-	case DialectAnthropic:
-		if tools {
-			return anthropicToolPrompt(model, forcedTool)
-		}
-	}
-	return 0
 }
 
 // Size estimates a request whose body cannot be read (compressed, binary) by

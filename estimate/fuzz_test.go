@@ -66,7 +66,8 @@ func reference(body []byte, path string, o Options) Estimate {
 
 	var text, units, messages, tokenIDs, opaque int64
 	var imageRefs [2]int64 // by reference, without and with "detail": "low" // units: the calibrated count of the text (TextFeatures, weighed)
-	var tools, forcedTool bool
+	var tools, forcedTool, system bool
+	var toolUnits, toolMembers int64 // tool definitions' units apart, the members OpenAI's rendering reads
 	var caps [numCaps]int64
 	var model string
 	str := func(v gjson.Result) {
@@ -259,6 +260,7 @@ func reference(body []byte, path string, o Options) Estimate {
 			}
 		case "messages", "contents", "input", "instructions", "prompt":
 			counted := foldTopKey(k.Str) == "messages" || foldTopKey(k.Str) == "input"
+			system = system || foldTopKey(k.Str) == "instructions" && (v.Type == gjson.String || v.IsArray())
 			ids := foldTopKey(k.Str) == "prompt" || foldTopKey(k.Str) == "input"
 			if v.Type == gjson.String {
 				str(v)
@@ -289,24 +291,42 @@ func reference(body []byte, path string, o Options) Estimate {
 				})
 			}
 		case "system":
+			system = system || v.Type == gjson.String || v.IsArray()
 			content(v, false)
 		case "systemInstruction", "system_instruction":
 			if v.IsObject() {
+				system = true
 				turn(v)
 			}
 		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
+			before := units
 			if d := DialectOf(path); (foldTopKey(k.Str) == "tools" || foldTopKey(k.Str) == "functions") && o.BytesPerToken <= 0 &&
 				(d == DialectOpenAIChat || d == DialectOpenAIResponses) {
 				text += int64(len(v.Raw))
-				units += referenceOpenAITools(v)
+				u, members := referenceOpenAITools(v)
+				units, toolMembers = units+u, toolMembers+members
 			} else {
 				raw(v)
+			}
+			switch foldTopKey(k.Str) {
+			case "tools", "functions", "toolConfig":
+				toolUnits, units = toolUnits+units-before, before
 			}
 			switch foldTopKey(k.Str) {
 			case "tools":
 				tools = tools || v.IsArray() && len(v.Array()) > 0
 			case "tool_choice":
 				forcedTool = v.Get("type").Type == gjson.String && (v.Get("type").Str == "any" || v.Get("type").Str == "tool")
+			case "toolConfig": // Bedrock Converse's: its tools and its toolChoice
+				v.ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "tools":
+						tools = tools || v.IsArray() && len(v.Array()) > 0
+					case "toolChoice":
+						forcedTool = v.Get("any").IsObject() || v.Get("tool").IsObject()
+					}
+					return true
+				})
 			}
 		case "max_completion_tokens":
 			positive(capMaxCompletionTokens, v)
@@ -331,12 +351,6 @@ func reference(body []byte, path string, o Options) Estimate {
 	})
 
 	e.Parsed = true
-	if o.BytesPerToken > 0 {
-		e.Prompt = (text + bpt - 1) / bpt
-	} else {
-		e.Prompt = (units + UnitsPerToken - 1) / UnitsPerToken
-	}
-	e.Prompt += tokenIDs + (opaque+opaqueBytesPerToken-1)/opaqueBytesPerToken
 	for _, c := range caps {
 		if c > 0 {
 			e.Completion = c
@@ -346,25 +360,24 @@ func reference(body []byte, path string, o Options) Estimate {
 	if e.Model == "" {
 		e.Model = model
 	}
-	// What the prompt costs beyond its text (see dialect.go).
-	switch DialectOf(path) {
-	case DialectOpenAIChat, DialectOpenAIResponses:
-		if messages > 0 {
-			e.Prompt += 4*messages + 3
-		}
-	case DialectAnthropic:
-		if tools {
-			e.Prompt += anthropicToolPrompt(e.Model, forcedTool)
-		}
-	}
-	e.Prompt += imageRefTokens(DialectOf(path), imageRefs[0], imageRefs[1])
-	if mayHoldMedia(int64(len(body)), text, messages) {
-		e.Prompt += mediaTokens
-	}
-	e.Prompt = min(e.Prompt, MaxTokens)
 	if o.ModelOnly { // its model and output cap, its prompt by its size
 		e.Prompt, e.Parsed = bySize, false
+		return e
 	}
+	// The parts of the prompt, which its model's family adds up
+	// (family.go, tested apart).
+	d := DialectOf(path)
+	e.parts = promptParts{api: d, units: units, toolUnits: toolUnits, toolMembers: toolMembers,
+		rendered: o.BytesPerToken <= 0 && (d == DialectOpenAIChat || d == DialectOpenAIResponses),
+		fixed:    tokenIDs + (opaque+opaqueBytesPerToken-1)/opaqueBytesPerToken + imageRefTokens(d, imageRefs[0], imageRefs[1]),
+		messages: messages, system: system, tools: tools, forcedTool: forcedTool}
+	if mayHoldMedia(int64(len(body)), text, messages) {
+		e.parts.fixed += mediaTokens
+	}
+	if o.BytesPerToken > 0 {
+		e.parts.bytesPerToken, e.parts.textBytes, e.parts.units, e.parts.toolUnits = o.BytesPerToken, text, 0, 0
+	}
+	e.Prompt = e.PromptFor(e.Model)
 	return e
 }
 
@@ -373,7 +386,7 @@ func reference(body []byte, path string, o Options) Estimate {
 // parameters 3, each property 3 and name:type:description, an enum -3 and
 // 3 and its text per value, 12 for all of them; what is not rendered by
 // its JSON; a member given twice counts twice.
-func referenceOpenAITools(tools gjson.Result) int64 {
+func referenceOpenAITools(tools gjson.Result) (units, members int64) {
 	const token = UnitsPerToken
 	str := func(v gjson.Result) int64 {
 		if v.Type == gjson.String {
@@ -387,6 +400,7 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 		}
 		var units int64
 		p.ForEach(func(k, v gjson.Result) bool {
+			members++
 			switch {
 			case k.Str == "type" || k.Str == "description":
 				units += str(v) + weightOther
@@ -408,11 +422,13 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 		}
 		var units int64
 		p.ForEach(func(k, v gjson.Result) bool {
+			members++
 			switch {
 			case k.Str == "type" || k.Str == "required" || k.Str == "additionalProperties":
 			case k.Str == "properties" && v.IsObject():
 				first := true
 				v.ForEach(func(name, p gjson.Result) bool {
+					members++
 					if first {
 						units += 3 * token
 						first = false
@@ -428,6 +444,7 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 		return units
 	}
 	member := func(k, v gjson.Result) (units int64, name bool) {
+		members++
 		switch k.Str {
 		case "type", "strict":
 			return 0, false
@@ -438,7 +455,6 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 		}
 		return textUnitsGo(v.Raw), false
 	}
-	var units int64
 	functions := 0
 	for _, tool := range tools.Array() {
 		if !tool.IsObject() {
@@ -449,6 +465,7 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 		named, wrappedNamed := false, false
 		tool.ForEach(func(k, v gjson.Result) bool {
 			if k.Str == "function" && v.IsObject() {
+				members++
 				v.ForEach(func(k, v gjson.Result) bool {
 					u, name := member(k, v)
 					wrapped, wrappedNamed = wrapped+u, wrappedNamed || name
@@ -474,7 +491,7 @@ func referenceOpenAITools(tools gjson.Result) int64 {
 	if functions > 0 {
 		units += 12 * token
 	}
-	return units
+	return units, members
 }
 
 // foldTopKey is the top-level key the walk reads that k equals without
@@ -563,10 +580,12 @@ func FuzzRequest(f *testing.F) {
 		o := Options{BytesPerToken: bytesPerToken, DefaultCompletionTokens: defaultCompletion, MaxBodyBytes: maxBody,
 			ModelOfLargeBodies: maxBody&1 == 1, ModelOnly: maxBody&4 == 4}
 		got := requestAt(body, path, o)
-		// At most the body's size, at the most a byte weighs (count.go),
-		// and what the dialect adds: 4 tokens per message and 3 (a message
-		// takes at least 2 bytes), or a tool-use system prompt (dialect.go).
-		text := ceilDiv(int64(len(body))*maxByteUnits, UnitsPerToken)
+		// At most the body's size, at the most a byte weighs (count.go)
+		// times a family's largest scale (at most 2: family.go), and what a
+		// family adds: at most 5 tokens per message (a message takes at
+		// least 2 bytes) and 30 a request, and a tool prompt of at most
+		// 530 (Anthropic's for Claude 3 Opus).
+		text := 2 * ceilDiv(int64(len(body))*maxByteUnits, UnitsPerToken)
 		if bytesPerToken > 0 {
 			text = ceilDiv(int64(len(body)), bytesPerToken)
 		}
@@ -574,7 +593,7 @@ func FuzzRequest(f *testing.F) {
 		if relaxedBody, ok := relaxed(string(body)); ok {
 			images = max(images, everyMedium(string(relaxedBody), DialectOf(path)))
 		}
-		if most := text + max(3*int64(len(body))+3, 530) + images; got.Prompt < 0 || got.Prompt > most {
+		if most := text + 3*int64(len(body)) + 30 + 530 + images; got.Prompt < 0 || got.Prompt > most {
 			t.Fatalf("Prompt %d out of [0, %d]", got.Prompt, most)
 		}
 		if got.Completion < 0 || defaultCompletion > 0 && got.Completion <= 0 {

@@ -58,8 +58,8 @@ func TestInlineImagesCostTheirSize(t *testing.T) {
 	anthropic := func(b64 string) string {
 		return `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` + b64 + `"}}]}]}`
 	}
-	assert.Equal(t, int64(1092*1092/750+1), prompt("/v1/messages", anthropic(encoded(t, "png", 1092, 1092))))
-	assert.Equal(t, int64(1568*784/750+1), prompt("/v1/messages", anthropic(encoded(t, "png", 4000, 2000))), "fitted within 1568 pixels")
+	assert.Equal(t, int64(1092*1092/750+1+claudeFrame), prompt("/v1/messages", anthropic(encoded(t, "png", 1092, 1092))))
+	assert.Equal(t, int64(1568*784/750+1+claudeFrame), prompt("/v1/messages", anthropic(encoded(t, "png", 4000, 2000))), "fitted within 1568 pixels")
 
 	gemini := func(b64 string) string {
 		return `{"contents":[{"parts":[{"inlineData":{"mimeType":"image/png","data":"` + b64 + `"}}]}]}`
@@ -112,7 +112,7 @@ func TestImagesByReference(t *testing.T) {
 	assert.Equal(t, int64(4+3+765+85), prompt("/v1/responses", responses), "Responses: by file id and by URL; a file that is not an image: nothing")
 	anthropic := `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://x/d.png"}},` +
 		`{"type":"image","source":{"type":"file","file_id":"file-3"}},{"type":"document","source":{"type":"url","url":"https://x/e.pdf"}}]}]}`
-	assert.Equal(t, int64(2*1399), prompt("/v1/messages", anthropic), "Anthropic: 1024 × 1024 / 750 each; a document: nothing")
+	assert.Equal(t, int64(2*1399+claudeFrame), prompt("/v1/messages", anthropic), "Anthropic: 1024 × 1024 / 750 each; a document: nothing")
 	gemini := `{"contents":[{"parts":[{"fileData":{"mimeType":"image/png","fileUri":"gs://b/f.png"}},{"file_data":{"mime_type":"application/pdf","file_uri":"gs://b/g.pdf"}}]}]}`
 	assert.Equal(t, int64(1032), prompt("/v1beta/models/gemini-2.5-flash:generateContent", gemini), "Gemini: 4 tiles of 258; a PDF: nothing")
 	inline := `{"model":"gpt-4o","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,` +
@@ -164,10 +164,14 @@ func TestAudioVideoAndDocuments(t *testing.T) {
 	assert.Equal(t, int64(90*300), prompt(geminiPath, gemini("video/mp4", mp4End)), "its header at its end")
 	assert.Equal(t, int64(3*258), prompt(geminiPath, gemini("application/pdf", pdf)), "Gemini: 258 a page")
 	anthropicPDF := `{"model":"claude-sonnet-4-5","messages":[{"role":"user","content":[{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"` + b64(pdf) + `"}}]}]}`
-	assert.Equal(t, int64(3*3000), prompt("/v1/messages", anthropicPDF), "Anthropic: 3,000 a page")
+	assert.Equal(t, int64(3*3000+claudeFrame), prompt("/v1/messages", anthropicPDF), "Anthropic: 3,000 a page")
 	ogg := append([]byte("OggS"), make([]byte, 80000-4)...) // 10 s at 64 kbit/s
 	assert.Equal(t, int64(10*32), prompt(geminiPath, gemini("audio/ogg", ogg)), "no length in its header: its size at 64 kbit/s")
 	// A lying header is bounded.
 	huge := append(append(append([]byte("\x00\x00\x00\x20ftypisom\x00\x00\x02\x00isomiso2avc1mp41\x00\x00\x00\x78mvhd\x01\x00\x00\x00"), make([]byte, 16)...), be32(1)...), 0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff)
 	assert.Equal(t, MaxTokens, prompt(geminiPath, gemini("video/mp4", append(huge, make([]byte, 4096)...))))
 }
+
+// claudeFrame is a Claude model's frame around a request of one message
+// (family.go).
+const claudeFrame = claudePerRequest + claudePerMessage

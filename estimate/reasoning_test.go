@@ -16,7 +16,7 @@ func TestOpaqueReasoningIsCounted(t *testing.T) {
 		body: `{"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"Hi"},` +
 			`{"role":"assistant","content":[{"type":"thinking","thinking":"Let me see.","signature":"` + sig + `"},` +
 			`{"type":"redacted_thinking","data":"` + sig + `"},{"type":"text","text":"Done."}]}]}`,
-		want: Estimate{Prompt: 2 + 11 + 5 + 2*240, Completion: 10, Model: "claude-sonnet-4-5", Parsed: true},
+		want: Estimate{Prompt: 2 + 11 + 5 + 2*240 + claudePerRequest + 2*claudePerMessage, Completion: 10, Model: "claude-sonnet-4-5", Parsed: true},
 	}, {
 		name: "Gemini: a part's thought signature",
 		body: `{"contents":[{"role":"user","parts":[{"text":"Hi"}]},{"role":"model","parts":[{"text":"Done.","thoughtSignature":"` + sig + `"}]}]}`,

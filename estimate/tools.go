@@ -15,6 +15,11 @@ import "strings"
 // render (a parameter's nested properties or items, a format, bounds,
 // $defs, a tool that is not a function such as Responses' web_search)
 // counts by its JSON, an upper bound of whatever OpenAI writes for it.
+//
+// The walk counts the members of the objects it renders so (toolMembers):
+// a model of another family reads the tools' JSON, which is that
+// rendering and, for each member, its key and its punctuation
+// (jsonMemberUnits, family.go).
 const (
 	openAIFunctionStart  = 7  // each function
 	openAIPropertiesInit = 3  // a function's parameters, when it has some
@@ -67,6 +72,7 @@ func (w *walker) openAITool() bool {
 		if !ok {
 			break
 		}
+		w.toolMembers++
 		m := w.i
 		if k == "function" && w.peek() == '{' {
 			start := w.units
@@ -104,6 +110,7 @@ func (w *walker) openAIFunction() bool {
 		if !ok {
 			return named
 		}
+		w.toolMembers++
 		v := w.i
 		named = w.openAIMember(k) || named
 		w.done(v)
@@ -145,6 +152,7 @@ func (w *walker) openAIParameters() {
 		if !ok {
 			return
 		}
+		w.toolMembers++
 		v := w.i
 		switch {
 		case k == "type" || k == "required" || k == "additionalProperties":
@@ -158,6 +166,7 @@ func (w *walker) openAIParameters() {
 				if !ok {
 					break
 				}
+				w.toolMembers++
 				if first {
 					w.units += openAIPropertiesInit * UnitsPerToken
 				}
@@ -188,6 +197,7 @@ func (w *walker) openAIProperty() {
 		if !ok {
 			return
 		}
+		w.toolMembers++
 		v := w.i
 		switch {
 		case k == "type" || k == "description":

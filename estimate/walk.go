@@ -45,12 +45,23 @@ type walker struct {
 	spans  textSpans
 	caps   [numCaps]int64
 	// messages counts the elements of "messages" and "input" arrays: the
-	// messages a chat format wraps (see Dialect). tools says "tools" is a
-	// non-empty array, forcedTool that "tool_choice" forces a tool (its
-	// "type" is "any" or "tool"): Anthropic's tool-use system prompt.
+	// messages a chat format wraps (family.go). tools says "tools" (or
+	// Bedrock Converse's toolConfig's) is a non-empty array, forcedTool
+	// that "tool_choice" forces a tool (its "type" is "any" or "tool"; a
+	// toolChoice of "any" or "tool"): Anthropic's tool-use system prompt.
 	messages   int64
 	tools      bool
 	forcedTool bool
+	// system says the request has a top-level system prompt ("system",
+	// "systemInstruction", Responses' "instructions"): a message more to
+	// a chat template (family.go). toolUnits are the units of the tool
+	// definitions ("tools", "functions", Bedrock Converse's "toolConfig"),
+	// apart from units; toolMembers counts the members of the tool objects
+	// read to render them as OpenAI does (tools.go), what their JSON adds
+	// to that rendering (jsonMemberUnits).
+	system      bool
+	toolUnits   int64
+	toolMembers int64
 	// images counts the images sent by URL or by file (media.go), of
 	// OpenAI's "detail": "low" ([1]) or not ([0]).
 	images [2]int64
@@ -130,29 +141,41 @@ func (w *walker) top() {
 			w.turns(true, true)
 		case "prompt":
 			w.turns(false, true)
-		case "contents", "instructions":
+		case "contents":
+			w.turns(false, false)
+		case "instructions":
+			w.system = w.system || w.peek() == '"' || w.peek() == '['
 			w.turns(false, false)
 		case "system":
+			w.system = w.system || w.peek() == '"' || w.peek() == '['
 			w.content(false)
 		case "systemInstruction", "system_instruction":
 			if w.peek() == '{' {
+				w.system = true
 				w.turn()
 			}
 		case "tools", "functions", "tool_choice", "response_format", "text", "output_format", "outputConfig", "toolConfig":
 			// Tool definitions and output schemas, sent to the model: their
 			// size, whatever they hold.
-			if (k == "tools" || k == "functions") && w.weigh && w.openAI {
+			units := w.units
+			switch {
+			case (k == "tools" || k == "functions") && w.weigh && w.openAI:
 				// As OpenAI renders them, much shorter than their JSON.
 				w.openAITools()
 				w.text += int64(w.i - v)
-			} else {
+			case k == "toolConfig" && w.peek() == '{':
+				w.converseToolConfig() // its tools and its toolChoice, for the tool prompt of its model's family
+				w.addRaw(v)
+			default:
 				w.skip()
 				w.addRaw(v)
 			}
 			raw := w.s[v:w.i]
 			switch k {
-			case "tools":
-				w.tools = w.tools || nonEmptyArray(raw)
+			case "tools", "functions", "toolConfig":
+				w.toolUnits += w.units - units // tool definitions, apart (family.go)
+				w.units = units
+				w.tools = w.tools || k == "tools" && nonEmptyArray(raw)
 			case "tool_choice":
 				w.forcedTool = forcesTool(raw)
 			}
@@ -192,6 +215,8 @@ var knownWords = func() map[string]string {
 		// Tools (tools.go).
 		"function", "name", "description", "parameters", "strict", "properties", "required", "additionalProperties",
 		"enum", "any", "tool",
+		// Bedrock Converse's toolConfig (converseToolConfig).
+		"toolChoice",
 	} {
 		words[w] = w
 	}
@@ -452,6 +477,30 @@ func nonEmptyArray(raw string) bool {
 func forcesTool(raw string) bool {
 	t := gjson.Get(raw, "type")
 	return t.Type == gjson.String && (t.Str == "any" || t.Str == "tool")
+}
+
+// converseToolConfig reads Bedrock Converse's toolConfig object at w.i,
+// skipping its values (one call each): a non-empty "tools" array is tools
+// as Anthropic's "tools" are, and a "toolChoice" of "any" or "tool" forces
+// a tool use as Anthropic's tool_choice does (Bedrock renders a Claude
+// model's toolConfig as Anthropic's tools, system prompt and all).
+func (w *walker) converseToolConfig() {
+	w.members(func(k string) {
+		v := w.i
+		w.skip()
+		switch k {
+		case "tools":
+			w.tools = w.tools || nonEmptyArray(w.s[v:w.i])
+		case "toolChoice":
+			w.forcedTool = converseForcesTool(w.s[v:w.i])
+		}
+	})
+}
+
+// converseForcesTool says whether a valid Converse toolChoice value forces
+// a tool use: {"any": {}} or {"tool": {"name": …}} (not {"auto": {}}).
+func converseForcesTool(raw string) bool {
+	return gjson.Get(raw, "any").IsObject() || gjson.Get(raw, "tool").IsObject()
 }
 
 // addText reads a string and counts its text: its decoded length, and with

@@ -163,6 +163,9 @@ func (r *request) matchWithBody(ctx wrapper.HttpContext, body []byte) types.Acti
 	e := r.readBody(body, opts)
 	model := r.model // as the headers left it: its route read
 	r.pc.resolveModel(ctx, &model, r.path, &e, false)
+	if model.name != e.Model {
+		e.Prompt = e.PromptFor(model.name) // as the model's family counts it (the body's model's is the estimate's)
+	}
 	matches := r.pc.matchRequest(ctx, model.name, model.others)
 	r.pc.noteUnmatched(ctx, model.name, matches)
 	if len(matches) == 0 {

@@ -140,12 +140,13 @@ func groupCandidates(rules *config.Config, perCandidate [][]config.Match, oneCal
 	return groups
 }
 
-// costAs is what a request so estimated reserves when served as model.
+// costAs is what a request so estimated reserves when served as model:
+// its prompt as that model's family counts it (estimate.Estimate.PromptFor).
 func (r *request) costAs(e estimate.Estimate, model string) budget.Amounts {
 	if !r.pc.rules.Reservation.Enabled {
 		return budget.Amounts{}
 	}
-	return r.costOfUsageAs(model, pricing.Tokens{Input: e.Prompt, Output: e.Completion})
+	return r.costOfUsageAs(model, pricing.Tokens{Input: e.PromptFor(model), Output: e.Completion})
 }
 
 // serve makes an admitted request the candidate its groups served

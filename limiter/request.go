@@ -300,10 +300,14 @@ func (pc PluginConfig) needsBody() bool {
 
 // modelOfBody resolves, without model limits, the model of a request whose
 // body is estimated (e): the route's, else the body's (with model limits,
-// model_source resolved it to match the request).
+// model_source resolved it to match the request); and counts e's prompt as
+// that model's family does (estimate.Estimate.PromptFor).
 func (r *request) modelOfBody(ctx wrapper.HttpContext, e *estimate.Estimate) {
 	if !r.pc.modelLimits {
 		r.pc.resolveModel(ctx, &r.model, r.path, e, false)
+	}
+	if r.model.name != e.Model { // (the body's model's count is the estimate's)
+		e.Prompt = e.PromptFor(r.model.name)
 	}
 }
 

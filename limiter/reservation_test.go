@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/plugintest"
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
 )
@@ -351,7 +353,8 @@ func TestHardening8BucketsRefundedToZeroAreDeleted(t *testing.T) {
 // Issue 40: a reservation counts what the request's API adds to its prompt:
 // an Anthropic request with tools reserves Anthropic's tool-use system
 // prompt (346 tokens for tool_choice auto on Claude 4), an OpenAI chat
-// request its chat format (4 tokens a message, 3 for the reply).
+// request its chat format (4 tokens a message, 3 for the reply). (Issue
+// 55: and a Claude model's scale and frame, estimate/family.go.)
 func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 	redis := redistest.Start(t)
 	key := plugintest.APIKey
@@ -364,8 +367,69 @@ func TestReservationCountsWhatTheAPIAdds(t *testing.T) {
 		x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
 		x.Answer()
 		require.True(t, x.Passed())
-		assert.Equal(t, plugintest.TextTokens(tools, "Weather in Paris?")+346+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the tool-use system prompt, the cap")
+		e := estimate.Request([]byte(body), estimate.DialectAnthropic, estimate.Options{})
+		assert.Equal(t, e.PromptFor("claude-sonnet-4-5")+100, p.MinuteCounter(plugintest.APIKeySubject), "the text, the tool-use system prompt, the cap")
+		assert.GreaterOrEqual(t, e.PromptFor("claude-sonnet-4-5"), plugintest.TextTokens(tools, "Weather in Paris?")+346, "at least o200k's count of the text, and the prompt")
 		x.Done()
+	})
+}
+
+// Issue 55: a reservation counts the prompt as the family of the model the
+// request resolves to counts it, from the body's model or the route's: the
+// same body reserves more for Claude with tools (its tool-use system
+// prompt, its frame, its tokenizer's count) and for Llama with tools (its
+// template, its tool instructions, the tools' indented JSON) than for an
+// OpenAI model, which reads OpenAI's short rendering of the tools; and a
+// Bedrock route's Claude counts a Converse toolConfig as Claude's tools.
+func TestReservationCountsAsTheModelsFamily(t *testing.T) {
+	redis := redistest.Start(t)
+	plugintest.RunTest(t, func(t *testing.T) {
+		redis.AvoidWindowEdge(60, 10)
+		p := plugintest.StartOnEmptyRedis(t, redis, plugintest.APIKeyConfig(plugintest.ReservationOn, `"token_per_minute": 1000000`))
+		reserve := func(path string, key [2]string, body string) int64 {
+			t.Helper()
+			before := p.MinuteCounter(plugintest.APIKeySubject)
+			x := p.SendTo(path, key)
+			x.Action = p.Host.CallOnRequestBody(x.ID, []byte(body), true)
+			x.Answer()
+			require.True(t, x.Passed())
+			reserved := p.MinuteCounter(plugintest.APIKeySubject) - before
+			x.Done()              // no response: the reservation stays, not corrected
+			return reserved - 100 // the cap each body names
+		}
+		key := plugintest.APIKey
+		anthropicTools := `[{"name":"get_weather","description":"Get the current weather of a city.","input_schema":{"type":"object",` +
+			`"properties":{"city":{"type":"string","description":"The city, e.g. Paris."}},"required":["city"]}}]`
+		anthropic := func(model string) string {
+			return `{"model":"` + model + `","max_tokens":100,"system":"Be brief.","tools":` + anthropicTools + `,"messages":[{"role":"user","content":"Weather in Paris?"}]}`
+		}
+		claude := reserve("/v1/messages", key, anthropic("claude-sonnet-4-5"))
+		e := estimate.Request([]byte(anthropic("claude-sonnet-4-5")), estimate.DialectAnthropic, estimate.Options{})
+		assert.Equal(t, e.PromptFor("claude-sonnet-4-5"), claude)
+		asOpenAI := e.PromptFor("gpt-4o")
+		assert.GreaterOrEqual(t, claude-asOpenAI, int64(346+3+2*3), "Claude: its tool-use system prompt and its frame, beyond OpenAI's count")
+		assert.Less(t, claude-asOpenAI, int64(346+3+2*3)+asOpenAI/2, "and its text at most 1.5 times")
+
+		openAITools := `[{"type":"function","function":{"name":"get_weather","description":"Get the current weather of a city.","parameters":{"type":"object",` +
+			`"properties":{"city":{"type":"string","description":"The city, e.g. Paris."}},"required":["city"]}}}]`
+		chat := func(model string) string {
+			return `{"model":"` + model + `","max_tokens":100,"tools":` + openAITools + `,"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Weather in Paris?"}]}`
+		}
+		gpt := reserve("/openai/v1/chat/completions", key, chat("gpt-4o"))
+		llama := reserve("/openai/v1/chat/completions", key, chat("llama-3.3-70b-versatile"))
+		e = estimate.Request([]byte(chat("gpt-4o")), estimate.DialectOpenAIChat, estimate.Options{})
+		assert.Equal(t, e.Prompt, gpt, "OpenAI's count: its chat format, its rendering of the tools")
+		assert.Equal(t, e.PromptFor("llama-3.3-70b-versatile"), llama)
+		assert.GreaterOrEqual(t, llama-gpt, int64(30+2*5+56-(2*4+3)), "Llama: its template's tokens and its tool instructions, beyond OpenAI's chat format")
+
+		// Bedrock: the route names the model, the body none.
+		converse := `{"system":[{"text":"Be brief."}],"messages":[{"role":"user","content":[{"text":"Weather in Paris?"}]}],"inferenceConfig":{"maxTokens":100},` +
+			`"toolConfig":{"tools":[{"toolSpec":{"name":"get_weather","description":"Get the current weather of a city.","inputSchema":{"json":{"type":"object"}}}}]}}`
+		model := "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
+		bedrock := reserve("/model/"+model+"/converse", key, converse) + 100 - config.DefaultCompletionTokens // Converse's cap is not read
+		e = estimate.Request([]byte(converse), estimate.DialectOther, estimate.Options{})
+		assert.Equal(t, e.PromptFor(model), bedrock)
+		assert.GreaterOrEqual(t, bedrock-e.PromptFor(""), int64(346+3+2*3), "the route's Claude: its tool-use system prompt for the toolConfig, its frame")
 	})
 }
 

@@ -20,8 +20,11 @@ import (
 // (-fixtures), where the estimate's tests hold the estimate to it within
 // Tolerance (and within a token, for the rounding of a small prompt).
 type fixture struct {
-	Name       string  `json:"name"`
-	Path       string  `json:"path"`
+	Name string `json:"name"`
+	Path string `json:"path"`
+	// Model is the model the request's route addresses, when it is not
+	// the body's (a Bedrock path's): the one whose family counts it.
+	Model      string  `json:"model,omitempty"`
 	Documented int64   `json:"documented"`
 	Tolerance  float64 `json:"tolerance"`
 	Source     string  `json:"source"`
@@ -221,9 +224,10 @@ func mustJSON(v any) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// fixtures builds the fixtures, their documented counts by o200k, from the
-// texts under root, the repository's root.
-func fixtures(enc *tiktoken.Tiktoken, root string) []fixture {
+// fixtures builds the fixtures, their documented counts by o200k (and by
+// each family's tokenizer, counts: familyFixtures), from the texts under
+// root, the repository's root.
+func fixtures(enc *tiktoken.Tiktoken, root string, counts *familyCounts) []fixture {
 	readText := func(name string) string { return readText(root, name) }
 	count := func(s string) int64 { return int64(len(enc.Encode(s, nil, nil))) }
 	var fs []fixture
@@ -317,7 +321,7 @@ func fixtures(enc *tiktoken.Tiktoken, root string) []fixture {
 	fs = append(fs, fixture{Name: "openai-completions-token-ids", Path: "/v1/completions", Tolerance: 0,
 		Source: "OpenAI's completions API: a prompt given as token ids is those tokens", Documented: int64(len(ids)),
 		body: mustJSON(map[string]any{"model": "gpt-3.5-turbo-instruct", "prompt": ids, "max_tokens": 16})})
-	return fs
+	return append(fs, familyFixtures(enc, root, counts)...)
 }
 
 // writeFixtures writes the fixtures' bodies and their manifest into dir.

