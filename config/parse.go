@@ -88,6 +88,7 @@ var topFields = fields[Config]{
 	customField("deployments", readDeployments),
 	enumField("compressed_body", []string{"estimate", "reject"}, func(c *Config, i int) { c.CompressedBody = CompressedBody(i) }),
 	customField("pricing", readPricing),
+	customField("pricing_catalog", readPricingCatalog),
 	customField(fallbacksField, readFallbacks),
 	objectField("calendar", calendarFields, func(c *Config) *Calendar { return &c.Calendar }),
 	customField("quota_path", readQuotaPath),
@@ -294,6 +295,7 @@ func newConfig() *Config {
 		MaxQueueWaitMs: DefaultMaxQueueWaitMs,
 		ModelSources:   []ModelSource{{Kind: ModelFromBody}, {Kind: ModelFromPath}},
 		Calendar:       Calendar{WeekStart: time.Monday},
+		Pricing:        Pricing{Catalog: true},
 	}
 }
 

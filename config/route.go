@@ -37,6 +37,10 @@ type Route struct {
 	// request speaks Gemini's API (estimate.RouteDialect), and another
 	// model can take its place in the path (estimate.ReplacePathModel).
 	Gemini bool
+	// Provider is the provider, as the price catalog names them, that
+	// serves a path that addresses a model: google (Gemini, Vertex AI), aws
+	// (Bedrock), azure (Azure OpenAI); "" for a path that addresses none.
+	Provider string
 }
 
 // Route reads the model the request's path (its :path, with any query)
@@ -46,7 +50,7 @@ type Route struct {
 // upstreams route them. It allocates only for a segment with escapes.
 func (c *Config) Route(path string) Route {
 	if m := estimate.ModelFromPath(path); m != "" {
-		return Route{Model: m, Addressed: true, Gemini: true}
+		return Route{Model: m, Addressed: true, Gemini: true, Provider: "google"}
 	}
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
@@ -61,11 +65,11 @@ func (c *Config) Route(path string) Route {
 		seg[3], seg[2], seg[1], seg[0] = seg[2], seg[1], seg[0], decodePath(s)
 		switch {
 		case (seg[1] == "tunedModels" || seg[1] == "endpoints") && strings.Contains(seg[0], ":"):
-			return Route{Addressed: true} // a tuned model, a Vertex AI endpoint: which model it is, only Google knows
+			return Route{Addressed: true, Provider: "google"} // a tuned model, a Vertex AI endpoint: which model it is, only Google knows
 		case seg[2] == "model" && seg[1] != "" && slices.Contains(bedrockActions, seg[0]):
-			return Route{Model: seg[1], Addressed: true}
+			return Route{Model: seg[1], Addressed: true, Provider: "aws"}
 		case seg[2] == "openai" && seg[1] == "deployments" && seg[0] != "":
-			return Route{Model: c.Deployments[seg[0]], Addressed: true}
+			return Route{Model: c.Deployments[seg[0]], Addressed: true, Provider: "azure"}
 		}
 	}
 	return Route{}

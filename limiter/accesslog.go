@@ -195,7 +195,7 @@ func (r *request) logSettled(u tokenusage.Usage, ok, estimated bool, cost budget
 		b = appendNonZero(b, logReasoning, u.Reasoning)
 	}
 	b = appendIntMember(b, logCostTokens, cost.Tokens)
-	if r.pc.rules.Pricing.Configured() {
+	if r.pc.rules.Pricing.Priced() {
 		b = appendIntMember(b, logCostNanoUSD, cost.USD)
 	}
 	if estimated {

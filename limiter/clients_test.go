@@ -109,7 +109,7 @@ func TestRejectionNamesTheBudget(t *testing.T) {
 	redis := redistest.Start(t)
 	key := plugintest.APIKey
 	plugintest.RunTest(t, func(t *testing.T) {
-		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}},`, `"usd_per_day": 0.001`))
+		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, plugintest.APIKeyConfig(`"pricing": {"*": {"input": 2.5, "output": 10}}, "pricing_catalog": "off",`, `"usd_per_day": 0.001`))
 		p.Request(key).Respond("application/json", `{"usage":{"prompt_tokens":400,"completion_tokens":100}}`) // $0.002
 		local := p.Request(key).RequireRejected(429)
 		assert.Contains(t, string(local.Data), `Spending limit exceeded: the budget of $0.001 per day is used up (rule_item=0; key=s...#0f2c10bf). Try again in 22h59m30s.`)
@@ -236,13 +236,15 @@ func quotaHeadersOf(headers [][2]string) map[string]string {
 // makeRunLimits are the limits of make run's example
 // (tools/localgw/example.yaml): every API key 100 tokens a minute and $1 a
 // day, all keys together $20 a day, of which the last $5 are kept for
-// x-priority: high; every model at $2.50/$10 per million tokens; every
+// x-priority: high; every model at $2.50/$10 per million tokens (the
+// catalog off, so that a request is admitted at its headers: these tests
+// send none of the bodies whose model the catalog would price); every
 // quota header form.
 const makeRunLimits = `{"rule_name": "local-demo",
 	"priority": {"levels": ["high", "low"], "header": "x-priority"},
 	"global_threshold": {"usd_per_day": 20, "reserve": {"high": 25}},
 	"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 100, "usd_per_day": 1}]}],
-	"pricing": {"*": {"input": 2.5, "output": 10}},
+	"pricing": {"*": {"input": 2.5, "output": 10}}, "pricing_catalog": "off",
 	"quota_headers": ["tokenratelimit", "openai", "ietf"],
 	` + plugintest.RedisSection + `}`
 
@@ -370,7 +372,7 @@ func TestQuotaHeadersNameTokensFirstAcrossCalls(t *testing.T) {
 		p := plugintest.StartOnEmptyRedisAt(t, redis, clientsClock, `{"rule_name": "calls",
 			"global_threshold": {"usd_per_day": 0.005},
 			"rule_items": [{"limit_by_per_api_key": "", "limit_keys": [{"key": "*", "token_per_minute": 10000000}]}],
-			"pricing": {"*": {"input": 2.5, "output": 10}},
+			"pricing": {"*": {"input": 2.5, "output": 10}}, "pricing_catalog": "off",
 			"quota_headers": ["tokenratelimit"],
 			`+plugintest.RedisSection+`}`)
 		x := p.Request(plugintest.APIKey)

@@ -42,6 +42,7 @@ type endpoint struct {
 	admin bool   // the admin API (else quota_path)
 	who   string // who called the admin API, for its log lines
 	query string // the query string, without '?'
+	model string // the model a quota request names ("": none)
 	ctxID uint32 // the host's id of its HTTP context, to answer it from a call's answer
 	body  []byte // the admin request's body, once read
 
@@ -206,6 +207,7 @@ func (e *endpoint) serveQuota(ctx wrapper.HttpContext) types.Action {
 		e.pc.resolveModel(ctx, &m, ctx.Path(), nil, false)
 		model = m.name
 	}
+	e.model = model
 	e.matches = e.pc.matchRequest(ctx, model, nil)
 	return e.readStatus()
 }
@@ -345,7 +347,11 @@ func (e *endpoint) answer() types.Action {
 	// The raw value answers the client's own quota request only; the admin
 	// API's answers, which proxies may log, show a credential's
 	// fingerprint.
-	body, err := json.Marshal(quota.Describe(e.pc.rules, e.matches, e.statuses, e.admin))
+	doc := quota.Describe(e.pc.rules, e.matches, e.statuses, e.admin)
+	if e.model != "" {
+		doc.Price = quota.PriceOf(e.pc.rules, e.model, "") // the quota path addresses no model: priced by its name
+	}
+	body, err := json.Marshal(doc)
 	if err != nil { // not reached: the document holds strings and numbers
 		return answerError(500, err.Error())
 	}

@@ -30,14 +30,15 @@ import (
 
 // hierarchyConfig is three levels: each org usd_per_month, each team
 // usd_per_day, each key token_per_minute; every model at $1/$2 per million
-// input/output tokens (1,000 and 2,000 nanodollars a token). redis is the
+// input/output tokens (1,000 and 2,000 nanodollars a token), the catalog
+// off (one price for all: admitted at the headers). redis is the
 // redis section's extra fields ("": the default, redis.cluster true).
 func hierarchyConfig(orgUSD, teamUSD string, keyTokens int, redis string) string {
 	return fmt.Sprintf(`{"rule_name": "orgs", "rule_match_mode": "all", "rule_items": [
 		{"limit_by_per_header": "x-org-id", "limit_keys": [{"key": "*", "usd_per_month": %s}]},
 		{"limit_by_per_header": "x-team-id", "limit_keys": [{"key": "*", "usd_per_day": %s}]},
 		{"limit_by_per_header": "x-api-key", "limit_keys": [{"key": "*", "token_per_minute": %d}]}],
-		"pricing": {"*": {"input": 1, "output": 2}},
+		"pricing": {"*": {"input": 1, "output": 2}}, "pricing_catalog": "off",
 		"redis": {"service_name": "redis.static", "timeout": 1000%s}}`, orgUSD, teamUSD, keyTokens, redis)
 }
 

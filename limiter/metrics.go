@@ -48,6 +48,10 @@ const (
 	// metricShadowFallback counts requests shadow_mode served as asked
 	// that a fallback would have served.
 	metricShadowFallback = "token_ratelimit_shadow_fallback_count"
+	// metricUnlisted counts requests charged for a model that neither
+	// pricing nor the price catalog lists, at its provider's dearest price
+	// (config.FromDearest): a model worth a pricing entry.
+	metricUnlisted = "token_ratelimit_unlisted_model_count"
 )
 
 // The <model> segment of a counter name is the model the request names, as

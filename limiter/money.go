@@ -5,6 +5,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/estimate"
 	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 )
 
@@ -38,13 +39,20 @@ func (r *request) costOfUsage(t pricing.Tokens) budget.Amounts {
 	return cost
 }
 
+// priceProvider is the provider the request's route serves, which prices
+// a model the configuration does not (config.PriceProvider).
+func (r *request) priceProvider() string {
+	route := r.model.routeOf(r.pc.rules, r.path)
+	return config.PriceProvider(route, estimate.RouteDialect(r.path, route.Gemini))
+}
+
 // costOfUsageAs is what a request of model that used these tokens costs:
 // in tokens (its weights) and, when pricing is set, in nanodollars (its
 // price).
 func (r *request) costOfUsageAs(model string, t pricing.Tokens) budget.Amounts {
 	cost := budget.Amounts{Tokens: r.pc.rules.Cost.Tokens(t.Input, t.Output, t.CacheRead, t.CacheWrite, model)}
-	if p := &r.pc.rules.Pricing; p.Configured() {
-		cost.USD = p.NanoUSD(t, model)
+	if p := &r.pc.rules.Pricing; p.Priced() {
+		cost.USD = p.NanoUSD(t, model, r.priceProvider())
 	}
 	return cost
 }

@@ -76,7 +76,7 @@ func parseConfig(json gjson.Result, pc *PluginConfig) error {
 			log.Warnf("rule %s: %s", rules.RuleName, o.Text)
 		}
 	}
-	for _, note := range rules.FallbackNotes() {
+	for _, note := range append(rules.FallbackNotes(), rules.PricingNotes()...) {
 		log.Infof("rule %s: %s", rules.RuleName, note)
 	}
 	pc.rejectedType = rejectedContentType(rules.RejectedMsg)

@@ -125,7 +125,7 @@ func TestPriorityUnderConcurrentRequests(t *testing.T) {
 func TestPriorityReservesMoneyAndConcurrency(t *testing.T) {
 	redis := redistest.Start(t)
 	config := `{"rule_name": "prio", "priority": {"levels": ["high", "low"], "header": "x-priority"},
-		"pricing": {"*": {"input": 1000, "output": 1000}},
+		"pricing": {"*": {"input": 1000, "output": 1000}}, "pricing_catalog": "off",
 		"rule_items": [{"limit_by_header": "x-team", "limit_keys": [{"key": "a", "usd_per_day": 1, "max_concurrent_requests": 4,
 			"reserve": {"high": 50}}]}],
 		` + plugintest.RedisSection + `}`

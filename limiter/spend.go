@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
+	"github.com/tokenlimit/ai-token-ratelimit/config"
 	"github.com/tokenlimit/ai-token-ratelimit/tokenusage"
 )
 
@@ -127,8 +128,11 @@ func (r *request) countSpend(how settlement, u tokenusage.Usage, cost budget.Amo
 		}
 	}
 	s.add(metricChargedTokens, cost.Tokens)
-	if r.pc.rules.Pricing.Configured() {
+	if p := &r.pc.rules.Pricing; p.Priced() {
 		s.add(metricCostNanodollars, cost.USD)
+		if _, source, _ := p.PriceOf(r.servedModel(), r.priceProvider()); source.From == config.FromDearest {
+			s.count(metricUnlisted)
+		}
 	}
 }
 

@@ -11,6 +11,8 @@ package pricing
 import (
 	"math"
 	"math/bits"
+	"strconv"
+	"strings"
 )
 
 // Units of money.
@@ -151,3 +153,40 @@ func Strictest(a, b Price) Price {
 }
 
 func bound(n int64) int64 { return min(max(n, 0), MaxTokens) }
+
+// String writes a price as list prices are written, in US dollars per
+// million tokens: input and output, cache reads and writes, and the other
+// kinds where they differ from the price they default to; then the
+// long-context tier's.
+func (p Price) String() string {
+	s := "$" + DollarsPerMillion(p.Input) + " input, $" + DollarsPerMillion(p.Output) + " output, $" +
+		DollarsPerMillion(p.CacheRead) + " cache read, $" + DollarsPerMillion(p.CacheWrite) + " cache write"
+	for _, k := range [...]struct {
+		name         string
+		price, basis int64
+	}{
+		{"reasoning", p.Reasoning, p.Output}, {"input audio", p.InputAudio, p.Input}, {"output audio", p.OutputAudio, p.Output},
+		{"input image", p.InputImage, p.Input}, {"output image", p.OutputImage, p.Output},
+	} {
+		if k.price != k.basis {
+			s += ", $" + DollarsPerMillion(k.price) + " " + k.name
+		}
+	}
+	s += " per million tokens"
+	if p.Long != nil {
+		s += "; above " + strconv.FormatInt(p.LongAbove, 10) + " input tokens, " + p.Long.String()
+	}
+	return s
+}
+
+// DollarsPerMillion writes picodollars per token as US dollars per million
+// tokens, with as many decimals as it needs (at most six): 2.5, 0.075.
+func DollarsPerMillion(pico int64) string {
+	const scale = PicoPerDollar / 1_000_000 // picodollars per token in a dollar per million
+	s := strconv.FormatInt(pico/scale, 10)
+	if frac := pico % scale; frac != 0 {
+		f := strconv.FormatInt(frac+scale, 10)[1:]
+		s += "." + strings.TrimRight(f, "0")
+	}
+	return s
+}

@@ -62,3 +62,14 @@ func TestStrictestTakesTheDearestOfEachKindAndTier(t *testing.T) {
 	b := Price{Input: 5, Output: 10, CacheWrite: 9, OutputAudio: 80}
 	require.Equal(t, Price{Input: 6, Output: 22, CacheRead: 1, CacheWrite: 9, OutputAudio: 80}, Strictest(a, b))
 }
+
+func TestPriceStringWritesListPrices(t *testing.T) {
+	long := Price{Input: perMillion(6), Output: perMillion(22.5), CacheRead: perMillion(0.6), CacheWrite: perMillion(7.5),
+		Reasoning: Unset, InputAudio: Unset, OutputAudio: Unset, InputImage: Unset, OutputImage: Unset}
+	p := Price{Input: perMillion(3), Output: perMillion(15), CacheRead: perMillion(0.3), CacheWrite: perMillion(3.75),
+		Reasoning: Unset, InputAudio: perMillion(0.075), OutputAudio: Unset, InputImage: Unset, OutputImage: Unset, Long: &long, LongAbove: 200_000}.WithDefaults()
+	require.Equal(t, "$3 input, $15 output, $0.3 cache read, $3.75 cache write, $0.075 input audio per million tokens; "+
+		"above 200000 input tokens, $6 input, $22.5 output, $0.6 cache read, $7.5 cache write per million tokens", p.String())
+	require.Equal(t, "$0.000001 input, $0 output, $0 cache read, $0 cache write, $0 input audio, $0 input image per million tokens",
+		Price{Input: 1}.String(), "kinds that differ from their default are written")
+}

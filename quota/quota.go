@@ -15,6 +15,7 @@ import (
 
 	"github.com/tokenlimit/ai-token-ratelimit/budget"
 	"github.com/tokenlimit/ai-token-ratelimit/config"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
 
@@ -23,6 +24,81 @@ import (
 // them.
 type Document struct {
 	Subjects []Subject `json:"subjects"`
+	// Price is the price of the model a quota request names, when the
+	// configuration prices requests (PriceOf).
+	Price *ModelPrice `json:"price,omitempty"`
+}
+
+// ModelPrice is what a model's tokens cost, as the plugin charges money
+// windows for them, and where that price comes from.
+type ModelPrice struct {
+	Model string `json:"model"`
+	// Source is pricing (an entry of the configuration's pricing: Entry
+	// names it, "*" for the one that prices every other model), catalog
+	// (the price catalog lists it: ListedAs is its provider/model there),
+	// unlisted (no one lists it: its provider's dearest catalog price,
+	// Provider) or unknown_model (a route whose model cannot be told).
+	Source   string `json:"source"`
+	Entry    string `json:"entry,omitempty"`
+	ListedAs string `json:"listed_as,omitempty"`
+	Provider string `json:"provider,omitempty"`
+	// USDPerMillionTokens is the price of each kind of token; above
+	// LongContextAbove input tokens a request is priced at LongContext.
+	USDPerMillionTokens PriceKinds  `json:"usd_per_million_tokens"`
+	LongContextAbove    int64       `json:"long_context_above_tokens,omitempty"`
+	LongContext         *PriceKinds `json:"long_context_usd_per_million_tokens,omitempty"`
+}
+
+// PriceKinds is a price of each kind of token, in US dollars per million
+// tokens.
+type PriceKinds struct {
+	Input       json.Number `json:"input"`
+	Output      json.Number `json:"output"`
+	CacheRead   json.Number `json:"cache_read"`
+	CacheWrite  json.Number `json:"cache_write"`
+	Reasoning   json.Number `json:"reasoning"`
+	InputAudio  json.Number `json:"input_audio"`
+	OutputAudio json.Number `json:"output_audio"`
+	InputImage  json.Number `json:"input_image"`
+	OutputImage json.Number `json:"output_image"`
+}
+
+// PriceOf is the price of a model served on a route of provider
+// (config.PriceProvider), as rules price it; nil when they price no
+// request, or nothing prices the model.
+func PriceOf(rules *config.Config, model, provider string) *ModelPrice {
+	if !rules.Pricing.Priced() {
+		return nil
+	}
+	price, source, ok := rules.Pricing.PriceOf(model, provider)
+	if !ok {
+		return nil
+	}
+	mp := &ModelPrice{Model: model, USDPerMillionTokens: priceKinds(price)}
+	switch source.From {
+	case config.FromEntry:
+		mp.Source, mp.Entry = "pricing", source.Key
+	case config.FromAny:
+		mp.Source, mp.Entry = "pricing", config.AnyKey
+	case config.FromCatalog:
+		mp.Source, mp.ListedAs = "catalog", source.Provider+"/"+source.Model
+	case config.FromDearest:
+		mp.Source, mp.Provider = "unlisted", source.Provider
+	case config.FromStrictest:
+		mp.Source, mp.Provider = "unknown_model", source.Provider
+	}
+	if price.Long != nil {
+		long := priceKinds(*price.Long)
+		mp.LongContextAbove, mp.LongContext = price.LongAbove, &long
+	}
+	return mp
+}
+
+func priceKinds(p pricing.Price) PriceKinds {
+	n := func(pico int64) json.Number { return json.Number(pricing.DollarsPerMillion(pico)) }
+	return PriceKinds{Input: n(p.Input), Output: n(p.Output), CacheRead: n(p.CacheRead), CacheWrite: n(p.CacheWrite),
+		Reasoning: n(p.Reasoning), InputAudio: n(p.InputAudio), OutputAudio: n(p.OutputAudio),
+		InputImage: n(p.InputImage), OutputImage: n(p.OutputImage)}
 }
 
 // Subject is one limited subject and its limits.

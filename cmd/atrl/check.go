@@ -5,6 +5,7 @@ package main
 // runs when it starts), in milliseconds.
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 )
 
 func checkHelp(w io.Writer) {
-	fmt.Fprint(w, `usage: atrl check -config FILE
+	fmt.Fprint(w, `usage: atrl check -config FILE [-model NAME]...
 
 Checks a plugin configuration as the plugin does when the gateway starts
 it, without a gateway or Redis: the whole document the gateway hands the
@@ -35,6 +36,15 @@ followed by a note for each pair of rule items that read the same value
 (the plugin logs them when it starts): a value both match is limited by
 both, or, for two items of one type, counted once at the tighter limits.
 
+A configuration that prices requests (usd_per_* windows, or pricing)
+prints the price of each model it names (per_model entries, limit_by_model
+keys, pricing entries, model_fallbacks) and of each -model NAME, in US
+dollars per million tokens, and where it comes from: a pricing entry, the
+price catalog (its provider and model), pricing's "*", or, for a model no
+one lists, its provider's dearest catalog price:
+
+  plugin.yaml: price: gpt-4o: $2.5 input, $10 output, $1.25 cache read, $2.5 cache write per million tokens (the catalog: openai's gpt-4o (...))
+
 One the plugin refuses prints the line the plugin logs, saying where and
 what is wrong, then the line of the file the field is on, and the exit
 status is 2, as for a file that cannot be read or is not YAML or JSON
@@ -52,6 +62,8 @@ func runCheck(args []string, s streams) int {
 	fs.SetOutput(s.stderr)
 	fs.Usage = func() { checkHelp(s.stderr) }
 	path := fs.String("config", "", "the plugin configuration `FILE` (required)")
+	var models modelNames
+	fs.Var(&models, "model", "a model `NAME` to show the price of (repeatable)")
 	rest, status, ok := parseArgs(fs, args)
 	switch {
 	case !ok:
@@ -80,10 +92,12 @@ func runCheck(args []string, s streams) int {
 		if d.Global != nil {
 			fmt.Fprintf(s.stdout, "%s: ok: %s\n", where, describeConfig(d.Global))
 			writeOverlaps(s.stdout, where+": note: ", d.Global)
+			writePrices(s.stdout, where+": price: ", d.Global, models)
 		}
 		for i, r := range d.Rules {
 			fmt.Fprintf(s.stdout, "%s: ok: %s[%d] (%s): %s\n", where, config.RulesKey, i, describeMatch(r), describeConfig(r.Config))
 			writeOverlaps(s.stdout, fmt.Sprintf("%s: note: %s[%d]: ", where, config.RulesKey, i), r.Config)
+			writePrices(s.stdout, fmt.Sprintf("%s: price: %s[%d]: ", where, config.RulesKey, i), r.Config, models)
 		}
 	}
 	return status
@@ -97,9 +111,43 @@ func writeOverlaps(w io.Writer, prefix string, c *config.Config) {
 	for _, o := range c.Overlaps() {
 		fmt.Fprintf(w, "%s%s\n", prefix, o.Text)
 	}
-	for _, note := range c.FallbackNotes() {
+	for _, note := range append(c.FallbackNotes(), c.PricingNotes()...) {
 		fmt.Fprintf(w, "%s%s\n", prefix, note)
 	}
+}
+
+// writePrices prints, for a configuration that prices requests, the price
+// of each model it names and of each model asked for, and where it comes
+// from, as the plugin prices a request naming it on a route that does not
+// address a model (an OpenAI-shaped path).
+func writePrices(w io.Writer, prefix string, c *config.Config, asked []string) {
+	if !c.Pricing.Priced() {
+		for _, m := range asked {
+			fmt.Fprintf(w, "%s%s: not priced: the configuration counts no money (usd_per_*) and has no pricing\n", prefix, m)
+		}
+		return
+	}
+	for _, m := range append(c.NamedModels(), asked...) {
+		price, source, ok := c.Pricing.PriceOf(m, "")
+		if !ok {
+			fmt.Fprintf(w, "%s%s: no price\n", prefix, m)
+			continue
+		}
+		fmt.Fprintf(w, "%s%s: %s (%s)\n", prefix, m, price, source)
+	}
+}
+
+// modelNames is a repeatable -model flag.
+type modelNames []string
+
+func (m *modelNames) String() string { return strings.Join(*m, ",") }
+
+func (m *modelNames) Set(v string) error {
+	if v == "" {
+		return errors.New("a model name must not be empty")
+	}
+	*m = append(*m, v)
+	return nil
 }
 
 // describeConfig says in a few words what a configuration limits: its

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 )
 
 // rulesYAML is a document as Higress hands it to the plugin: a global
@@ -58,8 +59,56 @@ func TestCheckValid(t *testing.T) {
 	// The example make run starts the local gateway with.
 	status, out, errOut = atrl("", "check", "-config", "../../tools/localgw/example.yaml")
 	assert.Equal(t, exitOK, status, errOut)
-	assert.Equal(t, `../../tools/localgw/example.yaml: ok: rule "local-demo" limits every request (global_threshold), limit_by_per_api_key (1 key)`+
-		`; when a model has no room, serves mock-large as mock`+redis+"\n", out)
+	example := "../../tools/localgw/example.yaml: "
+	assert.Equal(t, lines(example+`ok: rule "local-demo" limits every request (global_threshold), limit_by_per_api_key (1 key)`+
+		`; when a model has no room, serves mock-large as mock`+redis,
+		example+`note: pricing: models no pricing entry names are priced at their list price in the catalog (`+pricing.Source+
+			`); models it does not list either, at pricing's "*"`,
+		example+`price: mock: $2.5 input, $10 output, $2.5 cache read, $2.5 cache write per million tokens (pricing: "*")`,
+		example+`price: mock-large: $2.5 input, $10 output, $2.5 cache read, $2.5 cache write per million tokens (pricing: "*")`,
+	), out)
+}
+
+// A configuration that prices requests: the price of each model it names
+// and each -model asked for, and where it comes from.
+func TestCheckSaysEachModelsPrice(t *testing.T) {
+	path := writeFile(t, "plugin.yaml", `rule_name: spend
+rule_items:
+  - limit_by_per_header: x-api-key
+    limit_keys:
+      - key: "*"
+        usd_per_day: 5
+        per_model:
+          - {model: claude-sonnet-4-5, usd_per_day: 1}
+pricing:
+  my-llama: {input: 0.2, output: 0.6}
+redis:
+  service_name: redis.static
+`)
+	status, out, errOut := atrl("", "check", "-config", path, "-model", "gpt-4o-2024-08-06", "-model", "us.anthropic.claude-3-5-sonnet-20240620-v1:0", "-model", "my-finetune")
+	assert.Equal(t, exitOK, status, errOut)
+	prices := []string{}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if strings.HasPrefix(l, path+": price: ") {
+			prices = append(prices, strings.TrimPrefix(l, path+": price: "))
+		}
+	}
+	src := " (" + pricing.Source + ")"
+	assert.Equal(t, []string{
+		"claude-sonnet-4-5: $3 input, $15 output, $0.3 cache read, $3.75 cache write per million tokens; above 200000 input tokens, " +
+			"$6 input, $22.5 output, $0.6 cache read, $7.5 cache write per million tokens (the catalog: anthropic's claude-sonnet-4-5" + src + ")",
+		`my-llama: $0.2 input, $0.6 output, $0.2 cache read, $0.2 cache write per million tokens (pricing: "my-llama")`,
+		"gpt-4o-2024-08-06: $2.5 input, $10 output, $1.25 cache read, $2.5 cache write per million tokens (the catalog: openai's gpt-4o" + src + ")",
+		"us.anthropic.claude-3-5-sonnet-20240620-v1:0: $3 input, $15 output, $0.3 cache read, $3.75 cache write per million tokens " +
+			"(the catalog: aws's regional.anthropic.claude-3-5-sonnet-20240620-v1:0" + src + ")",
+		"my-finetune: " + pricing.Dearest("openai").String() + " (not listed: the dearest price of openai in the catalog" + src + ")",
+	}, prices, out)
+	assert.Contains(t, out, "note: pricing: models no pricing entry names are priced at their list price in the catalog")
+
+	// Nothing priced: asked models say so.
+	plain := writeFile(t, "plain.yaml", "rule_name: r\nrule_items:\n  - limit_by_per_header: x-api-key\n    limit_keys:\n      - {key: \"*\", token_per_minute: 5}\nredis:\n  service_name: redis.static\n")
+	_, out, _ = atrl("", "check", "-config", plain, "-model", "gpt-4o")
+	assert.Contains(t, out, plain+": price: gpt-4o: not priced: the configuration counts no money (usd_per_*) and has no pricing\n")
 }
 
 // Two rule items reading one header: a note each, the migration trap of
@@ -212,7 +261,7 @@ func TestCheckIsListed(t *testing.T) {
 	assert.Contains(t, out, "\tcheck    check a plugin configuration")
 	status, out, _ := atrl("", "help", "check")
 	assert.Equal(t, exitOK, status)
-	assert.True(t, strings.HasPrefix(out, "usage: atrl check -config FILE\n"), out)
+	assert.True(t, strings.HasPrefix(out, "usage: atrl check -config FILE [-model NAME]...\n"), out)
 }
 
 // The WasmPlugin manifest docs/deployment.md applies: each of its

@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/resp"
 
 	"github.com/tokenlimit/ai-token-ratelimit/internal/redistest"
+	"github.com/tokenlimit/ai-token-ratelimit/pricing"
 	"github.com/tokenlimit/ai-token-ratelimit/quota"
 	"github.com/tokenlimit/ai-token-ratelimit/scripts"
 )
@@ -229,31 +230,42 @@ redis:
 func TestUsagePricedInDollars(t *testing.T) {
 	openAI, anthropic, gemini, noUsage, _ := fixtures(t)
 	cfg := writeFile(t, "plugin.yaml", pricingYAML)
-	withUSD := func(line, usd string) string { return strings.TrimSuffix(line, "}") + `,"cost_usd":` + usd + `}` }
+	withUSD := func(line, usd, price string) string {
+		return strings.TrimSuffix(line, "}") + `,"cost_usd":` + usd + `,"price":` + strconv.Quote(price) + `}`
+	}
 
 	status, out, errOut := atrl("", "usage", "-config", cfg, openAI, anthropic, gemini, noUsage)
 	assert.Equal(t, exitOK, status, errOut)
 	assert.Equal(t, lines(
 		// gpt-4o-2024-08-06: 12 uncached × $2.50 + 7 × $10 + 8 cache reads
 		// × $1.25, per million: $0.00011.
-		withUSD(usageLineOf(openAI, openAIUsage, 27), "0.00011"),
+		withUSD(usageLineOf(openAI, openAIUsage, 27), "0.00011", `pricing: "gpt-4o*"`),
 		// claude-sonnet-4-20250514: 12 × $3 + 30 × $15 + 50 × $0.30 + 100 ×
 		// $3.75: $0.000876.
-		withUSD(usageLineOf(anthropic, anthropicUsage, 192), "0.000876"),
+		withUSD(usageLineOf(anthropic, anthropicUsage, 192), "0.000876", `pricing: "claude-sonnet-4*"`),
 		// No model: "*", 55 tokens × 1.5 nanodollars = 82.5, rounded up.
-		withUSD(usageLineOf(gemini, geminiUsage, 55), "0.000000083"),
+		withUSD(usageLineOf(gemini, geminiUsage, 55), "0.000000083", `pricing: "*"`),
 		// 9 estimated output tokens of gpt-4o × $10.
-		withUSD(estimatedLine(noUsage, 9), "0.00009"),
+		withUSD(estimatedLine(noUsage, 9), "0.00009", `pricing: "gpt-4o*"`),
 	), out)
 
 	// -model prices as that model.
 	status, out, errOut = atrl("", "usage", "-config", cfg, "-model", "claude-sonnet-4-5", openAI)
 	assert.Equal(t, exitOK, status, errOut)
-	assert.Equal(t, lines(withUSD(usageLineOf(openAI, openAIUsage, 27), "0.0001434")), out, "12 × $3 + 7 × $15 + 8 × $0.30")
+	assert.Equal(t, lines(withUSD(usageLineOf(openAI, openAIUsage, 27), "0.0001434", `pricing: "claude-sonnet-4*"`)), out, "12 × $3 + 7 × $15 + 8 × $0.30")
 
-	// No "*": a model without a price has no cost in dollars.
-	noAny := writeFile(t, "plugin.yaml", strings.Replace(pricingYAML, "  \"*\":\n    input: 0.0015\n    output: 0.0015\n", "", 1))
-	status, out, errOut = atrl("", "usage", "-config", noAny, gemini)
+	// No "*": a model no entry prices is priced from the catalog, and one
+	// the catalog does not list either at its provider's dearest; with the
+	// catalog off, it has no cost in dollars.
+	noAny := strings.Replace(pricingYAML, "  \"*\":\n    input: 0.0015\n    output: 0.0015\n", "", 1)
+	status, out, errOut = atrl("", "usage", "-config", writeFile(t, "plugin.yaml", noAny), "-model", "gemini-2.5-flash", gemini)
+	assert.Equal(t, exitOK, status, errOut)
+	// 24 uncached × $0.30 + 15 × $2.50 + 16 cache reads × $0.03 per million.
+	assert.Equal(t, lines(withUSD(usageLineOf(gemini, geminiUsage, 55), "0.00004518", "the catalog: google's gemini-2.5-flash ("+pricing.Source+")")), out)
+	status, out, errOut = atrl("", "usage", "-config", writeFile(t, "plugin.yaml", noAny), "-model", "my-finetune", gemini)
+	assert.Equal(t, exitOK, status, errOut)
+	assert.Contains(t, out, `"price":"not listed: the dearest price of openai in the catalog`)
+	status, out, errOut = atrl("", "usage", "-config", writeFile(t, "plugin.yaml", "pricing_catalog: off\n"+noAny), gemini)
 	assert.Equal(t, exitOK, status, errOut)
 	assert.Equal(t, lines(usageLineOf(gemini, geminiUsage, 55)), out)
 }

@@ -37,11 +37,13 @@ one JSON object per file, one per line, in argument order:
 usage is what the body reports, as the plugin normalises it (input includes
 cache reads and writes; total is input + output); cost is what the plugin
 charges for it under the configuration, in tokens. With a configuration
-that has pricing, cost_usd is what it charges its money windows (usd_per_*),
-in US dollars, rounded up to the nanodollar as the plugin counts them
-(absent when pricing has no price for the model):
+that prices requests (usd_per_* windows, or pricing), cost_usd is what it
+charges money windows, in US dollars, rounded up to the nanodollar as the
+plugin counts them, at the configuration's pricing or, for a model it
+does not price, the price catalog's (absent with pricing_catalog: off and
+no price for the model); price says where the price comes from:
 
-  {"file":"r.sse","usage":{...},"cost":27,"cost_usd":0.00012}
+  {"file":"r.sse","usage":{...},"cost":27,"cost_usd":0.00012,"price":"pricing: \"gpt-4o\""}
 
 A body that reports no usage is charged an estimate from its output text,
 ceil(text_bytes / bytes_per_token) output tokens (4 bytes a token when
@@ -140,6 +142,8 @@ type usageLine struct {
 	// CostUSD is what pricing charges, in US dollars (config.FormatUSD);
 	// "" when the configuration has no price for the model.
 	CostUSD json.Number `json:"cost_usd,omitempty"`
+	// Price says where the price comes from (config.PriceSource).
+	Price string `json:"price,omitempty"`
 }
 
 type usageJSON struct {
@@ -201,16 +205,18 @@ func measure(name string, body []byte, cfg *config.Config, model string) usageLi
 	u, ok := p.Usage()
 	if !ok {
 		textBytes, output := estimate(&p, cfg)
-		return usageLine{File: name, Estimated: true, TextBytes: &textBytes, Cost: cfg.Cost.Tokens(0, output, 0, 0, model),
-			CostUSD: costUSD(cfg, 0, output, 0, 0, model)}
+		line := usageLine{File: name, Estimated: true, TextBytes: &textBytes, Cost: cfg.Cost.Tokens(0, output, 0, 0, model)}
+		line.CostUSD, line.Price = costUSD(cfg, pricing.Tokens{Output: output}, model)
+		return line
 	}
-	return usageLine{
+	line := usageLine{
 		File: name,
 		Usage: &usageJSON{Input: u.Input, Output: u.Output, CacheRead: u.CacheRead,
 			CacheCreation: u.CacheCreation, Total: u.Total()},
-		Cost:    cfg.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, model),
-		CostUSD: costUSD(cfg, u.Input, u.Output, u.CacheRead, u.CacheCreation, model),
+		Cost: cfg.Cost.Tokens(u.Input, u.Output, u.CacheRead, u.CacheCreation, model),
 	}
+	line.CostUSD, line.Price = costUSD(cfg, u.Tokens(), model)
+	return line
 }
 
 // estimate is what a response that reports no usage is charged for its
@@ -224,14 +230,16 @@ func estimate(p *tokenusage.Parser, cfg *config.Config) (textBytes, output int64
 	return textBytes, (textBytes + perToken - 1) / perToken
 }
 
-// costUSD is what pricing charges for these counts (input with the cache
-// reads and writes, as in Cost.Tokens), in US dollars; "" when pricing has
-// no price for the model.
-func costUSD(cfg *config.Config, input, output, cacheRead, cacheWrite int64, model string) json.Number {
-	if _, ok := cfg.Pricing.PriceOf(model); !ok {
-		return ""
+// costUSD is what a money window is charged for these tokens, in US
+// dollars, and where the price comes from, when the configuration prices
+// requests (config.Pricing.Priced: money windows, or pricing); "" when it
+// does not, or nothing prices the model. The route is not known: the
+// model's name alone finds its price.
+func costUSD(cfg *config.Config, t pricing.Tokens, model string) (json.Number, string) {
+	if _, source, ok := cfg.Pricing.PriceOf(model, ""); ok && cfg.Pricing.Priced() {
+		return json.Number(config.FormatUSD(cfg.Pricing.NanoUSD(t, model, ""))), source.String()
 	}
-	return json.Number(config.FormatUSD(cfg.Pricing.NanoUSD(pricing.Tokens{Input: input, Output: output, CacheRead: cacheRead, CacheWrite: cacheWrite}, model)))
+	return "", ""
 }
 
 // bodyModel returns the model a response body names, or "": the top-level
