@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -325,17 +326,29 @@ func (c *Config) checkPricing() error {
 
 // PricingNotes are lines about prices worth logging when the plugin starts
 // (and atrl check prints): where the prices of the models no entry names
-// come from.
-func (c *Config) PricingNotes() []string {
+// come from, and whether the catalog has outlived a price change it knows
+// of.
+func (c *Config) PricingNotes() []string { return c.pricingNotes(time.Now(), pricing.PricesChange) }
+
+// pricingNotes are PricingNotes on the day now, for a catalog whose prices
+// change on change ("": never).
+func (c *Config) pricingNotes(now time.Time, change string) []string {
 	p := &c.Pricing
 	if !p.Money || !p.Catalog {
 		return nil
 	}
 	note := "pricing: models no pricing entry names are priced at their list price in the catalog (" + pricing.Source + ")"
 	if p.Any != nil {
-		return []string{note + `; models it does not list either, at pricing's "*"`}
+		note += `; models it does not list either, at pricing's "*"`
+	} else {
+		note += `; a model it does not list either is charged its provider's dearest price (token_ratelimit_unlisted_model_count counts them): add a "*" entry to price them yourself`
 	}
-	return []string{note + `; a model it does not list either is charged its provider's dearest price (token_ratelimit_unlisted_model_count counts them): add a "*" entry to price them yourself`}
+	notes := []string{note}
+	if change != "" && now.UTC().Format(time.DateOnly) >= change {
+		notes = append(notes, "pricing: the catalog is out of date: prices it lists changed on "+change+
+			" and it still charges the old ones (a plugin built after make prices knows the new ones; pricing entries override any)")
+	}
+	return notes
 }
 
 // eachLimitKey calls f with every limit key and per_model entry of the

@@ -2,6 +2,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,8 +148,13 @@ func TestPriceOfSaysWhereThePriceComesFrom(t *testing.T) {
 	assert.Equal(t, PriceSource{From: FromStrictest, Provider: "google"}, source(UnknownModel, "google"))
 	price, _, _ := p.PriceOf(UnknownModel, "google")
 	assert.Equal(t, pricing.Strictest(textPrice(1_000_000, 2_000_000, 1_000_000, 1_000_000), pricing.Dearest("google")), price)
-	assert.Len(t, c.PricingNotes(), 1)
-	assert.Contains(t, c.PricingNotes()[0], "provider's dearest price")
+	notes := c.pricingNotes(time.Date(2026, 12, 31, 23, 0, 0, 0, time.UTC), "2027-01-01")
+	assert.Len(t, notes, 1)
+	assert.Contains(t, notes[0], "provider's dearest price")
+	notes = c.pricingNotes(time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC), "2027-01-01")
+	assert.Len(t, notes, 2, "from the day a price changes, the catalog is said to be out of date")
+	assert.Contains(t, notes[1], "prices it lists changed on 2027-01-01")
+	assert.Len(t, c.pricingNotes(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), ""), 1, "a catalog that knows of no change")
 	assert.Equal(t, []string{"gpt-4o"}, c.NamedModels())
 
 	// The route's provider is what its path and API say.

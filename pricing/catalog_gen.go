@@ -2780,3 +2780,8 @@ var catalogProviders = [...]catalogProvider{
 		},
 	},
 }
+
+// PricesChange is the first day after the catalog was generated on which
+// a price it lists changes, as the database schedules it ("": none): from
+// that day the catalog charges the old price until make prices runs again.
+const PricesChange = "2027-01-01"

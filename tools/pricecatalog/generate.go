@@ -20,6 +20,7 @@ type summary struct {
 	several     []string       // provider/model: several thresholds, the conservative choice (rule 3)
 	conditional []string       // provider/model: conditional prices, those in force on the day (rule 4)
 	ignored     map[string]int // price key → how many price sets in force gave it
+	nextChange  time.Time      // the first day after the generation a listed price changes (zero: none)
 }
 
 func (s *summary) print(w io.Writer) {
@@ -111,6 +112,9 @@ func generate(s *source, day time.Time) ([]byte, *summary, error) {
 			if bytes.HasPrefix(bytes.TrimSpace(m.Prices), []byte("[")) {
 				sum.conditional = append(sum.conditional, where)
 			}
+			if later, ok := laterChange(m.Prices, day); ok && (sum.nextChange.IsZero() || later.Before(sum.nextChange)) {
+				sum.nextChange = later
+			}
 			price, ok, several := convert(mp)
 			if several {
 				sum.several = append(sum.several, where)
@@ -131,7 +135,15 @@ func generate(s *source, day time.Time) ([]byte, *summary, error) {
 		}
 		fmt.Fprintf(&b, "},\n},\n")
 	}
-	fmt.Fprintf(&b, "}\n")
+	fmt.Fprintf(&b, "}\n\n")
+	next := ""
+	if !sum.nextChange.IsZero() {
+		next = sum.nextChange.Format(time.DateOnly)
+	}
+	fmt.Fprintf(&b, "// PricesChange is the first day after the catalog was generated on which\n")
+	fmt.Fprintf(&b, "// a price it lists changes, as the database schedules it (\"\": none): from\n")
+	fmt.Fprintf(&b, "// that day the catalog charges the old price until make prices runs again.\n")
+	fmt.Fprintf(&b, "const PricesChange = %q\n", next)
 	src, err := format.Source(b.Bytes())
 	if err != nil {
 		return nil, nil, fmt.Errorf("formatting the generated source: %w", err)

@@ -289,6 +289,27 @@ func readPrices(raw json.RawMessage, day time.Time, ignoredSeen map[string]int) 
 	return dearest, nil
 }
 
+// laterChange is the first start_date after day among a model's
+// conditional prices: the day a price it has then changes (ok false: none).
+func laterChange(raw json.RawMessage, day time.Time) (first time.Time, ok bool) {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '[' {
+		return time.Time{}, false
+	}
+	var list []conditionalPrice
+	if decodeStrict(raw, &list) != nil { // readPrices says why
+		return time.Time{}, false
+	}
+	for _, c := range list {
+		if c.Constraint == nil || c.Constraint.StartDate == "" {
+			continue
+		}
+		if from, err := time.Parse(time.DateOnly, c.Constraint.StartDate); err == nil && from.After(day) && (!ok || from.Before(first)) {
+			first, ok = from, true
+		}
+	}
+	return first, ok
+}
+
 // dearer is the larger of two prices at every size of request: a tier at
 // each threshold of either.
 func dearer(a, b *step) *step {
