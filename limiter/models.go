@@ -32,6 +32,10 @@ type requestModel struct {
 	// (routeRead): see routeOf.
 	route     config.Route
 	routeRead bool
+	// provider is the provider the route serves, for prices, once read
+	// (providerRead): see request.priceProvider.
+	provider     string
+	providerRead bool
 	// unread says name is config.UnknownModel because the body, which may
 	// name a model, cannot be read (compressed in a coding the limiter
 	// does not decode): a route whose model cannot be told is unknown too,

@@ -40,10 +40,15 @@ func (r *request) costOfUsage(t pricing.Tokens) budget.Amounts {
 }
 
 // priceProvider is the provider the request's route serves, which prices
-// a model the configuration does not (config.PriceProvider).
+// a model the configuration does not (config.PriceProvider), read once
+// for the request.
 func (r *request) priceProvider() string {
-	route := r.model.routeOf(r.pc.rules, r.path)
-	return config.PriceProvider(route, estimate.RouteDialect(r.path, route.Gemini))
+	m := &r.model
+	if !m.providerRead {
+		route := m.routeOf(r.pc.rules, r.path)
+		m.provider, m.providerRead = config.PriceProvider(route, estimate.RouteDialect(r.path, route.Gemini)), true
+	}
+	return m.provider
 }
 
 // costOfUsageAs is what a request of model that used these tokens costs:
