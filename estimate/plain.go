@@ -16,25 +16,26 @@ package estimate
 // WASM assembly (plain_wasm.s) where Go compiled to WASM spends about 100 ns
 // on each JSON token. It counts what the walker would count for them: the
 // decoded bytes of a string "content" or "parts", and of the string "text"
-// of each part; it skips the rest as skipValue does. It leaves to the walker
+// of each part, and their calibrated count (count.go), which the assembly
+// weighs as it scans them, each 8 bytes loaded once; it skips the rest as
+// skipValue does. It leaves to the walker
 // any element of another shape: a key with an escape, counted text with a
 // control character or a \u escape of a surrogate, a part with a "content"
 // (which counts only in a tool_result), a member nested over 63 deep, and
 // anything that is not valid JSON.
 
-// textSpans are where the strings that plainTurns counts are in the body,
-// for the calibrated count (count.go): at[k] holds the start and the end of
+// textSpans are strings of the body to weigh with the calibrated count
+// (count.go) in one call of spansUnits: at[k] holds the start and the end of
 // the content of a string (between its quotes), and bit k of escaped says
-// whether it has escapes. n spans are those of the elements read; pending,
-// those of the element being read.
+// whether it has escapes; n spans are noted.
 type textSpans struct {
-	n, pending int64
-	escaped    uint64
-	at         [maxTextSpans][2]int64
+	n       int64
+	escaped uint64
+	at      [maxTextSpans][2]int64
 }
 
-// maxTextSpans is how many strings plainTurns notes in one call (a bit each
-// in escaped): a message with more parts is left to the walker.
+// maxTextSpans is how many strings spansUnits weighs in one call (a bit
+// each in escaped).
 const maxTextSpans = 64
 
 // Little-endian words of the keys plainTurns looks for, compared 4 bytes at

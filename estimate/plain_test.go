@@ -74,15 +74,33 @@ func TestPlainTurns(t *testing.T) {
 		{"the end of the array", `]`, true, 0, 0, 0},
 		{"nothing", ``, false, 0, 0, 0},
 		{"a long text", `{"content":"` + strings.Repeat(`0123456\n`, 100) + `"}`, true, 914, 1, 800},
+		{"text of every class, escapes first and last", `{"content":"\u00e9t\u00e9 12 r\u00e9sum\u00e9s, caf\u00e9 \u7f51\u7edc \u20ac5 \"ok\"\n"}`, true, 89, 1, 43},
+		{"words across escapes and words", `{"content":"abcdefghijklmnop\nqrs\u0041bc 1234567890123"}`, true, 57, 1, 37},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			end, n, text := plainTurns(tc.s, 0, tc.first, &simpleEscape, nil)
+			end, n, text, _ := plainTurns(tc.s, 0, tc.first, &simpleEscape, false)
 			assert.Equal(t, []any{tc.end, tc.n, tc.text}, []any{end, n, text})
 			// From the middle of a body, too.
-			end, n, text = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, nil)
+			end, n, text, _ = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, false)
 			assert.Equal(t, []any{tc.end + 3, tc.n, tc.text}, []any{end, n, text})
+			// Weighed, the same run, and the units the walker weighs it.
+			end, n, text, units := plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, true)
+			assert.Equal(t, []any{tc.end + 3, tc.n, tc.text, walkedUnits(t, "xyz"+tc.s, 3, tc.first, n)}, []any{end, n, text, units})
 		})
 	}
+}
+
+// walkedUnits weighs the n elements of a turns array at s[i:] as the
+// walker's Go reads them, one by one: what plainTurns weighs them.
+func walkedUnits(t *testing.T, s string, i int, first bool, n int) int64 {
+	w := walker{s: s, i: i, weigh: true, depth: 2}
+	for k := range n {
+		if !w.elem(first && k == 0) {
+			t.Fatalf("no element %d at %d", k, w.i)
+		}
+		w.turn()
+	}
+	return w.units
 }
 
 // Random message arrays, plain and nearly plain, whole or cut or with a
@@ -164,7 +182,7 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 			}
 		}
 		if start := strings.Index(string(body), `":[`) + 3; start > 2 {
-			_, n, _ := plainTurns(string(body), start, true, &simpleEscape, nil)
+			_, n, _, _ := plainTurns(string(body), start, true, &simpleEscape, false)
 			read += n
 			total += len(msgs)
 		}

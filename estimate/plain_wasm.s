@@ -3,15 +3,18 @@
 #include "go_asm.h"
 #include "textflag.h"
 #include "scan_wasm.h"
+#include "count_wasm.h"
 
 // plainTurns of plain_generic.go. Registers, besides those of scan_wasm.h:
 // R3 the bytes the escapes of a string save, R7 to R10 SKIP_VALUE's, R8 63
 // (SKIP_VALUE's deepest nesting), R11 the text of the message being read,
 // R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
 // atMember and so on), R14 the start of the string being read, R15 1 if it
-// is text that counts. spans, when not nil, is read and written in memory
-// (IF_SPANS, SPANS) where each counted string ends. The results are kept in their slots of the frame,
-// and first in its own, so that EXIT only returns.
+// is text that counts; F17 the units of the message being read (an int64
+// in an f64 local). With weigh, a string that counts is weighed as it is
+// scanned (WEIGHED_STRING), with other uses of the registers. The results
+// are kept in their slots of the frame, and first in its own, so that EXIT
+// only returns.
 
 #define EXIT RET
 
@@ -48,18 +51,98 @@
 // content starts in R14, with no escapes counted yet in R3.
 #define OPEN_STRING ADVANCE; Get R2; Set R14; I64Const $0; Set R3
 
-// SPANS pushes the address of spans, when it is not nil.
-#define SPANS I64Load spans+40(FP); I32WrapI64
+// WEIGHED_STRING reads the content of a string that counts, from i (after
+// its opening quote) to its closing quote, and weighs it as it goes: a word
+// of 8 bytes at a time (the bytes left in s at its end) up to the first
+// quote, backslash or control character, as SCAN finds it, weighed by
+// count_wasm.h's WEIGH; an escape as spansUnits weighs it (WEIGH_RUNE for a
+// \u escape), each escape starting the next word anew; it returns (EXIT)
+// where plain_generic.go's plainString would not read the string (a control
+// character, an escape that is neither a two-byte one nor a \u escape of a
+// character that is not a surrogate, no closing quote). It adds to R3 the
+// bytes the escapes save, and to F17 the string's units. Registers while it
+// runs: R4 the word x, R5 how many of its bytes n are text, R7 their VALID
+// mask, R15 the string's units, R6 and R14 whether the byte before i is a
+// letter, a digit (WEIGH's cl and cd), R8 to R10 and R13 WEIGH's scratch;
+// the string's start is kept in F16, and R6, R8, R14 are restored after.
+#define WEIGHED_STRING \
+	Get R14; F64ReinterpretI64; Set F16; \
+	I64Const $0; Set R6; I64Const $0; Set R14; I64Const $0; Set R15; \
+	Block; Loop; \
+		/* x: 8 bytes, or the bytes left in s (none: the string is cut short). */ \
+		Get R2; I64Const $8; I64Add; Get R1; I64LeU; \
+		If; \
+			Get R0; Get R2; I64Add; I32WrapI64; I64Load $0; Set R4; \
+			I64Const HIGH; Set R7; \
+		Else; \
+			Get R1; Get R2; I64Sub; Tee R5; I64Eqz; If; EXIT; End; \
+			Get R5; Set R8; \
+			I64Const $0; Set R4; \
+			Block; Loop; \
+				Get R8; I64Eqz; BrIf $1; \
+				Get R8; I64Const $1; I64Sub; Set R8; \
+				Get R4; I64Const $8; I64Shl; \
+				Get R0; Get R2; I64Add; Get R8; I64Add; I32WrapI64; I64Load8U $0; I64Or; Set R4; \
+				Br $0; \
+			End; End; \
+			VALID(R7, R5); \
+		End; \
+		/* n: the bytes before the first quote, backslash or control character. */ \
+		Get R4; I64Const $0x2020202020202020; I64Sub; Get R4; I64Const $-1; I64Xor; I64And; \
+		Get R4; I64Const $0x2222222222222222; I64Xor; Tee R5; I64Const $0x0101010101010101; I64Sub; Get R5; I64Const $-1; I64Xor; I64And; I64Or; \
+		Get R4; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; Tee R5; I64Const $0x0101010101010101; I64Sub; Get R5; I64Const $-1; I64Xor; I64And; I64Or; \
+		Get R7; I64And; Tee R5; \
+		I64Eqz; \
+		If; \
+			Get R7; I64Const HIGH; I64Ne; If; EXIT; End; \
+			I64Const $8; Set R5; \
+		Else; \
+			Get R5; I64Ctz; I64Const $3; I64ShrU; Set R5; \
+			VALID(R7, R5); \
+		End; \
+		Get R5; I64Eqz; I32Eqz; \
+		If; \
+			WEIGH(R4, R5, R7, R15, R6, R14, R8, R9, R10, R13); \
+			Get R2; Get R5; I64Add; Set R2; \
+			Get R5; I64Const $8; I64Eq; BrIf $1; /* -> the next word */ \
+		End; \
+		/* A quote ends the string; a control character is not plain. */ \
+		Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Tee R4; \
+		I64Const $34; I64Eq; BrIf $1; \
+		Get R4; I64Const $92; I64Ne; If; EXIT; End; \
+		/* An escape: the next word starts anew. */ \
+		I64Const $0; Set R6; I64Const $0; Set R14; \
+		Get R2; I64Const $1; I64Add; Get R1; I64GeU; If; EXIT; End; \
+		Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $1; Tee R4; \
+		I64Const $117; I64Eq; /* 'u' */ \
+		If; \
+			/* A \u escape of a character that is not a surrogate. */ \
+			Get R2; I64Const $6; I64Add; Get R1; I64GtU; If; EXIT; End; \
+			I64Const $0; Set R5; \
+			HEX($2); HEX($3); HEX($4); HEX($5); \
+			Get R5; I64Const $0xd800; I64Sub; I64Const $0x800; I64LtU; If; EXIT; End; \
+			/* It saves 6 bytes less its UTF-8 length. */ \
+			Get R3; I64Const $3; I64Add; Set R3; \
+			Get R5; I64Const $0x800; I64LtU; If; Get R3; I64Const $1; I64Add; Set R3; End; \
+			Get R5; I64Const $0x80; I64LtU; If; Get R3; I64Const $1; I64Add; Set R3; End; \
+			WEIGH_RUNE(R5, R15); \
+			Get R2; I64Const $6; I64Add; Set R2; \
+			Br $1; /* -> the next word */ \
+		End; \
+		/* A two-byte escape, one other ASCII byte. */ \
+		I64Load simple+32(FP); Get R4; I64Add; I32WrapI64; I32Load8U $0; I32Eqz; If; EXIT; End; \
+		Get R3; I64Const $1; I64Add; Set R3; \
+		ADD(R15, $const_weightOther); \
+		Get R2; I64Const $2; I64Add; Set R2; \
+		Br $0; \
+	End; End; \
+	Get F17; I64ReinterpretF64; Get R15; I64Add; F64ReinterpretI64; Set F17; \
+	Get F16; I64ReinterpretF64; Set R14; \
+	I64Load simple+32(FP); Set R6; \
+	I64Const $63; Set R8
 
-// AT_PENDING pushes the address of at[pending] less 24 (at is 24 bytes
-// into spans), pending being in R5.
-#define AT_PENDING SPANS; Get R5; I64Const $4; I64Shl; I32WrapI64; I32Add
-
-// IF_SPANS runs what follows, to End, when spans is not nil.
-#define IF_SPANS I64Load spans+40(FP); I64Eqz; I32Eqz; If
-
-// func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text int64)
-TEXT ·plainTurns(SB), NOSPLIT, $0-72
+// func plainTurns(s string, i int, first bool, simple *[256]bool, weigh bool) (end, n int, text, units int64)
+TEXT ·plainTurns(SB), NOSPLIT, $0-80
 	I64Load s_base+0(FP)
 	Set R0
 	I64Load s_len+8(FP)
@@ -77,16 +160,13 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 	Get SP
 	I64Const $0
 	I64Store text+64(FP)
+	Get SP
+	I64Const $0
+	I64Store units+72(FP)
 
 	Loop // one message per iteration
 		I64Load end+48(FP)
 		Set R2
-		IF_SPANS // its strings are pending until it is read
-			SPANS
-			SPANS
-			I64Load $0 // n
-			I64Store $8 // pending
-		End
 		SKIP_SPACE
 		I64Load8U first+24(FP)
 		I64Eqz
@@ -96,6 +176,9 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 		EXPECT($123) // '{'
 		I64Const $0
 		Set R11
+		I64Const $0
+		F64ReinterpretI64
+		Set F17
 		I64Const $0
 		Set R12
 		STATE($const_atObjectStart)
@@ -217,6 +300,12 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 				I32And
 				If
 					OPEN_STRING
+					I64Load8U weigh+40(FP)
+					I64Eqz
+					I32Eqz
+					If
+						WEIGHED_STRING
+					Else
 					Block // the string's end
 					Loop
 						SCAN
@@ -295,46 +384,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 						Br $0
 					End
 					End
-					// Where it is, for the calibrated count, if there
-					// is room: else the message is the walker's.
-					IF_SPANS
-						SPANS
-						I64Load $8
-						Set R5 // pending
-						Get R5
-						I64Const $const_maxTextSpans
-						I64Eq
-						If
-							EXIT
-						End
-						AT_PENDING
-						Get R14
-						I64Store $24 // at[pending][0]
-						AT_PENDING
-						Get R2
-						I64Store $32 // at[pending][1]
-						SPANS // bit pending of escaped: whether escapes saved bytes
-						SPANS
-						I64Load $16
-						I64Const $1
-						Get R5
-						I64Shl
-						I64Const $-1
-						I64Xor
-						I64And
-						Get R3
-						I64Const $0
-						I64Ne
-						I64ExtendI32U
-						Get R5
-						I64Shl
-						I64Or
-						I64Store $16
-						SPANS
-						Get R5
-						I64Const $1
-						I64Add
-						I64Store $8
 					End
 					// Its decoded length.
 					Get R11
@@ -451,12 +500,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 		End
 
 		// A plain message is read: count it.
-		IF_SPANS
-			SPANS
-			SPANS
-			I64Load $8
-			I64Store $0 // n = pending
-		End
 		Get SP
 		Get R2
 		I64Store end+48(FP)
@@ -470,6 +513,12 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-72
 		Get R11
 		I64Add
 		I64Store text+64(FP)
+		Get SP
+		I64Load units+72(FP)
+		Get F17
+		I64ReinterpretF64
+		I64Add
+		I64Store units+72(FP)
 		Get SP
 		I64Const $0
 		I64Store8 first+24(FP)

@@ -36,7 +36,8 @@ type walker struct {
 	bad   bool  // not valid JSON, or deeper than MaxDepth
 	text  int64 // bytes of prompt text
 	// With weigh, units is the calibrated count of the prompt text
-	// (count.go), in 1/UnitsPerToken of a token; spans is plainTurns'.
+	// (count.go), in 1/UnitsPerToken of a token; spans are the strings
+	// the walker weighs in one call of spansUnits.
 	weigh bool
 	units int64
 	// openAI says the request is in OpenAI's chat or Responses dialect,
@@ -257,19 +258,10 @@ func (w *walker) turns(counted, ids bool) {
 					w.messages += int64(n)
 				}
 			}
-			var spans *textSpans
-			if w.weigh {
-				spans = &w.spans
-				spans.n = 0
-			}
-			end, n, text := plainTurns(w.s, w.i, first, &simpleEscape, spans)
+			end, n, text, units := plainTurns(w.s, w.i, first, &simpleEscape, w.weigh)
 			w.steps += 1 + int64(n)
 			if n > 0 {
-				w.i, w.text, first = end, w.text+text, false
-				if spans != nil {
-					w.units += spansUnits(w.s, spans)
-					w.steps++
-				}
+				w.i, w.text, w.units, first = end, w.text+text, w.units+units, false
 				if counted {
 					w.messages += int64(n)
 				}
