@@ -453,6 +453,11 @@ func TestUnparsed(t *testing.T) {
 		// The part's content array is at depth 6.
 		`{"messages":[{"content":[{"type":"tool_result","content":[{"x":` +
 			strings.Repeat("[", MaxDepth-6) + strings.Repeat("]", MaxDepth-6) + `}]}]}]}`,
+		// In plain messages (plain.go), read by the assembly: the message
+		// is at depth 3, its parts at 4 and 5.
+		`{"messages":[{"content":"a","x":` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}]}`,
+		`{"messages":[{"content":[` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3) + `]}]}`,
+		`{"messages":[{"content":[{"text":"a","x":` + strings.Repeat("[", MaxDepth-4) + strings.Repeat("]", MaxDepth-4) + `}]}]}`,
 	}
 	runCases(t, o, []requestCase{{
 		name: "at the depth limit",
@@ -470,6 +475,22 @@ func TestUnparsed(t *testing.T) {
 		name: "over the depth limit in a tool result",
 		body: tooDeep[2],
 		want: unread(Estimate{Prompt: bySize(tooDeep[2]), Completion: 100}),
+	}, {
+		name: "over the depth limit in a plain message",
+		body: tooDeep[3],
+		want: unread(Estimate{Prompt: bySize(tooDeep[3]), Completion: 100}),
+	}, {
+		name: "over the depth limit in a plain message's parts",
+		body: tooDeep[4],
+		want: unread(Estimate{Prompt: bySize(tooDeep[4]), Completion: 100}),
+	}, {
+		name: "over the depth limit in a plain message's part",
+		body: tooDeep[5],
+		want: unread(Estimate{Prompt: bySize(tooDeep[5]), Completion: 100}),
+	}, {
+		name: "at the depth limit in a plain message's part",
+		body: `{"messages":[{"content":[{"text":"ab","x":` + strings.Repeat("[", MaxDepth-5) + strings.Repeat("]", MaxDepth-5) + `}]}]}`,
+		want: Estimate{Prompt: 1, Completion: 100, Parsed: true},
 	}})
 }
 

@@ -21,8 +21,9 @@ package estimate
 // skipValue does. It leaves to the walker
 // any element of another shape: a key with an escape, counted text with a
 // control character or a \u escape of a surrogate, a part with a "content"
-// (which counts only in a tool_result), a member nested over 63 deep, and
-// anything that is not valid JSON.
+// (which counts only in a tool_result), a member nested deeper than the
+// walker reads it (MaxDepth in the body), and anything that is not valid
+// JSON.
 
 // textSpans are strings of the body to weigh with the calibrated count
 // (count.go) in one call of spansUnits: at[k] holds the start and the end of
@@ -37,6 +38,12 @@ type textSpans struct {
 // maxTextSpans is how many strings spansUnits weighs in one call (a bit
 // each in escaped).
 const maxTextSpans = 64
+
+// plainMessageDepth is the depth of a message in the body (the top-level
+// object's is 1, its turns array's 2): a value plainTurns skips nests at
+// most MaxDepth less the depth of the object or array it is in, as the
+// walker's skip allows.
+const plainMessageDepth = 3
 
 // Little-endian words of the keys plainTurns looks for, compared 4 bytes at
 // a time (overlapping for the odd lengths).

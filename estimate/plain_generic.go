@@ -100,7 +100,11 @@ func plainObject(s string, i int, simple *[256]bool, weigh bool) (end int, text,
 				inParts, state = true, atPart
 				continue
 			default:
-				if i, ok = skipValue(s, i, 63, simple); !ok {
+				nest := MaxDepth - plainMessageDepth // as the walker skips a message's member
+				if inParts {
+					nest -= 2 // a part's
+				}
+				if i, ok = skipValue(s, i, nest, simple); !ok {
 					return 0, 0, 0, false
 				}
 			}
@@ -123,7 +127,7 @@ func plainObject(s string, i int, simple *[256]bool, weigh bool) (end int, text,
 				i, state = skipSpace(s, i+1), atObjectStart
 				continue
 			}
-			if i, ok = skipValue(s, i, 63, simple); !ok { // the walker skips what is not an object
+			if i, ok = skipValue(s, i, MaxDepth-plainMessageDepth-1, simple); !ok { // the walker skips what is not an object
 				return 0, 0, 0, false
 			}
 			state = afterPart

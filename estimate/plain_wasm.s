@@ -6,8 +6,8 @@
 #include "count_wasm.h"
 
 // plainTurns of plain_generic.go. Registers, besides those of scan_wasm.h:
-// R3 the bytes the escapes of a string save, R7 to R10 SKIP_VALUE's, R8 63
-// (SKIP_VALUE's deepest nesting), R11 the text of the message being read,
+// R3 the bytes the escapes of a string save, R7 to R10 SKIP_VALUE's (R8
+// the deepest nesting, set before each, as plain_generic.go's), R11 the text of the message being read,
 // R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
 // atMember and so on), R14 the start of the string being read, R15 1 if it
 // is text that counts; F17 the units of the message being read (an int64
@@ -64,7 +64,7 @@
 // runs: R4 the word x, R5 how many of its bytes n are text, R7 their VALID
 // mask, R15 the string's units, R6 and R14 whether the byte before i is a
 // letter, a digit (WEIGH's cl and cd), R8 to R10 and R13 WEIGH's scratch;
-// the string's start is kept in F16, and R6, R8, R14 are restored after.
+// the string's start is kept in F16, and R6 and R14 are restored after.
 #define WEIGHED_STRING \
 	Get R14; F64ReinterpretI64; Set F16; \
 	I64Const $0; Set R6; I64Const $0; Set R14; I64Const $0; Set R15; \
@@ -138,8 +138,7 @@
 	End; End; \
 	Get F17; I64ReinterpretF64; Get R15; I64Add; F64ReinterpretI64; Set F17; \
 	Get F16; I64ReinterpretF64; Set R14; \
-	I64Load simple+32(FP); Set R6; \
-	I64Const $63; Set R8
+	I64Load simple+32(FP); Set R6
 
 // func plainTurns(s string, i int, first bool, simple *[256]bool, weigh bool) (end, n int, text, units int64)
 TEXT ·plainTurns(SB), NOSPLIT, $0-80
@@ -149,8 +148,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 	Set R1
 	I64Load simple+32(FP)
 	Set R6
-	I64Const $63
-	Set R8
 	Get SP
 	I64Load i+16(FP)
 	I64Store end+48(FP)
@@ -426,7 +423,14 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					Br $4 // -> the next step
 				End
 
-				// ... or anything else, skipped.
+				// ... or anything else, skipped, as deep as the walker
+				// skips a message's member, or a part's.
+				I64Const $(const_MaxDepth-const_plainMessageDepth)
+				Get R12
+				I64Const $1
+				I64Shl
+				I64Sub
+				Set R8
 				SKIP_VALUE
 			End
 
@@ -468,6 +472,8 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				STATE($const_atObjectStart)
 				Br $2 // -> the next step
 			End
+			I64Const $(const_MaxDepth-const_plainMessageDepth-1)
+			Set R8
 			SKIP_VALUE
 			STATE($const_afterPart)
 			Br $1 // -> the next step
