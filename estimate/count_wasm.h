@@ -1,7 +1,6 @@
 // Macros of the calibrated count (count.go) in WASM assembly, for
 // count_wasm.s (spansUnits) and plain_wasm.s (plainTurns, which weighs the
-// text it counts as it scans it). They need go_asm.h (the weights) and
-// scan_wasm.h (HEX's registers, R4 and R5, are not used here).
+// text it counts as it scans it). They need go_asm.h (the weights).
 
 #define HIGH $0x8080808080808080
 
@@ -89,3 +88,4 @@
 	Else; Get r; I64Const $0xdc00; I64Sub; I64Const $0x400; I64LtU; I32Eqz; If; \
 		ADD(u, $(const_weightLead3+2*const_weightCont)); \
 	End; End; End; End; End
+

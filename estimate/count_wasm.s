@@ -10,7 +10,7 @@
 #define EXIT Br $2
 
 // spansUnits of count_generic.go: the features of TextFeatures (count.go)
-// of each span, weighed as they are counted (count_wasm.h's WEIGH).
+// of each span, weighed as they are counted (count_wasm.h's WEIGH_SPAN).
 // Registers: R0 the address of s, R1 the span's end, R2 the read position
 // i, R3 the units counted, R4 the word x of up to 8 bytes at i, R5 how many
 // of its bytes n are read (the low ones), R7 the high bit of each of the n
@@ -18,13 +18,85 @@
 // R15 whether the byte before i is a letter, a digit (0x80 if it is, else
 // 0).
 
+#define LOW7 $0x7f7f7f7f7f7f7f7f
+
 // ZERO_BYTES(r) replaces r by the high bit of each of its bytes that is 0,
 // exactly (count.go's zeroBytes).
 #define ZERO_BYTES(r) \
 	Get r; I64Const LOW7; I64And; I64Const LOW7; I64Add; Get r; I64Or; I64Const LOW7; I64Or; \
 	I64Const $-1; I64Xor; Set r
 
-#define LOW7 $0x7f7f7f7f7f7f7f7f
+// WEIGH_SPAN(esc, u, cl, cd, a, b, l, d) adds to u the weight of s[i:e]
+// (R2 is i, R1 is e, which it leaves R2 at), as count_generic.go's
+// spanUnits weighs it: a word of 8 bytes at a time (the bytes left in the
+// span at its end, read as 8 bytes while s has them), up to the first
+// backslash if esc is not 0; an escape as WEIGH_RUNE weighs a \u escape
+// with 4 hex digits, anything else as one other ASCII byte, the next word
+// starting anew. Registers: R4 the word, R5 its bytes n, R7 their VALID
+// mask, and WEIGH's; HEX's EXIT must leave the block of the escape (Br $2).
+#define WEIGH_SPAN(esc, u, cl, cd, a, b, l, d) \
+	I64Const $0; Set cl; I64Const $0; Set cd; \
+	Block; Loop; \
+		Get R2; Get R1; I64GeU; BrIf $1; \
+		Get R2; I64Const $8; I64Add; Get R1; I64LeU; \
+		If; \
+			Get R0; Get R2; I64Add; I32WrapI64; I64Load $0; Set R4; \
+			I64Const $8; Set R5; \
+			I64Const HIGH; Set R7; \
+		Else; \
+			Get R2; I64Const $8; I64Add; I64Load s_len+8(FP); I64LeU; \
+			If; \
+				Get R0; Get R2; I64Add; I32WrapI64; I64Load $0; Set R4; \
+				Get R1; Get R2; I64Sub; Set R5; \
+				VALID(R7, R5); \
+			Else; \
+				Get R1; Get R2; I64Sub; Tee R5; Set a; \
+				I64Const $0; Set R4; \
+				Block; Loop; \
+					Get a; I64Eqz; BrIf $1; \
+					Get a; I64Const $1; I64Sub; Set a; \
+					Get R4; I64Const $8; I64Shl; \
+					Get R0; Get R2; I64Add; Get a; I64Add; I32WrapI64; I64Load8U $0; I64Or; Set R4; \
+					Br $0; \
+				End; End; \
+				VALID(R7, R5); \
+			End; \
+		End; \
+		/* Up to the first backslash, if the span has escapes. */ \
+		Get esc; I64Eqz; I32Eqz; If; \
+			Get R4; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; Set a; \
+			ZERO_BYTES(a); \
+			Get a; Get R7; I64And; Tee a; I64Eqz; I32Eqz; If; \
+				Get a; I64Ctz; I64Const $3; I64ShrU; Set R5; \
+				VALID(R7, R5); \
+			End; \
+		End; \
+		Get R5; I64Eqz; I32Eqz; If; \
+			WEIGH(R4, R5, R7, u, cl, cd, a, b, l, d); \
+			Get R2; Get R5; I64Add; Set R2; \
+			Br $1; /* -> the next word */ \
+		End; \
+		/* An escape at i: a \u escape with 4 hex digits counts as its */ \
+		/* character, anything else as one other ASCII byte. */ \
+		I64Const $0; Set cl; I64Const $0; Set cd; \
+		Block; /* -> anything else */ \
+			Get R2; I64Const $6; I64Add; Get R1; I64GtU; BrIf $0; \
+			Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $1; I64Const $117; I64Ne; BrIf $0; \
+			I64Const $0; Set R5; \
+			HEX($2); HEX($3); HEX($4); HEX($5); \
+			Get R2; I64Const $6; I64Add; Set R2; \
+			WEIGH_RUNE(R5, u); \
+			Br $1; /* -> the next word */ \
+		End; \
+		ADD(u, $const_weightOther); \
+		Get R2; I64Const $2; I64Add; Get R1; I64GtU; \
+		If; /* a backslash at the end of the span */ \
+			Get R1; Set R2; \
+		Else; \
+			Get R2; I64Const $2; I64Add; Set R2; \
+		End; \
+		Br $0; \
+	End; End
 
 // SPANS pushes the address of spans.
 #define SPANS I64Load spans+16(FP); I32WrapI64
@@ -69,183 +141,8 @@ TEXT ·spansUnits(SB), NOSPLIT, $0-32
 		I64Const $1
 		I64And
 		Set R12
-		I64Const $0
-		Set R6
-		I64Const $0
-		Set R15
 
-	Block // the span's end
-	Loop // a word, or an escape, per iteration
-		Get R2
-		Get R1
-		I64GeU
-		BrIf $1
-
-		// x, n: 8 bytes, or the bytes left in the span (read as 8 bytes
-		// while s has them).
-		Get R2
-		I64Const $8
-		I64Add
-		Get R1
-		I64LeU
-		If
-			Get R0
-			Get R2
-			I64Add
-			I32WrapI64
-			I64Load $0
-			Set R4
-			I64Const $8
-			Set R5
-			I64Const HIGH
-			Set R7
-		Else
-			Get R2
-			I64Const $8
-			I64Add
-			I64Load s_len+8(FP)
-			I64LeU
-			If
-				Get R0
-				Get R2
-				I64Add
-				I32WrapI64
-				I64Load $0
-				Set R4
-				Get R1
-				Get R2
-				I64Sub
-				Set R5
-				VALID(R7, R5)
-			Else
-				Get R1
-				Get R2
-				I64Sub
-				Tee R5
-				Set R8 // k, from n down to 1
-				I64Const $0
-				Set R4
-				Block
-				Loop
-					Get R8
-					I64Eqz
-					BrIf $1
-					Get R8
-					I64Const $1
-					I64Sub
-					Set R8
-					Get R4
-					I64Const $8
-					I64Shl
-					Get R0
-					Get R2
-					I64Add
-					Get R8
-					I64Add
-					I32WrapI64
-					I64Load8U $0
-					I64Or
-					Set R4
-					Br $0
-				End
-				End
-				VALID(R7, R5)
-			End
-		End
-
-		// Up to the first backslash, if the span has escapes.
-		Get R12
-		I64Eqz
-		I32Eqz
-		If
-			Get R4
-			I64Const $0x5c5c5c5c5c5c5c5c
-			I64Xor
-			Set R8
-			ZERO_BYTES(R8)
-			Get R8
-			Get R7
-			I64And
-			Tee R8
-			I64Eqz
-			I32Eqz
-			If
-				Get R8
-				I64Ctz
-				I64Const $3
-				I64ShrU
-				Set R5
-				VALID(R7, R5)
-			End
-		End
-
-		Get R5
-		I64Eqz
-		I32Eqz
-		If // the features of n bytes; i moves past them
-			WEIGH(R4, R5, R7, R3, R6, R15, R8, R9, R10, R11)
-			Get R2
-			Get R5
-			I64Add
-			Set R2
-			Br $1 // the next word
-		End
-
-		// An escape at i: a \u escape with 4 hex digits counts as its
-		// character, anything else as one other ASCII byte.
-		I64Const $0
-		Set R6
-		I64Const $0
-		Set R15
-		Block // -> anything else
-			Get R2
-			I64Const $6
-			I64Add
-			Get R1
-			I64GtU
-			BrIf $0
-			Get R0
-			Get R2
-			I64Add
-			I32WrapI64
-			I64Load8U $1
-			I64Const $117 // 'u'
-			I64Ne
-			BrIf $0
-			// The code point (R5) of 4 hex digits (scan_wasm.h's HEX, whose
-			// EXIT leaves this block: anything else).
-			I64Const $0
-			Set R5
-			HEX($2)
-			HEX($3)
-			HEX($4)
-			HEX($5)
-			Get R2
-			I64Const $6
-			I64Add
-			Set R2
-
-			WEIGH_RUNE(R5, R3)
-			Br $1 // the next word
-		End
-		ADD(R3, $const_weightOther)
-		Get R2
-		I64Const $2
-		I64Add
-		Get R1
-		I64GtU
-		If // a backslash at the end of s
-			Get R1
-			Set R2
-		Else
-			Get R2
-			I64Const $2
-			I64Add
-			Set R2
-		End
-		Br $0
-	End
-	End
+		WEIGH_SPAN(R12, R3, R6, R15, R8, R9, R10, R11)
 
 		Get SP
 		I64Load ret+24(FP)

@@ -17,8 +17,10 @@ package estimate
 // on each JSON token. It counts what the walker would count for them: the
 // decoded bytes of a string "content" or "parts", and of the string "text"
 // of each part, and their calibrated count (count.go), which the assembly
-// weighs as it scans them, each 8 bytes loaded once; it skips the rest as
-// skipValue does. It leaves to the walker
+// weighs as it scans them, each 8 bytes loaded once; and the tool calls
+// and results in the history as the walker counts them (toolCall: a string
+// as text, anything else by its JSON, which it notes for spansUnits); it
+// skips the rest as skipValue does. It leaves to the walker
 // any element of another shape: a key with an escape, counted text with a
 // control character or a \u escape of a surrogate, a part with a "content"
 // (which counts only in a tool_result), a member nested deeper than the
@@ -27,8 +29,9 @@ package estimate
 
 // textSpans are strings of the body to weigh with the calibrated count
 // (count.go) in one call of spansUnits: at[k] holds the start and the end of
-// the content of a string (between its quotes), and bit k of escaped says
-// whether it has escapes; n spans are noted.
+// the content of a string (between its quotes), or of a JSON value (a tool
+// call plainTurns notes), and bit k of escaped says whether it may have
+// escapes; n spans are noted.
 type textSpans struct {
 	n       int64
 	escaped uint64
@@ -54,21 +57,24 @@ const (
 	wordArts = 0x73747261 // "arts", the end of "parts"
 	wordText = 0x74786574 // "text"
 
-	// The keys of tool calls and results, which the walker counts: at a
-	// message, "tool_calls", "function_call", "arguments", "output"; at a
-	// part, "input", "functionCall", "functionResponse".
-	wordTool = 0x6c6f6f74 // "tool"
-	wordAlls = 0x736c6c61 // "alls", the end of "tool_calls"
-	wordFunc = 0x636e7566 // "func"
-	wordCall = 0x6c6c6163 // "call", the end of "function_call"
-	wordArgu = 0x75677261 // "argu"
-	wordEnts = 0x73746e65 // "ents", the end of "arguments"
+	// The keys of tool calls and results, which count by their JSON (a
+	// string as text): at a message, "tool_calls", "function_call",
+	// "arguments", "output"; at a part, "input", "functionCall",
+	// "functionResponse". Those longer than 8 bytes are compared 8 bytes
+	// at a time (a key that counts is compared whole).
 	wordOutp = 0x7074756f // "outp"
 	wordTput = 0x74757074 // "tput", the end of "output"
 	wordInpu = 0x75706e69 // "inpu"
 	wordNput = 0x7475706e // "nput", the end of "input"
-	wordCapC = 0x6c6c6143 // "Call", the end of "functionCall"
-	wordOnse = 0x65736e6f // "onse", the end of "functionResponse"
+
+	word8ToolCal  = 0x6c61635f6c6f6f74 // "tool_cal"
+	word8OlCalls  = 0x736c6c61635f6c6f // "ol_calls", the end of "tool_calls"
+	word8Function = 0x6e6f6974636e7566 // "function"
+	word8IonCall  = 0x6c6c61635f6e6f69 // "ion_call", the end of "function_call"
+	word8TionCall = 0x6c6c61436e6f6974 // "tionCall", the end of "functionCall"
+	word8Response = 0x65736e6f70736552 // "Response", the end of "functionResponse"
+	word8Argument = 0x746e656d75677261 // "argument"
+	word8Rguments = 0x73746e656d756772 // "rguments", the end of "arguments"
 
 	// The keys of reasoning, which the walker counts: at a message,
 	// "summary", "encrypted_content"; at a part, "thinking", "signature",

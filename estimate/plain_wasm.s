@@ -10,9 +10,11 @@
 // the deepest nesting, set before each, as plain_generic.go's), R11 the text of the message being read,
 // R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
 // atMember and so on), R14 the start of the string being read, R15 1 if it
-// is text that counts; F17 the units of the message being read (an int64
-// in an f64 local). With weigh, a string that counts is weighed as it is
-// scanned (WEIGHED_STRING), with other uses of the registers. The results
+// is text that counts (2 a tool call); F17 the units of the message being
+// read, F18 the spans noted with it, F19 spans.n (int64s in f64 locals).
+// With spans, a string that counts is weighed as it is scanned
+// (WEIGHED_STRING), with other uses of the registers, and a tool call's
+// JSON noted in spans. The results
 // are kept in their slots of the frame, and first in its own, so that EXIT
 // only returns.
 
@@ -38,11 +40,34 @@
 		If; I64Const $1; Set R5; End; \
 	End
 
+// LOAD64(off) pushes the 8 bytes at s[R14+off].
+#define LOAD64(off) Get R0; Get R14; I64Add; I32WrapI64; I64Load off
+
+// KEY8_IS(n, w0, off, w1) is KEY_IS with 8-byte words: a key of 8 to 16
+// bytes compared whole.
+#define KEY8_IS(n, w0, off, w1) \
+	I64Const $0; Set R5; \
+	Get R2; Get R14; I64Sub; I64Const n; I64Eq; \
+	If; \
+		LOAD64($0); I64Const w0; I64Eq; LOAD64(off); I64Const w1; I64Eq; I32And; \
+		If; I64Const $1; Set R5; End; \
+	End
+
 // EXIT_IF_KEY(n, w0, off, w1) returns if the key just read is the one
 // KEY_IS(n, w0, off, w1) tells.
 #define EXIT_IF_KEY(n, w0, off, w1) \
 	KEY_IS(n, w0, off, w1); \
 	Get R5; I32WrapI64; If; EXIT; End
+
+// TOOL_IF_KEY(n, w0, off, w1) sets R15 to 2 (a tool call) if the key just
+// read is the one KEY_IS(n, w0, off, w1) tells (every byte of it: n is at
+// most 8); TOOL8_IF_KEY, the one KEY8_IS tells.
+#define TOOL_IF_KEY(n, w0, off, w1) \
+	KEY_IS(n, w0, off, w1); \
+	Get R5; I32WrapI64; If; I64Const $2; Set R15; End
+#define TOOL8_IF_KEY(n, w0, off, w1) \
+	KEY8_IS(n, w0, off, w1); \
+	Get R5; I32WrapI64; If; I64Const $2; Set R15; End
 
 // STATE(state) sets the state the next step starts from.
 #define STATE(state) I64Const state; Set R13
@@ -140,7 +165,14 @@
 	Get F16; I64ReinterpretF64; Set R14; \
 	I64Load simple+32(FP); Set R6
 
-// func plainTurns(s string, i int, first bool, simple *[256]bool, weigh bool) (end, n int, text, units int64)
+// SPANS pushes the address of spans; IF_SPANS runs what follows, to End,
+// when spans is not nil; AT_R15 pushes the address of spans.at[R15] less
+// textSpans_at.
+#define SPANS I64Load spans+40(FP); I32WrapI64
+#define IF_SPANS I64Load spans+40(FP); I64Eqz; I32Eqz; If
+#define AT_R15 SPANS; Get R15; I64Const $4; I64Shl; I32WrapI64; I32Add
+
+// func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text, units int64)
 TEXT ·plainTurns(SB), NOSPLIT, $0-80
 	I64Load s_base+0(FP)
 	Set R0
@@ -160,6 +192,15 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 	Get SP
 	I64Const $0
 	I64Store units+72(FP)
+	I64Const $0 // spans.n, kept in F19 (the spans of the messages read)
+	F64ReinterpretI64
+	Set F19
+	IF_SPANS
+		SPANS
+		I64Load $textSpans_n
+		F64ReinterpretI64
+		Set F19
+	End
 
 	Loop // one message per iteration
 		I64Load end+48(FP)
@@ -176,6 +217,8 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 		I64Const $0
 		F64ReinterpretI64
 		Set F17
+		Get F19
+		Set F18
 		I64Const $0
 		Set R12
 		STATE($const_atObjectStart)
@@ -232,14 +275,12 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					EXIT
 				End
 
-				// Whether its string value counts.
+				// Whether its value counts (R15): 1 as text, 2 as a tool
+				// call or result (a string as text, anything else by its
+				// JSON).
 				Get R12
 				I64Eqz
-				If // a member of the message: "content" and "parts"; tool calls and reasoning are the walker's
-					EXIT_IF_KEY($10, $const_wordTool, $6, $const_wordAlls)
-					EXIT_IF_KEY($13, $const_wordFunc, $9, $const_wordCall)
-					EXIT_IF_KEY($9, $const_wordArgu, $5, $const_wordEnts)
-					EXIT_IF_KEY($6, $const_wordOutp, $2, $const_wordTput)
+				If // a member of the message: "content" and "parts", tool calls; reasoning is the walker's
 					EXIT_IF_KEY($7, $const_wordSumm, $3, $const_wordMary)
 					EXIT_IF_KEY($17, $const_wordEncr, $13, $const_wordTent)
 					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
@@ -250,10 +291,11 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					Get R5
 					I64Or
 					Set R15
-				Else // a member of a part: "text"; "content", tool calls, reasoning, images by reference and inline data are the walker's
-					EXIT_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
-					EXIT_IF_KEY($12, $const_wordFunc, $8, $const_wordCapC)
-					EXIT_IF_KEY($16, $const_wordFunc, $12, $const_wordOnse)
+					TOOL8_IF_KEY($10, $const_word8ToolCal, $2, $const_word8OlCalls)
+					TOOL8_IF_KEY($13, $const_word8Function, $5, $const_word8IonCall)
+					TOOL8_IF_KEY($9, $const_word8Argument, $1, $const_word8Rguments)
+					TOOL_IF_KEY($6, $const_wordOutp, $2, $const_wordTput)
+				Else // a member of a part: "text", tool calls; "content", reasoning, images by reference and inline data are the walker's
 					EXIT_IF_KEY($8, $const_wordThin, $4, $const_wordKing)
 					EXIT_IF_KEY($9, $const_wordSign, $5, $const_wordTure)
 					EXIT_IF_KEY($4, $const_wordData, $0, $const_wordData)
@@ -275,6 +317,9 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					KEY_IS($4, $const_wordText, $0, $const_wordText)
 					Get R5
 					Set R15
+					TOOL_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
+					TOOL8_IF_KEY($12, $const_word8Function, $4, $const_word8TionCall)
+					TOOL8_IF_KEY($16, $const_word8Function, $8, $const_word8Response)
 					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
 					Get R5
 					I32WrapI64
@@ -286,7 +331,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				SKIP_SPACE
 				EXPECT($58) // ':'
 
-				// The value: text that counts ...
+				// The value: a string that counts ...
 				LOADC
 				Get R15
 				I64Eqz
@@ -297,7 +342,7 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				I32And
 				If
 					OPEN_STRING
-					I64Load8U weigh+40(FP)
+					I64Load spans+40(FP)
 					I64Eqz
 					I32Eqz
 					If
@@ -397,8 +442,8 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 
 				// ... or the message's parts ...
 				Get R15
-				I64Eqz
-				I32Eqz
+				I64Const $1
+				I64Eq
 				Get R12
 				I64Eqz
 				I32And
@@ -424,14 +469,57 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				End
 
 				// ... or anything else, skipped, as deep as the walker
-				// skips a message's member, or a part's.
+				// skips a message's member, or a part's: a tool call
+				// counts by its JSON, from R14 to i.
 				I64Const $(const_MaxDepth-const_plainMessageDepth)
 				Get R12
 				I64Const $1
 				I64Shl
 				I64Sub
 				Set R8
+				Get R2
+				Set R14
 				SKIP_VALUE
+				Get R15
+				I64Const $2
+				I64Eq
+				If
+					Get R11
+					Get R2
+					Get R14
+					I64Sub
+					I64Add
+					Set R11
+					IF_SPANS // noted at F18, the next span, to weigh as the walker weighs it: with escapes
+						Get F18
+						I64ReinterpretF64
+						Tee R15
+						I64Const $const_maxTextSpans
+						I64Eq
+						If // no room: the message is the walker's
+							EXIT
+						End
+						AT_R15
+						Get R14
+						I64Store $textSpans_at
+						AT_R15
+						Get R2
+						I64Store $(textSpans_at+8)
+						SPANS
+						SPANS
+						I64Load $textSpans_escaped
+						I64Const $1
+						Get R15
+						I64Shl
+						I64Or
+						I64Store $textSpans_escaped
+						Get R15
+						I64Const $1
+						I64Add
+						F64ReinterpretI64
+						Set F18
+					End
+				End
 			End
 
 			// After a value: a comma and a member, or the object's end.
@@ -525,6 +613,19 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 		I64ReinterpretF64
 		I64Add
 		I64Store units+72(FP)
+		Get F18 // its spans, if it noted any
+		I64ReinterpretF64
+		Get F19
+		I64ReinterpretF64
+		I64Ne
+		If
+			Get F18
+			Set F19
+			SPANS
+			Get F19
+			I64ReinterpretF64
+			I64Store $textSpans_n
+		End
 		Get SP
 		I64Const $0
 		I64Store8 first+24(FP)

@@ -258,12 +258,24 @@ func (w *walker) turns(counted, ids bool) {
 					w.messages += int64(n)
 				}
 			}
-			end, n, text, units := plainTurns(w.s, w.i, first, &simpleEscape, w.weigh)
+			var spans *textSpans
+			if w.weigh {
+				spans = &w.spans
+				spans.n, spans.escaped = 0, 0
+			}
+			end, n, text, units := plainTurns(w.s, w.i, first, &simpleEscape, spans)
 			w.steps += 1 + int64(n)
 			if n > 0 {
 				w.i, w.text, w.units, first = end, w.text+text, w.units+units, false
 				if counted {
 					w.messages += int64(n)
+				}
+				if spans != nil && spans.n > 0 {
+					// The tool calls' JSON; the run may have stopped
+					// because no more fitted in spans: it goes on.
+					w.units += spansUnits(w.s, spans)
+					w.steps++
+					continue
 				}
 			}
 			if !w.elem(first) {
