@@ -29,45 +29,28 @@
 // LOAD32(off) pushes the 4 bytes at s[R14+off].
 #define LOAD32(off) Get R0; Get R14; I64Add; I32WrapI64; I64Load32U off
 
-// KEY_IS(n, w0, off, w1) sets R5 to 1 if the key just read (R14 to i) is n
-// bytes long, its 4 bytes at 0 are w0 and its 4 bytes at off are w1, else
-// to 0.
-#define KEY_IS(n, w0, off, w1) \
-	I64Const $0; Set R5; \
-	Get R2; Get R14; I64Sub; I64Const n; I64Eq; \
-	If; \
-		LOAD32($0); I64Const w0; I64Eq; LOAD32(off); I64Const w1; I64Eq; I32And; \
-		If; I64Const $1; Set R5; End; \
-	End
+// IF_KEY(n, w0, off, w1) runs what follows, to End, if the key just read
+// (from R14, R3 bytes long) is n bytes long, its 4 bytes at 0 are w0 and
+// its 4 bytes at off are w1 (every byte of it when n is at most 8);
+// IF_KEY8 compares 8-byte words (a key of 8 to 16 bytes compared whole).
+#define IF_KEY(n, w0, off, w1) \
+	Get R3; I64Const n; I64Eq; If; \
+	LOAD32($0); I64Const w0; I64Eq; LOAD32(off); I64Const w1; I64Eq; I32And; If
+#define IF_KEY8(n, w0, off, w1) \
+	Get R3; I64Const n; I64Eq; If; \
+	LOAD64($0); I64Const w0; I64Eq; LOAD64(off); I64Const w1; I64Eq; I32And; If
 
 // LOAD64(off) pushes the 8 bytes at s[R14+off].
 #define LOAD64(off) Get R0; Get R14; I64Add; I32WrapI64; I64Load off
 
-// KEY8_IS(n, w0, off, w1) is KEY_IS with 8-byte words: a key of 8 to 16
-// bytes compared whole.
-#define KEY8_IS(n, w0, off, w1) \
-	I64Const $0; Set R5; \
-	Get R2; Get R14; I64Sub; I64Const n; I64Eq; \
-	If; \
-		LOAD64($0); I64Const w0; I64Eq; LOAD64(off); I64Const w1; I64Eq; I32And; \
-		If; I64Const $1; Set R5; End; \
-	End
-
 // EXIT_IF_KEY(n, w0, off, w1) returns if the key just read is the one
-// KEY_IS(n, w0, off, w1) tells.
-#define EXIT_IF_KEY(n, w0, off, w1) \
-	KEY_IS(n, w0, off, w1); \
-	Get R5; I32WrapI64; If; EXIT; End
-
-// TOOL_IF_KEY(n, w0, off, w1) sets R15 to 2 (a tool call) if the key just
-// read is the one KEY_IS(n, w0, off, w1) tells (every byte of it: n is at
-// most 8); TOOL8_IF_KEY, the one KEY8_IS tells.
-#define TOOL_IF_KEY(n, w0, off, w1) \
-	KEY_IS(n, w0, off, w1); \
-	Get R5; I32WrapI64; If; I64Const $2; Set R15; End
-#define TOOL8_IF_KEY(n, w0, off, w1) \
-	KEY8_IS(n, w0, off, w1); \
-	Get R5; I32WrapI64; If; I64Const $2; Set R15; End
+// IF_KEY(n, w0, off, w1) tells; TEXT_IF_KEY sets R15 to 1 (text that
+// counts) if it is; TOOL_IF_KEY and TOOL8_IF_KEY (IF_KEY8's) to 2 (a tool
+// call).
+#define EXIT_IF_KEY(n, w0, off, w1) IF_KEY(n, w0, off, w1); EXIT; End; End
+#define TEXT_IF_KEY(n, w0, off, w1) IF_KEY(n, w0, off, w1); I64Const $1; Set R15; End; End
+#define TOOL_IF_KEY(n, w0, off, w1) IF_KEY(n, w0, off, w1); I64Const $2; Set R15; End; End
+#define TOOL8_IF_KEY(n, w0, off, w1) IF_KEY8(n, w0, off, w1); I64Const $2; Set R15; End; End
 
 // STATE(state) sets the state the next step starts from.
 #define STATE(state) I64Const state; Set R13
@@ -263,7 +246,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				End
 				OPEN_STRING
 				SCAN
-				LOADC
 				Get R4
 				I64Const $34
 				I64Ne
@@ -277,20 +259,20 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 
 				// Whether its value counts (R15): 1 as text, 2 as a tool
 				// call or result (a string as text, anything else by its
-				// JSON).
+				// JSON). R3 is the key's length (no escapes: 0 above).
+				Get R2
+				Get R14
+				I64Sub
+				Set R3
+				I64Const $0
+				Set R15
 				Get R12
 				I64Eqz
 				If // a member of the message: "content" and "parts", tool calls; reasoning is the walker's
 					EXIT_IF_KEY($7, $const_wordSumm, $3, $const_wordMary)
 					EXIT_IF_KEY($17, $const_wordEncr, $13, $const_wordTent)
-					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
-					Get R5
-					Set R15
-					KEY_IS($5, $const_wordPart, $1, $const_wordArts)
-					Get R15
-					Get R5
-					I64Or
-					Set R15
+					TEXT_IF_KEY($7, $const_wordCont, $3, $const_wordTent)
+					TEXT_IF_KEY($5, $const_wordPart, $1, $const_wordArts)
 					TOOL8_IF_KEY($10, $const_word8ToolCal, $2, $const_word8OlCalls)
 					TOOL8_IF_KEY($13, $const_word8Function, $5, $const_word8IonCall)
 					TOOL8_IF_KEY($9, $const_word8Argument, $1, $const_word8Rguments)
@@ -314,18 +296,11 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					EXIT_IF_KEY($5, $const_wordAudi, $1, $const_wordUdio)
 					EXIT_IF_KEY($5, $const_wordVide, $1, $const_wordIdeo)
 					EXIT_IF_KEY($8, $const_wordDocu, $4, $const_wordMent)
-					KEY_IS($4, $const_wordText, $0, $const_wordText)
-					Get R5
-					Set R15
+					TEXT_IF_KEY($4, $const_wordText, $0, $const_wordText)
 					TOOL_IF_KEY($5, $const_wordInpu, $1, $const_wordNput)
 					TOOL8_IF_KEY($12, $const_word8Function, $4, $const_word8TionCall)
 					TOOL8_IF_KEY($16, $const_word8Function, $8, $const_word8Response)
-					KEY_IS($7, $const_wordCont, $3, $const_wordTent)
-					Get R5
-					I32WrapI64
-					If
-						EXIT
-					End
+					EXIT_IF_KEY($7, $const_wordCont, $3, $const_wordTent)
 				End
 				ADVANCE
 				SKIP_SPACE
@@ -351,7 +326,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					Block // the string's end
 					Loop
 						SCAN
-						LOADC
 						Get R4
 						I64Const $34
 						I64Eq
@@ -468,9 +442,18 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 					Br $4 // -> the next step
 				End
 
-				// ... or anything else, skipped, as deep as the walker
-				// skips a message's member, or a part's: a tool call
-				// counts by its JSON, from R14 to i.
+				// ... or anything else, skipped: a string (that does not
+				// count) to its end, any other value as deep as the
+				// walker skips a message's member, or a part's (a tool
+				// call counts by its JSON, from R14 to i).
+				Get R4
+				I64Const $34
+				I64Eq
+				If
+					ADVANCE
+					STRING
+					Br $1 // -> after a value
+				End
 				I64Const $(const_MaxDepth-const_plainMessageDepth)
 				Get R12
 				I64Const $1
