@@ -10,7 +10,8 @@
 // the deepest nesting, set before each, as plain_generic.go's), R11 the text of the message being read,
 // R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
 // atMember and so on), R14 the start of the string being read, R15 1 if it
-// is text that counts (2 a tool call); F17 the units of the message being
+// is text that counts (2 a tool call); R4 is s[i] (0 at the end of s) where
+// a step starts (SKIP_SPACE leaves it there); F17 the units of the message being
 // read, F18 the spans noted with it, F19 spans.n (int64s in f64 locals).
 // With spans, a string that counts is weighed as it is scanned
 // (WEIGHED_STRING), with other uses of the registers, and a tool call's
@@ -20,9 +21,10 @@
 
 #define EXIT RET
 
-// EXPECT(c) returns unless s[i] is c, then moves past it and whitespace.
+// EXPECT(c) returns unless s[i], in R4, is c, then moves past it and
+// whitespace.
 #define EXPECT(c) \
-	LOADC; Get R4; I64Const c; I64Ne; If; EXIT; End; \
+	Get R4; I64Const c; I64Ne; If; EXIT; End; \
 	ADVANCE; \
 	SKIP_SPACE
 
@@ -225,7 +227,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				BrIf $2
 
 				// At a member (at an object's start, '}' may come).
-				LOADC
 				Get R13
 				I64Const $const_atObjectStart
 				I64Eq
@@ -307,7 +308,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				EXPECT($58) // ':'
 
 				// The value: a string that counts ...
-				LOADC
 				Get R15
 				I64Eqz
 				I32Eqz
@@ -428,7 +428,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 				If
 					ADVANCE
 					SKIP_SPACE
-					LOADC
 					Get R4
 					I64Const $93 // ']'
 					I64Eq
@@ -508,7 +507,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 			// After a value: a comma and a member, or the object's end.
 			STATE($const_afterValue)
 			SKIP_SPACE
-			LOADC
 			Get R4
 			I64Const $44 // ','
 			I64Eq
@@ -533,7 +531,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 			End
 
 			// At a part: an object, or anything else, skipped.
-			LOADC
 			Get R4
 			I64Const $123 // '{'
 			I64Eq
@@ -552,7 +549,6 @@ TEXT ·plainTurns(SB), NOSPLIT, $0-80
 
 			// After a part: a comma and a part, or the end of the parts.
 			SKIP_SPACE
-			LOADC
 			Get R4
 			I64Const $44
 			I64Eq

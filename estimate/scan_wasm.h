@@ -11,10 +11,11 @@
 	Get R2; Get R1; I64LtU; \
 	If; Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Set R4; End
 
-// SKIP_SPACE moves i past JSON whitespace.
+// SKIP_SPACE moves i past JSON whitespace, leaving s[i] in R4 (0 at the
+// end of s), as LOADC does.
 #define SKIP_SPACE \
 	Block; Loop; \
-		Get R2; Get R1; I64GeU; BrIf $1; \
+		Get R2; Get R1; I64GeU; If; I64Const $0; Set R4; Br $2; End; \
 		Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Tee R4; \
 		I64Const $32; I64GtU; BrIf $1; \
 		Get R4; I64Const $32; I64Eq; \
@@ -95,13 +96,13 @@
 		Br $0; \
 	End; End
 
-// KEY skips a key and the colon after it.
+// KEY skips a key and the colon after it, at s[i], in R4.
 #define KEY \
-	LOADC; Get R4; I64Const $34; I64Ne; If; EXIT; End; \
+	Get R4; I64Const $34; I64Ne; If; EXIT; End; \
 	ADVANCE; \
 	STRING; \
 	SKIP_SPACE; \
-	LOADC; Get R4; I64Const $58; I64Ne; If; EXIT; End; \
+	Get R4; I64Const $58; I64Ne; If; EXIT; End; \
 	ADVANCE
 
 // DIGITS skips one digit or more.
@@ -130,7 +131,6 @@
 	Loop; /* at a value */ \
 		Block; /* after a value */ \
 			SKIP_SPACE; \
-			LOADC; \
 			/* An object or an array. */ \
 			Get R4; \
 			I64Const $123; /* '{' */ \
@@ -170,7 +170,6 @@
 				Set R7; \
 				ADVANCE; \
 				SKIP_SPACE; \
-				LOADC; \
 				Get R4; \
 				Get R10; \
 				I64Const $2; /* '}' or ']' */ \
@@ -296,7 +295,6 @@
 				Br $3; /* -> the value is skipped */ \
 			End; \
 			SKIP_SPACE; \
-			LOADC; \
 			Get R7; \
 			Get R9; \
 			I64ShrU; \
