@@ -752,6 +752,24 @@ func TestPromptOfSizeIsSizesPrompt(t *testing.T) {
 	}
 }
 
+// Every word of knownWords is found, and only its words: the table is at
+// most a third full, so that a look-up probes few slots.
+func TestWordTable(t *testing.T) {
+	words := 0
+	for _, w := range knownWords {
+		if w != "" {
+			words++
+			found, ok := knownWords.find([]byte(w))
+			assert.True(t, ok && found == w, w)
+		}
+	}
+	assert.LessOrEqual(t, words, len(knownWords)/3)
+	for _, s := range []string{"", "t", "tex", "texts", "Text", "modelx", "tool_choicE"} {
+		_, ok := knownWords.find([]byte(s))
+		assert.False(t, ok, s)
+	}
+}
+
 // TestKnownWords holds knownWords to the walker's source: every word a
 // case or a comparison of walk.go, media.go and tools.go names is one, so
 // that a key or a value with escapes that decodes to it is that constant,
@@ -768,7 +786,8 @@ func TestKnownWords(t *testing.T) {
 				s, err := strconv.Unquote(lit.Value)
 				require.NoError(t, err)
 				if word.MatchString(s) && !notCompared[s] {
-					assert.Contains(t, knownWords, s, "%s: %s", fset.Position(lit.Pos()), s)
+					found, ok := knownWords.find([]byte(s))
+					assert.True(t, ok && found == s, "%s: %s", fset.Position(lit.Pos()), s)
 				}
 			}
 		}

@@ -198,31 +198,25 @@ func (w *walker) top() {
 // knownWords are the keys and values the walker compares decoded strings
 // to: a string with escapes that decodes to one is that constant (see
 // decodedStr). TestKnownWords holds it to the walker's source.
-var knownWords = func() map[string]string {
-	words := map[string]string{}
-	for _, w := range [...]string{
-		// Top-level keys (topKeys), and those of generationConfig.
-		"model", "messages", "contents", "input", "instructions", "prompt", "system",
-		"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
-		"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
-		"response_format", "text", "output_format", "outputConfig", "toolConfig",
-		"maxOutputTokens", "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema",
-		// A message's and a part's keys, and the values of "type".
-		"content", "parts", "tool_calls", "function_call", "arguments", "output", "summary", "encrypted_content",
-		"type", "tool_result", "image_url", "input_image", "image", "detail", "low", "file_id", "source",
-		"fileData", "file_data", "file", "input_audio", "inlineData", "inline_data", "audio", "video", "document",
-		"functionCall", "functionResponse", "thinking", "signature", "data", "thoughtSignature", "thought_signature",
-		"url", "bytes", "mimeType", "mime_type",
-		// Tools (tools.go).
-		"function", "name", "description", "parameters", "strict", "properties", "required", "additionalProperties",
-		"enum", "any", "tool",
-		// Bedrock Converse's toolConfig (converseToolConfig).
-		"toolChoice",
-	} {
-		words[w] = w
-	}
-	return words
-}()
+var knownWords = newWordTable(
+	// Top-level keys (topKeys), and those of generationConfig.
+	"model", "messages", "contents", "input", "instructions", "prompt", "system",
+	"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
+	"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
+	"response_format", "text", "output_format", "outputConfig", "toolConfig",
+	"maxOutputTokens", "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema",
+	// A message's and a part's keys, and the values of "type".
+	"content", "parts", "tool_calls", "function_call", "arguments", "output", "summary", "encrypted_content",
+	"type", "tool_result", "image_url", "input_image", "image", "detail", "low", "file_id", "source",
+	"fileData", "file_data", "file", "input_audio", "inlineData", "inline_data", "audio", "video", "document",
+	"functionCall", "functionResponse", "thinking", "signature", "data", "thoughtSignature", "thought_signature",
+	"url", "bytes", "mimeType", "mime_type",
+	// Tools (tools.go).
+	"function", "name", "description", "parameters", "strict", "properties", "required", "additionalProperties",
+	"enum", "any", "tool",
+	// Bedrock Converse's toolConfig (converseToolConfig).
+	"toolChoice",
+)
 
 // modelOnlyKey says whether a top-level key is read with Options.ModelOnly:
 // the model's, an output cap's.
@@ -479,6 +473,9 @@ func nonEmptyArray(raw string) bool {
 // forcesTool says whether a valid tool_choice value forces a tool use:
 // Anthropic's {"type": "any"} or {"type": "tool", "name": …}.
 func forcesTool(raw string) bool {
+	if len(raw) == 0 || raw[0] != '{' {
+		return false // "auto", "none", "required": no object, no type
+	}
 	t := gjson.Get(raw, "type")
 	return t.Type == gjson.String && (t.Str == "any" || t.Str == "tool")
 }
