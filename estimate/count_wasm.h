@@ -15,6 +15,20 @@
 // to 8): HIGH >> (64 - 8n).
 #define VALID(v, n) I64Const HIGH; I64Const $64; Get n; I64Const $3; I64Shl; I64Sub; I64ShrU; Set v
 
+// LOAD_LAST(k) sets R4 to the R5 bytes at s[i:] (the last of s, fewer than
+// 8), the first the lowest, and R7 to their VALID mask; k is scratch.
+#define LOAD_LAST(k) \
+	Get R5; Set k; \
+	I64Const $0; Set R4; \
+	Block; Loop; \
+		Get k; I64Eqz; BrIf $1; \
+		Get k; I64Const $1; I64Sub; Set k; \
+		Get R4; I64Const $8; I64Shl; \
+		Get R0; Get R2; I64Add; Get k; I64Add; I32WrapI64; I64Load8U $0; I64Or; Set R4; \
+		Br $0; \
+	End; End; \
+	VALID(R7, R5)
+
 // WEIGH(x, n, v, u, cl, cd, a, b, l, d) adds to u the weight of the low n
 // bytes of the word x (n from 1 to 8, v their VALID mask), as count.go's
 // wordUnits weighs them: each byte as another ASCII byte, then each

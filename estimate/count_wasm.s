@@ -50,16 +50,8 @@
 				Get R1; Get R2; I64Sub; Set R5; \
 				VALID(R7, R5); \
 			Else; \
-				Get R1; Get R2; I64Sub; Tee R5; Set a; \
-				I64Const $0; Set R4; \
-				Block; Loop; \
-					Get a; I64Eqz; BrIf $1; \
-					Get a; I64Const $1; I64Sub; Set a; \
-					Get R4; I64Const $8; I64Shl; \
-					Get R0; Get R2; I64Add; Get a; I64Add; I32WrapI64; I64Load8U $0; I64Or; Set R4; \
-					Br $0; \
-				End; End; \
-				VALID(R7, R5); \
+				Get R1; Get R2; I64Sub; Set R5; \
+				LOAD_LAST(a); \
 			End; \
 		End; \
 		/* Up to the first backslash, if the span has escapes. */ \

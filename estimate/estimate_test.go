@@ -447,51 +447,34 @@ func TestUnparsed(t *testing.T) {
 	}})
 
 	o.MaxBodyBytes = 0
-	tooDeep := []string{
-		deep(MaxDepth + 1),
-		`{"x":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`,
+	tooDeep := []struct{ name, body string }{
+		{"over the depth limit", deep(MaxDepth + 1)},
+		{"over the depth limit in a skipped field", `{"x":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`},
 		// The part's content array is at depth 6.
-		`{"messages":[{"content":[{"type":"tool_result","content":[{"x":` +
-			strings.Repeat("[", MaxDepth-6) + strings.Repeat("]", MaxDepth-6) + `}]}]}]}`,
+		{"over the depth limit in a tool result", `{"messages":[{"content":[{"type":"tool_result","content":[{"x":` +
+			strings.Repeat("[", MaxDepth-6) + strings.Repeat("]", MaxDepth-6) + `}]}]}]}`},
 		// In plain messages (plain.go), read by the assembly: the message
 		// is at depth 3, its parts at 4 and 5.
-		`{"messages":[{"content":"a","x":` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}]}`,
-		`{"messages":[{"content":[` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3) + `]}]}`,
-		`{"messages":[{"content":[{"text":"a","x":` + strings.Repeat("[", MaxDepth-4) + strings.Repeat("]", MaxDepth-4) + `}]}]}`,
+		{"over the depth limit in a plain message",
+			`{"messages":[{"content":"a","x":` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}]}`},
+		{"over the depth limit in a plain message's parts",
+			`{"messages":[{"content":[` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3) + `]}]}`},
+		{"over the depth limit in a plain message's part",
+			`{"messages":[{"content":[{"text":"a","x":` + strings.Repeat("[", MaxDepth-4) + strings.Repeat("]", MaxDepth-4) + `}]}]}`},
 	}
-	runCases(t, o, []requestCase{{
+	cases := []requestCase{{
 		name: "at the depth limit",
 		body: deep(MaxDepth),
 		want: Estimate{Completion: 100, Parsed: true},
 	}, {
-		name: "over the depth limit",
-		body: tooDeep[0],
-		want: unread(Estimate{Prompt: bySize(tooDeep[0]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a skipped field",
-		body: tooDeep[1],
-		want: unread(Estimate{Prompt: bySize(tooDeep[1]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a tool result",
-		body: tooDeep[2],
-		want: unread(Estimate{Prompt: bySize(tooDeep[2]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a plain message",
-		body: tooDeep[3],
-		want: unread(Estimate{Prompt: bySize(tooDeep[3]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a plain message's parts",
-		body: tooDeep[4],
-		want: unread(Estimate{Prompt: bySize(tooDeep[4]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a plain message's part",
-		body: tooDeep[5],
-		want: unread(Estimate{Prompt: bySize(tooDeep[5]), Completion: 100}),
-	}, {
 		name: "at the depth limit in a plain message's part",
 		body: `{"messages":[{"content":[{"text":"ab","x":` + strings.Repeat("[", MaxDepth-5) + strings.Repeat("]", MaxDepth-5) + `}]}]}`,
 		want: Estimate{Prompt: 1, Completion: 100, Parsed: true},
-	}})
+	}}
+	for _, c := range tooDeep {
+		cases = append(cases, requestCase{name: c.name, body: c.body, want: unread(Estimate{Prompt: bySize(c.body), Completion: 100})})
+	}
+	runCases(t, o, cases)
 }
 
 // A megabyte of '[' is rejected in one linear pass, without gjson's

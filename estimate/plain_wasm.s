@@ -86,16 +86,7 @@
 			I64Const HIGH; Set R7; \
 		Else; \
 			Get R1; Get R2; I64Sub; Tee R5; I64Eqz; If; EXIT; End; \
-			Get R5; Set R8; \
-			I64Const $0; Set R4; \
-			Block; Loop; \
-				Get R8; I64Eqz; BrIf $1; \
-				Get R8; I64Const $1; I64Sub; Set R8; \
-				Get R4; I64Const $8; I64Shl; \
-				Get R0; Get R2; I64Add; Get R8; I64Add; I32WrapI64; I64Load8U $0; I64Or; Set R4; \
-				Br $0; \
-			End; End; \
-			VALID(R7, R5); \
+			LOAD_LAST(R8); \
 		End; \
 		/* n: the bytes before the first quote, backslash or control character. */ \
 		Get R4; I64Const $0x2020202020202020; I64Sub; Get R4; I64Const $-1; I64Xor; I64And; \
