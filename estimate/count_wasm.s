@@ -18,14 +18,6 @@
 // R15 whether the byte before i is a letter, a digit (0x80 if it is, else
 // 0).
 
-#define LOW7 $0x7f7f7f7f7f7f7f7f
-
-// ZERO_BYTES(r) replaces r by the high bit of each of its bytes that is 0,
-// exactly (count.go's zeroBytes).
-#define ZERO_BYTES(r) \
-	Get r; I64Const LOW7; I64And; I64Const LOW7; I64Add; Get r; I64Or; I64Const LOW7; I64Or; \
-	I64Const $-1; I64Xor; Set r
-
 // WEIGH_SPAN(esc, u, cl, cd, a, b, l, d) adds to u the weight of s[i:e]
 // (R2 is i, R1 is e, which it leaves R2 at), as count_generic.go's
 // spanUnits weighs it: a word of 8 bytes at a time (the bytes left in the
@@ -54,11 +46,12 @@
 				LOAD_LAST(a); \
 			End; \
 		End; \
-		/* Up to the first backslash, if the span has escapes. */ \
+		/* Up to the first backslash, if the span has escapes: the lowest */ \
+		/* byte flagged is one (a borrow flags a byte only above a 0). */ \
 		Get esc; I64Eqz; I32Eqz; If; \
-			Get R4; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; Set a; \
-			ZERO_BYTES(a); \
-			Get a; Get R7; I64And; Tee a; I64Eqz; I32Eqz; If; \
+			Get R4; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; Tee a; \
+			I64Const $0x0101010101010101; I64Sub; Get a; I64Const $-1; I64Xor; I64And; \
+			Get R7; I64And; Tee a; I64Eqz; I32Eqz; If; \
 				Get a; I64Ctz; I64Const $3; I64ShrU; Set R5; \
 				VALID(R7, R5); \
 			End; \
