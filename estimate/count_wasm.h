@@ -15,8 +15,9 @@
 // to 8): HIGH >> (64 - 8n).
 #define VALID(v, n) I64Const HIGH; I64Const $64; Get n; I64Const $3; I64Shl; I64Sub; I64ShrU; Set v
 
-// LOAD_LAST(k) sets R4 to the R5 bytes at s[i:] (the last of s, fewer than
-// 8), the first the lowest, and R7 to their VALID mask; k is scratch.
+// LOAD_LAST(k) sets R4 to the R5 bytes at s[i:] (fewer than 8, where s
+// has fewer than 8 bytes from i: read one by one), the first the lowest,
+// and R7 to their VALID mask; k is scratch.
 #define LOAD_LAST(k) \
 	Get R5; Set k; \
 	I64Const $0; Set R4; \

@@ -4,13 +4,14 @@ package estimate
 //
 // Nearly every message of a request has the same plain shape: an object
 // whose keys have no escapes, whose "content" (or "parts") is a string or an
-// array of parts, and whose other members, whatever they hold, do not
-// count, as in
+// array of text parts, whose tool calls and results count by their JSON,
+// and whose other members, whatever they hold, do not count, as in
 //
 //	{"role":"user","content":"Hello"}
-//	{"role":"user","content":[{"type":"text","text":"Hello"},{"type":"image_url","image_url":{"url":"…"}}]}
+//	{"role":"user","content":[{"type":"text","text":"Hello"},{"type":"text","text":"World"}]}
 //	{"role":"user","parts":[{"text":"Hello"}]}
 //	{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{…}}]}
+//	{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{…}}]}
 //
 // plainTurns reads runs of such elements of a turns array in one call, in
 // WASM assembly (plain_wasm.s) where Go compiled to WASM spends about 100 ns
@@ -20,12 +21,12 @@ package estimate
 // weighs as it scans them, each 8 bytes loaded once; and the tool calls
 // and results in the history as the walker counts them (toolCall: a string
 // as text, anything else by its JSON, which it notes for spansUnits); it
-// skips the rest as skipValue does. It leaves to the walker
-// any element of another shape: a key with an escape, counted text with a
-// control character or a \u escape of a surrogate, a part with a "content"
-// (which counts only in a tool_result), a member nested deeper than the
-// walker reads it (MaxDepth in the body), and anything that is not valid
-// JSON.
+// skips the rest as skipValue does. It leaves to the walker any element of
+// another shape: a key with an escape, counted text with a control
+// character or a \u escape of a surrogate, a part with a "content" (which
+// counts only in a tool_result), reasoning, an image by reference or inline
+// data, a member nested deeper than the walker reads it (MaxDepth in the
+// body), and anything that is not valid JSON.
 
 // textSpans are strings of the body to weigh with the calibrated count
 // (count.go) in one call of spansUnits: at[k] holds the start and the end of

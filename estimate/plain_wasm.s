@@ -6,18 +6,18 @@
 #include "count_wasm.h"
 
 // plainTurns of plain_generic.go. Registers, besides those of scan_wasm.h:
-// R3 the bytes the escapes of a string save, R7 to R10 SKIP_VALUE's (R8
-// the deepest nesting, set before each, as plain_generic.go's), R11 the text of the message being read,
-// R12 1 in the message's parts (else 0), R13 the state (plain_generic.go's
-// atMember and so on), R14 the start of the string being read, R15 1 if it
-// is text that counts (2 a tool call); R4 is s[i] (0 at the end of s) where
-// a step starts (SKIP_SPACE leaves it there); F17 the units of the message being
+// R3 the bytes the escapes of a string save (after a key, its length), R7
+// to R10 SKIP_VALUE's (R8 the deepest nesting, set before each, as
+// plain_generic.go's), R11 the text of the message being read, R12 1 in
+// the message's parts (else 0), R13 the state (plain_generic.go's atMember
+// and so on), R14 the start of the string being read, R15 1 if it is text
+// that counts (2 a tool call); R4 is s[i] (0 at the end of s) where a step
+// starts (SKIP_SPACE leaves it there); F17 the units of the message being
 // read, F18 the spans noted with it, F19 spans.n (int64s in f64 locals).
 // With spans, a string that counts is weighed as it is scanned
 // (WEIGHED_STRING), with other uses of the registers, and a tool call's
-// JSON noted in spans. The results
-// are kept in their slots of the frame, and first in its own, so that EXIT
-// only returns.
+// JSON noted in spans. The results are kept in their slots of the frame,
+// and first in its own, so that EXIT only returns.
 
 #define EXIT RET
 
