@@ -83,7 +83,7 @@ func (w *walker) topKey(k string) string {
 		candidates = camelTopKeys[:]
 	}
 	for _, known := range candidates {
-		if strings.EqualFold(k, known) {
+		if (!plain || len(k) == len(known)) && strings.EqualFold(k, known) { // ASCII folds keep the length
 			w.ambiguous = `the body gives the key "` + known + `" in another letter case`
 			return known
 		}

@@ -447,30 +447,34 @@ func TestUnparsed(t *testing.T) {
 	}})
 
 	o.MaxBodyBytes = 0
-	tooDeep := []string{
-		deep(MaxDepth + 1),
-		`{"x":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`,
+	tooDeep := []struct{ name, body string }{
+		{"over the depth limit", deep(MaxDepth + 1)},
+		{"over the depth limit in a skipped field", `{"x":` + strings.Repeat("[", MaxDepth) + strings.Repeat("]", MaxDepth) + `}`},
 		// The part's content array is at depth 6.
-		`{"messages":[{"content":[{"type":"tool_result","content":[{"x":` +
-			strings.Repeat("[", MaxDepth-6) + strings.Repeat("]", MaxDepth-6) + `}]}]}]}`,
+		{"over the depth limit in a tool result", `{"messages":[{"content":[{"type":"tool_result","content":[{"x":` +
+			strings.Repeat("[", MaxDepth-6) + strings.Repeat("]", MaxDepth-6) + `}]}]}]}`},
+		// In plain messages (plain.go), read by the assembly: the message
+		// is at depth 3, its parts at 4 and 5.
+		{"over the depth limit in a plain message",
+			`{"messages":[{"content":"a","x":` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}]}`},
+		{"over the depth limit in a plain message's parts",
+			`{"messages":[{"content":[` + strings.Repeat("[", MaxDepth-3) + strings.Repeat("]", MaxDepth-3) + `]}]}`},
+		{"over the depth limit in a plain message's part",
+			`{"messages":[{"content":[{"text":"a","x":` + strings.Repeat("[", MaxDepth-4) + strings.Repeat("]", MaxDepth-4) + `}]}]}`},
 	}
-	runCases(t, o, []requestCase{{
+	cases := []requestCase{{
 		name: "at the depth limit",
 		body: deep(MaxDepth),
 		want: Estimate{Completion: 100, Parsed: true},
 	}, {
-		name: "over the depth limit",
-		body: tooDeep[0],
-		want: unread(Estimate{Prompt: bySize(tooDeep[0]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a skipped field",
-		body: tooDeep[1],
-		want: unread(Estimate{Prompt: bySize(tooDeep[1]), Completion: 100}),
-	}, {
-		name: "over the depth limit in a tool result",
-		body: tooDeep[2],
-		want: unread(Estimate{Prompt: bySize(tooDeep[2]), Completion: 100}),
-	}})
+		name: "at the depth limit in a plain message's part",
+		body: `{"messages":[{"content":[{"text":"ab","x":` + strings.Repeat("[", MaxDepth-5) + strings.Repeat("]", MaxDepth-5) + `}]}]}`,
+		want: Estimate{Prompt: 1, Completion: 100, Parsed: true},
+	}}
+	for _, c := range tooDeep {
+		cases = append(cases, requestCase{name: c.name, body: c.body, want: unread(Estimate{Prompt: bySize(c.body), Completion: 100})})
+	}
+	runCases(t, o, cases)
 }
 
 // A megabyte of '[' is rejected in one linear pass, without gjson's
@@ -731,6 +735,24 @@ func TestPromptOfSizeIsSizesPrompt(t *testing.T) {
 	}
 }
 
+// Every word of knownWords is found, and only its words: the table is at
+// most a third full, so that a look-up probes few slots.
+func TestWordTable(t *testing.T) {
+	words := 0
+	for _, w := range knownWords {
+		if w != "" {
+			words++
+			found, ok := knownWords.find([]byte(w))
+			assert.True(t, ok && found == w, w)
+		}
+	}
+	assert.LessOrEqual(t, words, len(knownWords)/3)
+	for _, s := range []string{"", "t", "tex", "texts", "Text", "modelx", "tool_choicE"} {
+		_, ok := knownWords.find([]byte(s))
+		assert.False(t, ok, s)
+	}
+}
+
 // TestKnownWords holds knownWords to the walker's source: every word a
 // case or a comparison of walk.go, media.go and tools.go names is one, so
 // that a key or a value with escapes that decodes to it is that constant,
@@ -747,7 +769,8 @@ func TestKnownWords(t *testing.T) {
 				s, err := strconv.Unquote(lit.Value)
 				require.NoError(t, err)
 				if word.MatchString(s) && !notCompared[s] {
-					assert.Contains(t, knownWords, s, "%s: %s", fset.Position(lit.Pos()), s)
+					found, ok := knownWords.find([]byte(s))
+					assert.True(t, ok && found == s, "%s: %s", fset.Position(lit.Pos()), s)
 				}
 			}
 		}

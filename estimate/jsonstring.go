@@ -34,10 +34,46 @@ func (w *walker) decodeEscaped(raw string) string {
 		w.scratch = new([64]byte)
 	}
 	b := unescape(w.scratch[:0], raw)
-	if k, ok := knownWords[string(b)]; ok {
+	if k, ok := knownWords.find(b); ok {
 		return k
 	}
 	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// wordTable holds a set of words to find a string among without hashing it
+// whole (a map's hash costs in WASM): each word is in the first free slot
+// from wordSlot of its length and its first and last bytes, in a table at
+// most a third full.
+type wordTable [256]string
+
+// newWordTable returns the table of words (none empty, at most 85).
+func newWordTable(words ...string) *wordTable {
+	var t wordTable
+	for _, w := range words {
+		h := wordSlot(len(w), w[0], w[len(w)-1])
+		for t[h] != "" && t[h] != w {
+			h++
+		}
+		t[h] = w
+	}
+	return &t
+}
+
+func wordSlot(n int, first, last byte) uint8 {
+	return uint8(n*37 + int(first)*5 + int(last))
+}
+
+// find returns the word of the table that b spells, if there is one.
+func (t *wordTable) find(b []byte) (string, bool) {
+	if len(b) == 0 {
+		return "", false
+	}
+	for h := wordSlot(len(b), b[0], b[len(b)-1]); t[h] != ""; h++ {
+		if t[h] == string(b) {
+			return t[h], true
+		}
+	}
+	return "", false
 }
 
 // unescape appends the raw content of a valid JSON string to dst, decoded
@@ -95,15 +131,19 @@ func unescape(dst []byte, raw string) []byte {
 // surrogate or an invalid pair decodes to U+FFFD.
 func (w *walker) str() (raw string, decoded int64) {
 	w.steps++
-	s := w.s
 	start := w.i + 1
-	var saved int64
-	for i := start; ; {
-		// scanString skips the plain bytes and the two-byte escapes
-		// (\n, \"), each of which saves a byte.
-		j, escapes := scanString(s, i, &simpleEscape)
-		i = j
-		saved += int64(escapes)
+	// scanString skips the plain bytes and the two-byte escapes (\n,
+	// \"), each of which saves a byte.
+	j, escapes := scanString(w.s, start, &simpleEscape)
+	return w.strFrom(start, j, int64(escapes))
+}
+
+// strFrom is str, for the string whose content starts at s[start] and has
+// been scanned up to s[i] (scanString), its escapes saving saved bytes so
+// far.
+func (w *walker) strFrom(start, i int, saved int64) (raw string, decoded int64) {
+	s := w.s
+	for {
 		if i >= len(s) {
 			w.bad = true
 			w.i = len(s)
@@ -126,6 +166,9 @@ func (w *walker) str() (raw string, decoded int64) {
 			w.i = i
 			return "", 0
 		}
+		j, escapes := scanString(s, i, &simpleEscape)
+		i = j
+		saved += int64(escapes)
 	}
 }
 

@@ -19,25 +19,55 @@ func (w *walker) enter() bool {
 // false, having consumed the '}', at the end of the object, and on an error.
 // first tells whether this is the object's first member.
 func (w *walker) key(first bool) (string, bool) {
-	if !w.next(first, '}') {
-		return "", false
+	// A key right after the '{' or the ',' (blank space aside), as nearly
+	// all are, is read from the scan of its content: one call of
+	// scanString for a key without escapes right before its colon (a call
+	// costs in WASM), and the scan goes on from there for any other.
+	s, at := w.s, skipSpace(w.s, w.i)
+	i := at
+	comma := first || i < len(s) && s[i] == ','
+	if !first && comma {
+		i = skipSpace(s, i+1)
 	}
-	k := w.memberKey(true)
+	if !comma || w.bad || i >= len(s) || s[i] != '"' {
+		if !w.bad && at < len(s) && s[at] == '}' { // the end of the object, as next reads it
+			w.steps++
+			w.i, w.depth = at+1, w.depth-1
+			return "", false
+		}
+		// Not JSON: next and the check of the key's quote say how.
+		if !w.next(first, '}') {
+			return "", false
+		}
+		if w.peek() != '"' {
+			w.bad = true
+			return "", false
+		}
+		i = w.i
+	} else {
+		w.steps++ // next's
+	}
+	j, escapes := scanString(s, i+1, &simpleEscape)
+	if escapes == 0 && j+1 < len(s) && s[j] == '"' && s[j+1] == ':' {
+		w.steps++ // str's
+		w.i = skipSpace(s, j+2)
+		return s[i+1 : j], true
+	}
+	w.i = i
+	k := w.memberKey(j, escapes)
 	return k, !w.bad
 }
 
-// memberKey reads a key and the colon after it, leaving w.i at the value. It
-// returns the key, decoded if decode is set.
-func (w *walker) memberKey(decode bool) string {
-	if w.peek() != '"' {
-		w.bad = true
-		return ""
-	}
-	var k string
-	if decode {
-		k = w.decodedStr()
-	} else {
-		w.str()
+// memberKey reads the key at w.i (its opening quote), whose content
+// scanString has scanned up to s[j] with escapes two-byte escapes, and the
+// colon after it, leaving w.i at the value. It returns the key decoded (as
+// decodedStr does).
+func (w *walker) memberKey(j, escapes int) string {
+	w.steps++ // str's
+	raw, n := w.strFrom(w.i+1, j, int64(escapes))
+	k := raw
+	if n != int64(len(raw)) && !w.bad {
+		k = w.decodeEscaped(raw)
 	}
 	w.ws()
 	if w.peek() != ':' {

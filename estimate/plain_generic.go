@@ -13,15 +13,14 @@ import (
 // right after the last element read, the number n of elements read, and the
 // prompt text they hold; n = 0 and end = i when the element at i (after
 // whitespace and a comma) is not plain, or when the array ends there. With
-// spans, it notes there where the content of each counted string starts
-// and ends, for the calibrated count, from spans.n on; an element whose
-// strings do not fit in spans is not plain.
-func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text int64) {
+// spans, that text is weighed with the calibrated count (count.go): units
+// is the weight of its strings, each weighed as spansUnits weighs it as a
+// span, and the JSON of its tool calls is noted in spans from spans.n on
+// (with escapes), for the caller to weigh with spansUnits; an element whose
+// tool calls do not fit in spans is not plain.
+func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text, units int64) {
 	end = i
 	for {
-		if spans != nil {
-			spans.pending = spans.n
-		}
 		j := skipSpace(s, end)
 		if !first {
 			if j >= len(s) || s[j] != ',' {
@@ -29,23 +28,22 @@ func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans
 			}
 			j = skipSpace(s, j+1)
 		}
-		j, t, ok := plainObject(s, j, simple, spans)
+		j, t, u, ok := plainObject(s, j, simple, spans)
 		if !ok {
 			return
 		}
-		if spans != nil {
-			spans.n = spans.pending
-		}
-		end, n, text, first = j, n+1, text+t, false
+		end, n, text, units, first = j, n+1, text+t, units+u, false
 	}
 }
 
-// plainObject reads the plain message at s[i], returning the index after it
-// and its text, or ok = false if it is not plain.
-func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int, text int64, ok bool) {
+// plainObject reads the plain message at s[i], returning the index after it,
+// its text and with spans its units, its tool calls noted in spans, or ok =
+// false if it is not plain (spans.n unchanged).
+func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int, text, units int64, ok bool) {
 	if i >= len(s) || s[i] != '{' {
-		return 0, 0, false
+		return 0, 0, 0, false
 	}
+	noted := int64(0) // the spans of its tool calls, from spans.n on
 	i = skipSpace(s, i+1)
 	inParts := false // in the message's parts, not at its own members
 	for state := atObjectStart; ; {
@@ -57,54 +55,53 @@ func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int,
 			}
 			// A key without escapes, a colon.
 			if i >= len(s) || s[i] != '"' {
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
 			k, j, saved := plainString(s, i+1, simple)
 			if j < 0 || saved != 0 {
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
-			counted := false
+			// Whether the value counts: as text, or as a tool call or
+			// result in the history (a string as text, anything else by
+			// its JSON, as the walker's toolCall counts it).
+			counted, toolCall := false, false
 			if !inParts {
 				switch k {
-				case "tool_calls", "function_call", "arguments", "output", // a tool call or result: the walker's
-					"summary", "encrypted_content": // a reasoning item: the walker's
-					return 0, 0, false
+				case "summary", "encrypted_content": // a reasoning item: the walker's
+					return 0, 0, 0, false
 				}
 				counted = k == "content" || k == "parts"
+				toolCall = k == "tool_calls" || k == "function_call" || k == "arguments" || k == "output"
 			} else {
 				switch k {
 				case "content", // counts only in a tool_result: the walker's
-					"input", "functionCall", "functionResponse", // a tool call or result: the walker's
 					"thinking", "signature", "data", "thoughtSignature", "thought_signature", // reasoning: the walker's
 					"image_url", "file_id", "source", "fileData", "file_data", // an image by reference: the walker's
 					"file", "input_audio", "inlineData", "inline_data", "image", "audio", "video", "document": // inline data: the walker's
-					return 0, 0, false
+					return 0, 0, 0, false
 				}
 				counted = k == "text"
+				toolCall = k == "input" || k == "functionCall" || k == "functionResponse" // Anthropic's tool_use, Gemini's calls
 			}
 			if i = skipSpace(s, j); i >= len(s) || s[i] != ':' {
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
 			i = skipSpace(s, i+1)
-			// The value: text that counts, the message's parts, or
-			// anything else, skipped.
+			// The value: text that counts, the message's parts, a tool
+			// call, or anything else, skipped.
+			nest := MaxDepth - plainMessageDepth // as the walker skips a message's member
+			if inParts {
+				nest -= 2 // a part's
+			}
 			switch {
-			case counted && i < len(s) && s[i] == '"':
+			case (counted || toolCall) && i < len(s) && s[i] == '"':
 				v, j, saved := plainString(s, i+1, simple)
 				if j < 0 {
-					return 0, 0, false
+					return 0, 0, 0, false
 				}
 				text += int64(len(v) - saved)
 				if spans != nil {
-					if spans.pending == maxTextSpans {
-						return 0, 0, false
-					}
-					spans.at[spans.pending] = [2]int64{int64(i + 1), int64(j - 1)}
-					spans.escaped &^= 1 << spans.pending
-					if saved > 0 {
-						spans.escaped |= 1 << spans.pending
-					}
-					spans.pending++
+					units += spanUnits(s[:j-1], i+1, saved > 0)
 				}
 				i = j
 			case counted && !inParts && i < len(s) && s[i] == '[':
@@ -114,9 +111,24 @@ func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int,
 				}
 				inParts, state = true, atPart
 				continue
+			case toolCall:
+				v := i
+				if i, ok = skipValue(s, i, nest, simple); !ok {
+					return 0, 0, 0, false
+				}
+				text += int64(i - v)
+				if spans != nil {
+					k := spans.n + noted
+					if k == maxTextSpans {
+						return 0, 0, 0, false
+					}
+					spans.at[k] = [2]int64{int64(v), int64(i)}
+					spans.escaped |= 1 << k
+					noted++
+				}
 			default:
-				if i, ok = skipValue(s, i, 63, simple); !ok {
-					return 0, 0, false
+				if i, ok = skipValue(s, i, nest, simple); !ok {
+					return 0, 0, 0, false
 				}
 			}
 			state = afterValue
@@ -127,19 +139,22 @@ func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int,
 			case i < len(s) && s[i] == '}':
 				i++
 				if !inParts {
-					return i, text, true
+					if spans != nil {
+						spans.n += noted
+					}
+					return i, text, units, true
 				}
 				state = afterPart
 			default:
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
 		case atPart:
 			if i < len(s) && s[i] == '{' {
 				i, state = skipSpace(s, i+1), atObjectStart
 				continue
 			}
-			if i, ok = skipValue(s, i, 63, simple); !ok { // the walker skips what is not an object
-				return 0, 0, false
+			if i, ok = skipValue(s, i, MaxDepth-plainMessageDepth-1, simple); !ok { // the walker skips what is not an object
+				return 0, 0, 0, false
 			}
 			state = afterPart
 		case afterPart:
@@ -150,7 +165,7 @@ func plainObject(s string, i int, simple *[256]bool, spans *textSpans) (end int,
 				i++
 				inParts, state = false, afterValue
 			default:
-				return 0, 0, false
+				return 0, 0, 0, false
 			}
 		}
 	}

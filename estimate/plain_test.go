@@ -34,11 +34,19 @@ func TestPlainTurns(t *testing.T) {
 		{"a stop at the first other element", msg + `,{"con\u0074ent":"a"},` + msg, true, len(msg), 1, 5},
 		{"a string element", `"text",` + msg, true, 0, 0, 0},
 		{"members of every kind, skipped", `{"content":"a","n":-1.5e3,"b":true,"z":null,"o":{"k":[1,{}]},"s":"\ud83d\ude00"}`, true, 80, 1, 1},
-		{"a tool call: the walker's", `{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]}`, true, 0, 0, 0},
-		{"a tool use part: the walker's", `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"q":1}}]}`, true, 0, 0, 0},
-		{"a Responses call output: the walker's", `{"type":"function_call_output","call_id":"c","output":"ok"}`, true, 0, 0, 0},
-		{"a Gemini function response: the walker's", `{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}}]}`, true, 0, 0, 0},
+		{"a tool call, by its JSON", `{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{\"q\":1}"}}]}`, true, 127, 1, 78},
+		{"a legacy function call, by its JSON", `{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}`, true, 66, 1, 29},
+		{"a Responses call's arguments, a string", `{"type":"function_call","name":"f","arguments":"{\"q\":\"\u00e9\"}"}`, true, 68, 1, 10},
+		{"a tool use part, its input by its JSON", `{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"f","input":{"q":1}}]}`, true, 88, 1, 7},
+		{"a Responses call output, a string", `{"type":"function_call_output","call_id":"c","output":"ok"}`, true, 59, 1, 2},
+		{"a tool call nested as deep as the walker reads it", `{"tool_calls":` + strings.Repeat("[", MaxDepth-plainMessageDepth) + strings.Repeat("]", MaxDepth-plainMessageDepth) + `}`, true, 137, 1, 122},
+		{"a tool call nested deeper: the walker's", `{"tool_calls":` + strings.Repeat("[", MaxDepth-2) + strings.Repeat("]", MaxDepth-2) + `}`, true, 0, 0, 0},
+		{"a tool call's string with a surrogate: the walker's", `{"output":"\ud83d\ude00"}`, true, 0, 0, 0},
+		{"an invalid tool call", `{"tool_calls":[1,]}`, true, 0, 0, 0},
+		{"a Gemini function response, by its JSON", `{"role":"user","parts":[{"functionResponse":{"name":"f","response":{}}}]}`, true, 73, 1, 26},
+		{"a Gemini function call, by its JSON", `{"role":"model","parts":[{"functionCall":{"name":"f","args":{"q":"\u00e9"}}}]}`, true, 78, 1, 34},
 		{"keys that only look like them", `{"role":"user","tool_callz":1,"outputs":2,"content":[{"inputs":3,"text":"ab"}]}`, true, 79, 1, 2},
+		{"keys that differ only inside", `{"tool,calls":1,"function,call":2,"argu,ents":3,"content":[{"function,all":4,"function,esponse":5}]}`, true, 100, 1, 0},
 		{"content that is neither a string nor an array", `{"content":{"text":"x"},"parts":7}`, true, 34, 1, 0},
 		{"an image part: the walker's (an image by URL counts)", `{"content":[{"type":"image_url","image_url":{"url":"x"}},{"text":"ab"}]}`, true, 0, 0, 0},
 		{"inline data: the walker's (text when it is no medium)", `{"content":[{"type":"file","file":{"file_data":"x"}}]}`, true, 0, 0, 0},
@@ -74,15 +82,83 @@ func TestPlainTurns(t *testing.T) {
 		{"the end of the array", `]`, true, 0, 0, 0},
 		{"nothing", ``, false, 0, 0, 0},
 		{"a long text", `{"content":"` + strings.Repeat(`0123456\n`, 100) + `"}`, true, 914, 1, 800},
+		{"text of every class, escapes first and last", `{"content":"\u00e9t\u00e9 12 r\u00e9sum\u00e9s, caf\u00e9 \u7f51\u7edc \u20ac5 \"ok\"\n"}`, true, 89, 1, 43},
+		{"words across escapes and words", `{"content":"abcdefghijklmnop\nqrs\u0041bc 1234567890123"}`, true, 57, 1, 37},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			end, n, text := plainTurns(tc.s, 0, tc.first, &simpleEscape, nil)
+			end, n, text, _ := plainTurns(tc.s, 0, tc.first, &simpleEscape, nil)
 			assert.Equal(t, []any{tc.end, tc.n, tc.text}, []any{end, n, text})
 			// From the middle of a body, too.
-			end, n, text = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, nil)
+			end, n, text, _ = plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, nil)
 			assert.Equal(t, []any{tc.end + 3, tc.n, tc.text}, []any{end, n, text})
+			// Weighed, the same run, and the units the walker weighs it
+			// (its strings', and the tool calls' it notes).
+			var spans textSpans
+			end, n, text, units := plainTurns("xyz"+tc.s, 3, tc.first, &simpleEscape, &spans)
+			units += spansUnits("xyz"+tc.s, &spans)
+			assert.Equal(t, []any{tc.end + 3, tc.n, tc.text, walkedUnits(t, "xyz"+tc.s, 3, tc.first, n)}, []any{end, n, text, units})
 		})
 	}
+}
+
+// The words plainTurns compares keys with are those of the keys: the bytes
+// of each at the offset the assembly reads them.
+func TestKeyWords(t *testing.T) {
+	word := func(key string, at, size int) uint64 {
+		var w uint64
+		for k := size - 1; k >= 0; k-- {
+			w = w<<8 | uint64(key[at+k])
+		}
+		return w
+	}
+	for _, c := range []struct {
+		key   string
+		first uint64
+		at    int
+		last  uint64
+		size  int
+	}{
+		{"content", wordCont, 3, wordTent, 4}, {"parts", wordPart, 1, wordArts, 4}, {"text", wordText, 0, wordText, 4},
+		{"output", wordOutp, 2, wordTput, 4}, {"input", wordInpu, 1, wordNput, 4},
+		{"tool_calls", word8ToolCal, 2, word8OlCalls, 8}, {"function_call", word8Function, 5, word8IonCall, 8},
+		{"arguments", word8Argument, 1, word8Rguments, 8}, {"functionCall", word8Function, 4, word8TionCall, 8},
+		{"functionResponse", word8Function, 8, word8Response, 8},
+	} {
+		assert.Equal(t, c.first, word(c.key, 0, c.size), c.key)
+		assert.Equal(t, c.last, word(c.key, c.at, c.size), c.key)
+		assert.Equal(t, len(c.key), c.at+c.size, c.key) // compared whole
+	}
+}
+
+// The tool calls of a run are noted in spans, as many as fit: the run
+// stops before the message whose tool call does not fit, and the walk
+// calls plainTurns again after weighing them.
+func TestPlainTurnsNoteToolCalls(t *testing.T) {
+	const call = `{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":"{\"q\":\"\u00e9\"}"}}]}`
+	array := strings.Repeat(call+",", maxTextSpans+5) + call + `]`
+	var spans textSpans
+	end, n, text, units := plainTurns(array, 0, true, &simpleEscape, &spans)
+	assert.Equal(t, []any{maxTextSpans*(len(call)+1) - 1, maxTextSpans, int64(maxTextSpans * 69), int64(0), int64(maxTextSpans)},
+		[]any{end, n, text, units, spans.n})
+	for k, at := range spans.at {
+		assert.Equal(t, [2]int64{int64(k*(len(call)+1) + 33), int64(k*(len(call)+1) + 33 + 69)}, at)
+	}
+	assert.Equal(t, ^uint64(0), spans.escaped)
+	body := []byte(`{"model":"m","messages":[` + array + `}`)
+	assert.Equal(t, reference(body, "", calibrated), readings(Request(body, DialectOther, calibrated)))
+}
+
+// walkedUnits weighs the n elements of a turns array at s[i:] as the
+// walker's Go reads them, one by one: what plainTurns weighs them.
+func walkedUnits(t *testing.T, s string, i int, first bool, n int) int64 {
+	w := walker{s: s, i: i, weigh: true, depth: 2}
+	for k := range n {
+		if !w.elem(first && k == 0) {
+			t.Fatalf("no element %d at %d", k, w.i)
+		}
+		w.turn()
+	}
+	return w.units
 }
 
 // Random message arrays, plain and nearly plain, whole or cut or with a
@@ -164,7 +240,7 @@ func TestPlainTurnsAgreeWithReference(t *testing.T) {
 			}
 		}
 		if start := strings.Index(string(body), `":[`) + 3; start > 2 {
-			_, n, _ := plainTurns(string(body), start, true, &simpleEscape, nil)
+			_, n, _, _ := plainTurns(string(body), start, true, &simpleEscape, nil)
 			read += n
 			total += len(msgs)
 		}

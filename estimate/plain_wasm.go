@@ -6,4 +6,4 @@ package estimate
 // (plain_wasm.s).
 //
 //go:noescape
-func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text int64)
+func plainTurns(s string, i int, first bool, simple *[256]bool, spans *textSpans) (end, n int, text, units int64)

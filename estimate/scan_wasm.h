@@ -11,10 +11,11 @@
 	Get R2; Get R1; I64LtU; \
 	If; Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Set R4; End
 
-// SKIP_SPACE moves i past JSON whitespace.
+// SKIP_SPACE moves i past JSON whitespace, leaving s[i] in R4 (0 at the
+// end of s), as LOADC does.
 #define SKIP_SPACE \
 	Block; Loop; \
-		Get R2; Get R1; I64GeU; BrIf $1; \
+		Get R2; Get R1; I64GeU; If; I64Const $0; Set R4; Br $2; End; \
 		Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Tee R4; \
 		I64Const $32; I64GtU; BrIf $1; \
 		Get R4; I64Const $32; I64Eq; \
@@ -29,32 +30,37 @@
 // SCAN moves i, in the content of a string, to the first quote, backslash
 // or control character, or to the end of s, skipping the two-byte escapes
 // (a backslash and a byte b with simpleEscape[b]), whose number it adds to
-// R3. It is scanString of scan_generic.go: 8 bytes at a time, flagging in R5
-// the high bit of each byte that is below 0x20, or 0x22 ('"'), or 0x5c
-// ('\\'); the lowest flagged byte of each mask is exact (a false positive
-// only ever sits above a true one), so the lowest of them all is too. Then
-// one byte at a time to the byte to stop at.
+// R3, and leaves that byte in R4 (0 at the end of s). It is scanString of
+// scan_generic.go: 8 bytes at a time, flagging in R5 the high bit of each
+// byte that is below 0x20, or 0x22 ('"'), or 0x5c ('\\'); the lowest flagged
+// byte of each mask is exact (a false positive only ever sits above a true
+// one), so the lowest of them all is too, and is where it stops. The last
+// bytes of s, fewer than 8, one at a time.
 #define SCAN \
 	Block; Loop; \
-		Block; Loop; \
-			Get R2; I64Const $8; I64Add; Get R1; I64GtU; BrIf $1; \
-			Get R0; Get R2; I64Add; I32WrapI64; I64Load $0; Set R4; \
-			Get R4; I64Const $0x2020202020202020; I64Sub; Get R4; I64Const $-1; I64Xor; I64And; \
-			Get R4; I64Const $0x2222222222222222; I64Xor; Tee R5; I64Const $0x0101010101010101; I64Sub; Get R5; I64Const $-1; I64Xor; I64And; I64Or; \
-			Get R4; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; Tee R5; I64Const $0x0101010101010101; I64Sub; Get R5; I64Const $-1; I64Xor; I64And; I64Or; \
-			I64Const $0x8080808080808080; I64And; Tee R5; \
-			I64Eqz; If; Get R2; I64Const $8; I64Add; Set R2; Br $1; End; \
-			Get R2; Get R5; I64Ctz; I64Const $3; I64ShrU; I64Add; Set R2; \
-		End; End; \
-		Block; Loop; \
-			Get R2; Get R1; I64GeU; BrIf $3; \
-			Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Tee R4; \
-			I64Const $34; I64Eq; BrIf $1; \
-			Get R4; I64Const $92; I64Eq; BrIf $1; \
-			Get R4; I64Const $32; I64LtU; BrIf $1; \
-			ADVANCE; \
-			Br $0; \
-		End; End; \
+		Block; /* -> at the byte to stop at, in R4 */ \
+			Block; Loop; \
+				Get R2; I64Const $8; I64Add; Get R1; I64GtU; BrIf $1; \
+				Get R0; Get R2; I64Add; I32WrapI64; I64Load $0; Set R4; \
+				Get R4; I64Const $0x2020202020202020; I64Sub; Get R4; I64Const $-1; I64Xor; I64And; \
+				Get R4; I64Const $0x2222222222222222; I64Xor; Tee R5; I64Const $0x0101010101010101; I64Sub; Get R5; I64Const $-1; I64Xor; I64And; I64Or; \
+				Get R4; I64Const $0x5c5c5c5c5c5c5c5c; I64Xor; Tee R5; I64Const $0x0101010101010101; I64Sub; Get R5; I64Const $-1; I64Xor; I64And; I64Or; \
+				I64Const $0x8080808080808080; I64And; Tee R5; \
+				I64Eqz; If; Get R2; I64Const $8; I64Add; Set R2; Br $1; End; \
+				Get R5; I64Ctz; I64Const $3; I64ShrU; Tee R5; Get R2; I64Add; Set R2; \
+				Get R4; Get R5; I64Const $3; I64Shl; I64ShrU; I64Const $0xff; I64And; Set R4; \
+				Br $2; \
+			End; End; \
+			Block; Loop; \
+				Get R2; Get R1; I64GeU; If; I64Const $0; Set R4; Br $5; End; \
+				Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $0; Tee R4; \
+				I64Const $34; I64Eq; BrIf $1; \
+				Get R4; I64Const $92; I64Eq; BrIf $1; \
+				Get R4; I64Const $32; I64LtU; BrIf $1; \
+				ADVANCE; \
+				Br $0; \
+			End; End; \
+		End; \
 		Get R4; I64Const $92; I64Ne; BrIf $1; \
 		Get R2; I64Const $1; I64Add; Get R1; I64GeU; BrIf $1; \
 		Get R6; Get R0; Get R2; I64Add; I32WrapI64; I64Load8U $1; I64Add; I32WrapI64; I32Load8U $0; I32Eqz; BrIf $1; \
@@ -80,7 +86,7 @@
 // escape a two-byte one or a \u with four hex digits.
 #define STRING \
 	Block; Loop; \
-		SCAN; LOADC; \
+		SCAN; \
 		Get R4; I64Const $34; I64Eq; If; ADVANCE; Br $2; End; \
 		Get R4; I64Const $92; I64Ne; If; EXIT; End; \
 		Get R2; I64Const $6; I64Add; Get R1; I64GtU; If; EXIT; End; \
@@ -90,13 +96,13 @@
 		Br $0; \
 	End; End
 
-// KEY skips a key and the colon after it.
+// KEY skips a key and the colon after it, at s[i], in R4.
 #define KEY \
-	LOADC; Get R4; I64Const $34; I64Ne; If; EXIT; End; \
+	Get R4; I64Const $34; I64Ne; If; EXIT; End; \
 	ADVANCE; \
 	STRING; \
 	SKIP_SPACE; \
-	LOADC; Get R4; I64Const $58; I64Ne; If; EXIT; End; \
+	Get R4; I64Const $58; I64Ne; If; EXIT; End; \
 	ADVANCE
 
 // DIGITS skips one digit or more.
@@ -125,7 +131,6 @@
 	Loop; /* at a value */ \
 		Block; /* after a value */ \
 			SKIP_SPACE; \
-			LOADC; \
 			/* An object or an array. */ \
 			Get R4; \
 			I64Const $123; /* '{' */ \
@@ -165,7 +170,6 @@
 				Set R7; \
 				ADVANCE; \
 				SKIP_SPACE; \
-				LOADC; \
 				Get R4; \
 				Get R10; \
 				I64Const $2; /* '}' or ']' */ \
@@ -291,7 +295,6 @@
 				Br $3; /* -> the value is skipped */ \
 			End; \
 			SKIP_SPACE; \
-			LOADC; \
 			Get R7; \
 			Get R9; \
 			I64ShrU; \

@@ -147,7 +147,7 @@ func (w *walker) skipNested() {
 					w.depth--
 					atValue = false
 				} else if c == '{' {
-					w.memberKey(false)
+					w.skipKey()
 				}
 				continue
 			case '"':
@@ -168,7 +168,7 @@ func (w *walker) skipNested() {
 			w.i++
 			w.ws()
 			if inObject {
-				w.memberKey(false)
+				w.skipKey()
 			}
 			atValue = true
 		case '}':
@@ -190,4 +190,21 @@ func (w *walker) close(matches bool) {
 	}
 	w.i++
 	w.depth--
+}
+
+// skipKey reads a key, undecoded, and the colon after it, leaving w.i at
+// the value.
+func (w *walker) skipKey() {
+	if w.peek() != '"' {
+		w.bad = true
+		return
+	}
+	w.str()
+	w.ws()
+	if w.peek() != ':' {
+		w.bad = true
+		return
+	}
+	w.i++
+	w.ws()
 }

@@ -36,7 +36,8 @@ type walker struct {
 	bad   bool  // not valid JSON, or deeper than MaxDepth
 	text  int64 // bytes of prompt text
 	// With weigh, units is the calibrated count of the prompt text
-	// (count.go), in 1/UnitsPerToken of a token; spans is plainTurns'.
+	// (count.go), in 1/UnitsPerToken of a token; spans are the strings
+	// the walker weighs in one call of spansUnits.
 	weigh bool
 	units int64
 	// openAI says the request is in OpenAI's chat or Responses dialect,
@@ -197,31 +198,25 @@ func (w *walker) top() {
 // knownWords are the keys and values the walker compares decoded strings
 // to: a string with escapes that decodes to one is that constant (see
 // decodedStr). TestKnownWords holds it to the walker's source.
-var knownWords = func() map[string]string {
-	words := map[string]string{}
-	for _, w := range [...]string{
-		// Top-level keys (topKeys), and those of generationConfig.
-		"model", "messages", "contents", "input", "instructions", "prompt", "system",
-		"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
-		"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
-		"response_format", "text", "output_format", "outputConfig", "toolConfig",
-		"maxOutputTokens", "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema",
-		// A message's and a part's keys, and the values of "type".
-		"content", "parts", "tool_calls", "function_call", "arguments", "output", "summary", "encrypted_content",
-		"type", "tool_result", "image_url", "input_image", "image", "detail", "low", "file_id", "source",
-		"fileData", "file_data", "file", "input_audio", "inlineData", "inline_data", "audio", "video", "document",
-		"functionCall", "functionResponse", "thinking", "signature", "data", "thoughtSignature", "thought_signature",
-		"url", "bytes", "mimeType", "mime_type",
-		// Tools (tools.go).
-		"function", "name", "description", "parameters", "strict", "properties", "required", "additionalProperties",
-		"enum", "any", "tool",
-		// Bedrock Converse's toolConfig (converseToolConfig).
-		"toolChoice",
-	} {
-		words[w] = w
-	}
-	return words
-}()
+var knownWords = newWordTable(
+	// Top-level keys (topKeys), and those of generationConfig.
+	"model", "messages", "contents", "input", "instructions", "prompt", "system",
+	"systemInstruction", "system_instruction", "tools", "functions", "tool_choice",
+	"max_completion_tokens", "max_tokens", "max_output_tokens", "generationConfig", "generation_config",
+	"response_format", "text", "output_format", "outputConfig", "toolConfig",
+	"maxOutputTokens", "responseSchema", "responseJsonSchema", "response_schema", "response_json_schema",
+	// A message's and a part's keys, and the values of "type".
+	"content", "parts", "tool_calls", "function_call", "arguments", "output", "summary", "encrypted_content",
+	"type", "tool_result", "image_url", "input_image", "image", "detail", "low", "file_id", "source",
+	"fileData", "file_data", "file", "input_audio", "inlineData", "inline_data", "audio", "video", "document",
+	"functionCall", "functionResponse", "thinking", "signature", "data", "thoughtSignature", "thought_signature",
+	"url", "bytes", "mimeType", "mime_type",
+	// Tools (tools.go).
+	"function", "name", "description", "parameters", "strict", "properties", "required", "additionalProperties",
+	"enum", "any", "tool",
+	// Bedrock Converse's toolConfig (converseToolConfig).
+	"toolChoice",
+)
 
 // modelOnlyKey says whether a top-level key is read with Options.ModelOnly:
 // the model's, an output cap's.
@@ -260,18 +255,21 @@ func (w *walker) turns(counted, ids bool) {
 			var spans *textSpans
 			if w.weigh {
 				spans = &w.spans
-				spans.n = 0
+				spans.n, spans.escaped = 0, 0
 			}
-			end, n, text := plainTurns(w.s, w.i, first, &simpleEscape, spans)
+			end, n, text, units := plainTurns(w.s, w.i, first, &simpleEscape, spans)
 			w.steps += 1 + int64(n)
 			if n > 0 {
-				w.i, w.text, first = end, w.text+text, false
-				if spans != nil {
-					w.units += spansUnits(w.s, spans)
-					w.steps++
-				}
+				w.i, w.text, w.units, first = end, w.text+text, w.units+units, false
 				if counted {
 					w.messages += int64(n)
+				}
+				if spans != nil && spans.n > 0 {
+					// The tool calls' JSON; the run may have stopped
+					// because no more fitted in spans: it goes on.
+					w.units += spansUnits(w.s, spans)
+					w.steps++
+					continue
 				}
 			}
 			if !w.elem(first) {
@@ -475,6 +473,9 @@ func nonEmptyArray(raw string) bool {
 // forcesTool says whether a valid tool_choice value forces a tool use:
 // Anthropic's {"type": "any"} or {"type": "tool", "name": …}.
 func forcesTool(raw string) bool {
+	if len(raw) == 0 || raw[0] != '{' {
+		return false // "auto", "none", "required": no object, no type
+	}
 	t := gjson.Get(raw, "type")
 	return t.Type == gjson.String && (t.Str == "any" || t.Str == "tool")
 }
