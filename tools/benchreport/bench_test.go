@@ -176,3 +176,20 @@ func BenchmarkDefaultStreamWASM(b *testing.B) {
 		stop()
 	}
 }
+
+// BenchmarkSDKStreamWASM: the request of the outside measurement issue 56
+// cites (sdkStreamCase), limiter vs. baseline.
+func BenchmarkSDKStreamWASM(b *testing.B) {
+	c := sdkStream()
+	for _, p := range []struct{ name, pkg string }{{"noop", noopplugin.WASM}, {"limiter", wasmbuild.Plugin}} {
+		host, stop := wasmHost(b, buildWasm(b, p.pkg), c.config)
+		h := newCannedHost(host, c)
+		_, step := wholeRequests(b, h, c) // also the warm-up
+		b.Run(p.name, func(b *testing.B) {
+			for range b.N {
+				step()
+			}
+		})
+		stop()
+	}
+}

@@ -38,8 +38,10 @@ type costCase struct {
 	// large: a body of hundreds of KiB, timed on fresh WASM VMs each round
 	// for a fixed number of requests (see measureWASM).
 	large     bool
-	noasm     bool   // the plugin built with -tags noasm: the estimate without its WASM assembly
-	benchTime string // testing.Benchmark's run length, as -benchtime
+	noasm     bool     // the plugin built with -tags noasm: the estimate without its WASM assembly
+	events    [][]byte // the answer's events, one body chunk each (nil: streamEvents)
+	keys      int      // x-api-key values the requests take in turn (0: benchRequestHeaders' one)
+	benchTime string   // testing.Benchmark's run length, as -benchtime
 }
 
 const (
@@ -73,8 +75,16 @@ const (
 	headlineCase        = "the default streaming request: a 1 KiB body with its Content-Length, as the OpenAI SDK sends it, the stream asked for its usage (stream_usage: inject, the default), two token windows"
 	headlineChunkedCase = "the same sent chunked, without Content-Length (the body in 4 pieces, as some proxies pass it on)"
 	headlineChunks      = 4
-	endpointsCase       = "the same + quota_path and admin.path configured (limit_overrides off)"
-	endpointsOn         = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
+	// sdkStreamCase is the request of the outside measurement issue 56
+	// cites (../shared/measurements/independent-cpu.md): the OpenAI SDK's
+	// streamed chat with a one-line prompt, one token window per API key.
+	sdkStreamCase = "the OpenAI SDK's streamed chat as an outside measurement sends it: a 93-byte body in one piece without Content-Length, " +
+		"50 API keys in turn, one token window each (limit_by_per_header), 50 one-delta events, then the usage and [DONE]"
+	sdkStreamConfig = `{"rule_name": "chat", "rule_items": [{"limit_by_per_header": "x-api-key",
+	"limit_keys": [{"key": "*", "token_per_minute": 1099511627776}]}], "redis": {"service_name": "redis.static", "service_port": 6379}}`
+	sdkStreamKeys = 50
+	endpointsCase = "the same + quota_path and admin.path configured (limit_overrides off)"
+	endpointsOn   = `"quota_path": "/v1/quota", "admin": {"path": "/atrl", "consumer": "ops"},`
 )
 
 var modelHeader = [][2]string{{"x-higress-llm-model", "gpt-4o"}}
@@ -116,6 +126,7 @@ func costCases(s reportScale) []costCase {
 	kinds := []costCase{
 		headline(),
 		{name: headlineChunkedCase, config: benchConfig, body: []byte(requestbody.Conversation(1 << 10)), chunks: headlineChunks, windows: 2},
+		sdkStream(),
 		{name: firstKindsCase, config: benchConfig, windows: 2},
 		{name: "the same with the circuit breaker off (redis.breaker_failures: 0; on by default, as in every other row)",
 			config: withBreakerOff(benchConfig), windows: 2},
@@ -184,6 +195,12 @@ func headline() costCase {
 	body := []byte(requestbody.Conversation(1 << 10))
 	return costCase{name: headlineCase, config: benchConfig, body: body, windows: 2,
 		headers: [][2]string{{"content-length", strconv.Itoa(len(body))}}}
+}
+
+// sdkStream is the outside measurement's request (sdkStreamCase).
+func sdkStream() costCase {
+	return costCase{name: sdkStreamCase, config: sdkStreamConfig, body: []byte(sdkStreamBody), windows: 1,
+		events: sdkStreamEvents(), keys: sdkStreamKeys}
 }
 
 // withConfig is a case with another configuration.
@@ -310,7 +327,10 @@ type redisTraffic struct {
 // wholeRequests times bench_test.go's full request: headers (and body),
 // admission, a 50-event stream, the charge, the end.
 func wholeRequests(b *testing.B, h *cannedHost, c costCase) (redisTraffic, func()) {
-	events := streamEvents()
+	events := c.events
+	if events == nil {
+		events = streamEvents()
+	}
 	body := pieces(c.body, c.chunks)
 	before := h.calls
 	sent := fullRequestWithChunks(b, h, body, events) // also the warm-up
@@ -340,9 +360,13 @@ func contentEvents(b *testing.B, h *cannedHost, _ costCase) (redisTraffic, func(
 type cannedHost struct {
 	proxytest.HostEmulator
 	requestHeaders [][2]string // sent instead of benchRequestHeaders
-	verdictReply   []byte      // sent instead of benchVerdict (nil: it)
-	chargeReply    []byte
-	calls          int
+	// keyHeaders, when set, are sent in turn instead of requestHeaders: the
+	// same headers with each x-api-key value of the case.
+	keyHeaders   [][][2]string
+	requests     int
+	verdictReply []byte // sent instead of benchVerdict (nil: it)
+	chargeReply  []byte
+	calls        int
 }
 
 func newCannedHost(host proxytest.HostEmulator, c costCase) *cannedHost {
@@ -350,12 +374,27 @@ func newCannedHost(host proxytest.HostEmulator, c costCase) *cannedHost {
 	for range c.windows {
 		reply = append(reply, ":1801\r\n"...)
 	}
-	return &cannedHost{HostEmulator: host, chargeReply: reply, verdictReply: c.verdict,
+	h := &cannedHost{HostEmulator: host, chargeReply: reply, verdictReply: c.verdict,
 		requestHeaders: append(slices.Clip(benchRequestHeaders), c.headers...)}
+	for i := range c.keys {
+		headers := slices.Clone(h.requestHeaders)
+		for j := range headers {
+			if headers[j][0] == "x-api-key" {
+				headers[j][1] = fmt.Sprintf("cpu-%d", i)
+			}
+		}
+		h.keyHeaders = append(h.keyHeaders, headers)
+	}
+	return h
 }
 
 func (h *cannedHost) CallOnRequestHeaders(id uint32, _ [][2]string, endOfStream bool) types.Action {
-	return h.HostEmulator.CallOnRequestHeaders(id, h.requestHeaders, endOfStream)
+	headers := h.requestHeaders
+	if len(h.keyHeaders) > 0 {
+		headers = h.keyHeaders[h.requests%len(h.keyHeaders)]
+	}
+	h.requests++
+	return h.HostEmulator.CallOnRequestHeaders(id, headers, endOfStream)
 }
 
 func (h *cannedHost) CallOnRedisCallResponse(id uint32, status int32, reply []byte) {
@@ -545,7 +584,7 @@ func measureWASM(t tb, s reportScale, rows []costRow) {
 		}
 		stale = c.large
 		rounds := s.rounds
-		if c.name == headlineCase || c.name == headlineChunkedCase {
+		if c.name == headlineCase || c.name == headlineChunkedCase || c.name == sdkStreamCase {
 			rounds = s.headlineRounds // the figures held to a target: more runs, a steadier median
 		}
 		rows[i].wasm, rows[i].traffic = measureRuns(t, rounds, c, func(round int) vmPair {

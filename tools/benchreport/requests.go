@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -187,6 +188,23 @@ func answerCanned(host proxytest.HostEmulator, id uint32, reply []byte) int {
 		host.CallOnRedisCallResponse(call.CalloutID, 0, reply)
 	}
 	return sent
+}
+
+// sdkStreamBody is the OpenAI SDK's streamed chat of the outside
+// measurement: a one-line prompt that does not ask for its usage.
+const sdkStreamBody = `{"model":"gpt-4o","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`
+
+// sdkStreamEvents is its answer: 50 chunks of one short delta each, the
+// usage (10 prompt tokens, 90 completion tokens), [DONE], each its own
+// body chunk.
+func sdkStreamEvents() [][]byte {
+	const head = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"gpt-4o","choices":[`
+	var events [][]byte
+	for i := range 50 {
+		events = append(events, fmt.Appendf(nil, head+`{"index":0,"delta":{"content":"token %d "},"finish_reason":null}]}`+"\n\n", i))
+	}
+	return append(events, []byte(head+`],"usage":{"prompt_tokens":10,"completion_tokens":90,"total_tokens":100}}`+"\n\n"),
+		[]byte("data: [DONE]\n\n"))
 }
 
 func streamEvents() [][]byte {
